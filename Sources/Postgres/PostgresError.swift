@@ -1,0 +1,79 @@
+/// An error from the PostgreSQL layer.
+///
+/// `description` is safe to log: it names the kind of failure, the SQLSTATE and the server's
+/// primary message, never connection passwords nor the server's `DETAIL`, which can quote row
+/// values (for example the duplicated key of a unique violation). `debugDescription` adds the
+/// detail and hint for local debugging.
+public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// What went wrong, at the level a caller decides on.
+    public enum Kind: String, Sendable, Hashable {
+        /// The connection could not be opened.
+        case connectionFailed = "connection failed"
+        /// The connection broke while in use; it has been, or must be, discarded.
+        case connectionLost = "connection lost"
+        /// The server answered the statement with an error; see ``PostgresError/sqlState``.
+        case server = "server error"
+        /// A value in a result could not be decoded as the requested Swift type.
+        case decoding = "decoding failed"
+        /// A parameter could not be encoded (for example text with a NUL byte).
+        case encoding = "encoding failed"
+        /// No pooled connection became free in time.
+        case poolTimeout = "pool timeout"
+        /// The pool or connection was closed.
+        case closed = "closed"
+        /// libpq reported something unexpected (out of memory, protocol state).
+        case client = "client error"
+    }
+
+    public var kind: Kind
+    /// The server's SQLSTATE, when the server sent one.
+    public var sqlState: SQLState?
+    /// The primary message (server's or libpq's). Never contains the password.
+    public var message: String
+    /// The server's DETAIL field; may contain data values, so it is not in `description`.
+    public var detail: String?
+    public var hint: String?
+    public var constraint: String?
+    public var table: String?
+    public var column: String?
+
+    public init(
+        _ kind: Kind,
+        sqlState: SQLState? = nil,
+        message: String,
+        detail: String? = nil,
+        hint: String? = nil,
+        constraint: String? = nil,
+        table: String? = nil,
+        column: String? = nil
+    ) {
+        self.kind = kind
+        self.sqlState = sqlState
+        self.message = message
+        self.detail = detail
+        self.hint = hint
+        self.constraint = constraint
+        self.table = table
+        self.column = column
+    }
+
+    /// Whether the connection that produced this error must not be reused.
+    public var isConnectionLoss: Bool {
+        kind == .connectionLost || kind == .connectionFailed || (sqlState?.isConnectionLoss ?? false)
+    }
+
+    public var description: String {
+        var text = "PostgresError(\(kind.rawValue)"
+        if let sqlState { text += ", SQLSTATE \(sqlState)" }
+        if let constraint { text += ", constraint \(constraint)" }
+        text += "): \(message)"
+        return text
+    }
+
+    public var debugDescription: String {
+        var text = description
+        if let detail { text += "\nDETAIL: \(detail)" }
+        if let hint { text += "\nHINT: \(hint)" }
+        return text
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+
+/// One bind parameter as it goes to the server.
+///
+/// Text values are sent with an unspecified type (OID 0) so the server infers the type from
+/// the statement, exactly as for a literal; casts in SQL (`$1::uuid`) settle ambiguity.
+/// Bytes go in binary format as `bytea`.
+public enum PostgresValue: Sendable, Hashable {
+    case null
+    case text(String)
+    case bytes([UInt8])
+}
+
+/// A Swift value that can be bound as a statement parameter.
+public protocol PostgresEncodable: Sendable {
+    var postgresValue: PostgresValue { get }
+}
+
+extension PostgresValue: PostgresEncodable {
+    public var postgresValue: PostgresValue { self }
+}
+
+extension String: PostgresEncodable {
+    public var postgresValue: PostgresValue { .text(self) }
+}
+
+extension Substring: PostgresEncodable {
+    public var postgresValue: PostgresValue { .text(String(self)) }
+}
+
+extension Int: PostgresEncodable {
+    public var postgresValue: PostgresValue { .text(String(self)) }
+}
+
+extension Int64: PostgresEncodable {
+    public var postgresValue: PostgresValue { .text(String(self)) }
+}
+
+extension Int32: PostgresEncodable {
+    public var postgresValue: PostgresValue { .text(String(self)) }
+}
+
+extension Bool: PostgresEncodable {
+    public var postgresValue: PostgresValue { .text(self ? "t" : "f") }
+}
+
+extension Double: PostgresEncodable {
+    public var postgresValue: PostgresValue {
+        if isNaN { return .text("NaN") }
+        if isInfinite { return .text(self > 0 ? "Infinity" : "-Infinity") }
+        return .text("\(self)")
+    }
+}
+
+extension UUID: PostgresEncodable {
+    public var postgresValue: PostgresValue { .text(uuidString.lowercased()) }
+}
+
+extension Date: PostgresEncodable {
+    public var postgresValue: PostgresValue { .text(PostgresTimestamp.format(self)) }
+}
+
+extension Data: PostgresEncodable {
+    public var postgresValue: PostgresValue { .bytes([UInt8](self)) }
+}
+
+extension Array: PostgresEncodable where Element: PostgresArrayElement {
+    /// Encodes as a PostgreSQL array literal (`{"a","b",NULL}`); bind it with a cast such as
+    /// `$1::text[]`, which also makes `unnest($1::text[], ...)` batch inserts possible.
+    public var postgresValue: PostgresValue {
+        var literal = "{"
+        for (index, element) in self.enumerated() {
+            if index > 0 { literal += "," }
+            switch element.arrayElementText {
+            case nil:
+                literal += "NULL"
+            case let text?:
+                literal += "\""
+                for character in text.unicodeScalars {
+                    if character == "\"" || character == "\\" { literal += "\\" }
+                    literal.unicodeScalars.append(character)
+                }
+                literal += "\""
+            }
+        }
+        literal += "}"
+        return .text(literal)
+    }
+}
+
+extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
+    public var postgresValue: PostgresValue {
+        switch self {
+        case .none: .null
+        case .some(let value): value.postgresValue
+        }
+    }
+}
+
+/// A value that can stand inside an array parameter.
+public protocol PostgresArrayElement: Sendable {
+    /// The element's text form; `nil` is SQL NULL.
+    var arrayElementText: String? { get }
+}
+
+extension String: PostgresArrayElement {
+    public var arrayElementText: String? { self }
+}
+extension Int64: PostgresArrayElement {
+    public var arrayElementText: String? { String(self) }
+}
+extension Int: PostgresArrayElement {
+    public var arrayElementText: String? { String(self) }
+}
+extension Bool: PostgresArrayElement {
+    public var arrayElementText: String? { self ? "t" : "f" }
+}
+extension UUID: PostgresArrayElement {
+    public var arrayElementText: String? { uuidString.lowercased() }
+}
+extension Date: PostgresArrayElement {
+    public var arrayElementText: String? { PostgresTimestamp.format(self) }
+}
+extension Optional: PostgresArrayElement where Wrapped: PostgresArrayElement {
+    public var arrayElementText: String? { self?.arrayElementText }
+}

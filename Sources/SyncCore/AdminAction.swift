@@ -1,0 +1,8 @@
+/// An operator's explicit decision about one transaction, recorded as a report with
+/// ``ReportSource/admin`` so that it joins like any other report.
+public enum AdminAction: String, Sendable, Equatable, Hashable, Codable, CaseIterable {
+    /// Counts as a revocation at the report's time (`signed_date`, else `observed_at`).
+    case revoke
+    /// Counts as a reinstatement at the report's time: it lifts every revocation that is not later.
+    case unrevoke
+}

@@ -1,0 +1,72 @@
+import Foundation
+
+/// A stored event, as delivered to webhooks and read through the API (DESIGN §4).
+///
+/// JSON: `id`, `account_id`, `sequence` (1, 2, 3, ... per account, no gaps), `type`,
+/// `occurred_at`, `entitlement_id`, `previous`, `current`, `previous_tier`, `state`
+/// (absent values written as `null`).
+public struct Event: Sendable, Hashable, Codable, Identifiable {
+    /// Unique, stable across delivery retries (the `webhook-id`). Assigned by the store.
+    public var id: String
+    public var accountID: String
+    /// Per-account sequence number, assigned by the store.
+    public var sequence: Int64
+    public var type: EventType
+    public var occurredAt: Date
+    public var entitlementID: String?
+    public var previous: EntitlementState?
+    public var current: EntitlementState?
+    public var previousTier: String?
+    /// The account's full resolved state after the change.
+    public var state: AccountState
+
+    public init(
+        id: String, accountID: String, sequence: Int64, type: EventType, occurredAt: Date,
+        entitlementID: String?, previous: EntitlementState?, current: EntitlementState?,
+        previousTier: String?, state: AccountState
+    ) {
+        self.id = id
+        self.accountID = accountID
+        self.sequence = sequence
+        self.type = type
+        self.occurredAt = occurredAt
+        self.entitlementID = entitlementID
+        self.previous = previous
+        self.current = current
+        self.previousTier = previousTier
+        self.state = state
+    }
+
+    /// The stored form of `draft`, with the identity the store assigned.
+    public init(draft: EventDraft, id: String, accountID: String, sequence: Int64, occurredAt: Date) {
+        self.init(
+            id: id, accountID: accountID, sequence: sequence, type: draft.type, occurredAt: occurredAt,
+            entitlementID: draft.entitlementID, previous: draft.previous, current: draft.current,
+            previousTier: draft.previousTier, state: draft.state)
+    }
+
+    public enum CodingKeys: String, CodingKey {
+        case id
+        case accountID = "account_id"
+        case sequence, type
+        case occurredAt = "occurred_at"
+        case entitlementID = "entitlement_id"
+        case previous, current
+        case previousTier = "previous_tier"
+        case state
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(accountID, forKey: .accountID)
+        try c.encode(sequence, forKey: .sequence)
+        try c.encode(type, forKey: .type)
+        try c.encode(occurredAt, forKey: .occurredAt)
+        try c.encode(entitlementID, forKey: .entitlementID)
+        try c.encode(previous, forKey: .previous)
+        try c.encode(current, forKey: .current)
+        try c.encode(previousTier, forKey: .previousTier)
+        try c.encode(state, forKey: .state)
+    }
+}

@@ -1,0 +1,32 @@
+/// The kinds of events (DESIGN §4). Raw values are the wire `type` strings.
+public enum EventType: String, Sendable, Hashable, Codable, CaseIterable {
+    /// The entitlement started granting access (first purchase, or a new purchase after
+    /// `expired` or `revoked`).
+    case activated = "entitlement.activated"
+    /// Still (or again, after billing retry) granting access, and paid further: `period_ends_at`
+    /// moved later (a lifetime purchase counts as the latest possible).
+    case renewed = "entitlement.renewed"
+    /// Became `expired` (including first seen already expired, or upgraded away).
+    case expired = "entitlement.expired"
+    /// Became `revoked` (refund), from any other status or first seen revoked.
+    case revoked = "entitlement.revoked"
+    /// The revoked transaction is no longer revoked (refund reversal or operator unrevoke);
+    /// `current` says whether access is back.
+    case restored = "entitlement.restored"
+    /// The source product changed while the subscription stayed alive (up/downgrade, crossgrade).
+    case productChanged = "entitlement.product_changed"
+    /// Entered `grace_period`: billing failed, access continues until the grace end.
+    case gracePeriodStarted = "entitlement.grace_period_started"
+    /// Entered `billing_retry`: billing failed and there is no access.
+    case billingIssue = "entitlement.billing_issue"
+    /// `will_renew` changed while the subscription stayed alive.
+    case renewalChanged = "entitlement.renewal_changed"
+    /// Any other change of an entitlement's state that no type above describes (e.g. the expiry
+    /// moved earlier because one of two grants was refunded, or a grace period was extended), so
+    /// that every change of the resolved state produces an event. Not in DESIGN §4's list.
+    case updated = "entitlement.updated"
+    /// Reserved for moving purchases between accounts; never emitted yet.
+    case transferred = "entitlement.transferred"
+    /// The account's tier, features, limits or ads changed.
+    case tierChanged = "account.tier_changed"
+}

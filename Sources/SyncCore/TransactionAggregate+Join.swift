@@ -1,0 +1,123 @@
+import Foundation
+
+extension TransactionAggregate {
+    /// Joins another aggregate of the same transaction into this one. Commutative, associative
+    /// and idempotent.
+    public mutating func join(_ other: TransactionAggregate) {
+        if representative < other.representative {
+            adoptDescriptiveFields(of: other)
+        }
+        expiresAt = latest(expiresAt, other.expiresAt)
+        gracePeriodExpiresAt = latest(gracePeriodExpiresAt, other.gracePeriodExpiresAt)
+        if let theirs = other.revocation {
+            if let ours = revocation {
+                if theirs.isAfter(ours) { revocation = theirs }
+            } else {
+                revocation = theirs
+            }
+        }
+        latestReinstatedAt = latest(latestReinstatedAt, other.latestReinstatedAt)
+        isUpgraded = isUpgraded || other.isUpgraded
+        if other.firstObservedAt < firstObservedAt { firstObservedAt = other.firstObservedAt }
+        if other.lastObservedAt > lastObservedAt { lastObservedAt = other.lastObservedAt }
+    }
+
+    /// Joins one report of the same transaction into this aggregate; equivalent to
+    /// `join(TransactionAggregate(report))` without building the intermediate aggregate.
+    public mutating func join(_ report: Report) {
+        let key = ReportOrderKey(report)
+        if representative < key {
+            transactionID = report.transactionID
+            originalTransactionID = report.originalTransactionID
+            productID = report.productID
+            purchasedAt = report.purchasedAt
+            willAutoRenew = report.willAutoRenew
+            inBillingRetry = report.inBillingRetry
+            environment = report.environment
+            representative = key
+        }
+        expiresAt = latest(expiresAt, report.expiresAt)
+        gracePeriodExpiresAt = latest(gracePeriodExpiresAt, report.gracePeriodExpiresAt)
+        if let theirs = Self.revocationMark(of: report, key: key) {
+            if let ours = revocation {
+                if theirs.isAfter(ours) { revocation = theirs }
+            } else {
+                revocation = theirs
+            }
+        }
+        latestReinstatedAt = latest(latestReinstatedAt, Self.reinstatementTime(of: report))
+        isUpgraded = isUpgraded || report.isUpgraded
+        if report.observedAt < firstObservedAt { firstObservedAt = report.observedAt }
+        if report.observedAt > lastObservedAt { lastObservedAt = report.observedAt }
+    }
+
+    /// The join of `self` and `other`.
+    public func joined(with other: TransactionAggregate) -> TransactionAggregate {
+        var result = self
+        result.join(other)
+        return result
+    }
+
+    /// Groups `reports` by transaction id and joins each group; the result is sorted by
+    /// transaction id. Equivalent to any order of joins over the same reports.
+    public static func aggregate(_ reports: some Sequence<Report>) -> [TransactionAggregate] {
+        var ledger = TransactionLedger()
+        for report in reports { ledger.add(report) }
+        return ledger.aggregates
+    }
+
+    /// Joins two lists of aggregates transaction by transaction (e.g. the stored aggregates of an
+    /// account and those of a new batch); the result is sorted by transaction id.
+    public static func merge(
+        _ lhs: some Sequence<TransactionAggregate>, _ rhs: some Sequence<TransactionAggregate>
+    ) -> [TransactionAggregate] {
+        var ledger = TransactionLedger()
+        for aggregate in lhs { ledger.add(aggregate) }
+        for aggregate in rhs { ledger.add(aggregate) }
+        return ledger.aggregates
+    }
+
+    // MARK: - Contributions of one report
+
+    /// The revocation a report contributes. Admin reports revoke only through their action, at
+    /// their command time; everyone else through `revoked_at`.
+    static func revocationMark(of report: Report, key: ReportOrderKey) -> RevocationMark? {
+        if report.trust.source == .admin {
+            guard report.trust.adminAction == .revoke else { return nil }
+            return RevocationMark(
+                revokedAt: report.trust.signedDate ?? report.observedAt,
+                reason: report.revocationReason, sourceReport: key)
+        }
+        guard let revokedAt = report.revokedAt else { return nil }
+        return RevocationMark(revokedAt: revokedAt, reason: report.revocationReason, sourceReport: key)
+    }
+
+    /// The reinstatement time a report contributes: a verified non-revoking report's signed date,
+    /// or an admin unrevoke's command time. Unverified device/store reports contribute nothing.
+    static func reinstatementTime(of report: Report) -> Date? {
+        if report.trust.source == .admin {
+            guard report.trust.adminAction == .unrevoke else { return nil }
+            return report.trust.signedDate ?? report.observedAt
+        }
+        guard report.trust.isVerified, report.revokedAt == nil else { return nil }
+        return report.trust.signedDate
+    }
+
+    private mutating func adoptDescriptiveFields(of other: TransactionAggregate) {
+        transactionID = other.transactionID
+        originalTransactionID = other.originalTransactionID
+        productID = other.productID
+        purchasedAt = other.purchasedAt
+        willAutoRenew = other.willAutoRenew
+        inBillingRetry = other.inBillingRetry
+        environment = other.environment
+        representative = other.representative
+    }
+}
+
+/// The later of two optional dates; absent counts as "nothing known", not as "earlier".
+func latest(_ a: Date?, _ b: Date?) -> Date? {
+    guard let a else { return b }
+    guard let b else { return a }
+    return a < b ? b : a
+}

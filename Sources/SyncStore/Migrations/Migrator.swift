@@ -1,0 +1,127 @@
+import Logging
+import Postgres
+
+/// Applies pending migrations.
+///
+/// - Each migration runs in its own transaction, together with its row in `schema_migrations`,
+///   so it is applied entirely or not at all.
+/// - A session advisory lock serialises concurrent runs: when two processes migrate at once,
+///   the second waits, then finds nothing left to do.
+/// - The checksum (SHA-256, computed by the server) of every applied file is compared with the
+///   file's text now; a difference stops everything before anything runs.
+public struct Migrator: Sendable {
+    /// `pg_advisory_lock` key: "subsync" in ASCII, so it will not collide by accident.
+    static let advisoryLockKey: Int64 = 0x7375_6273_796e_63
+
+    public let migrations: [Migration]
+    let logger: Logger
+
+    public init(migrations: [Migration] = Migration.embedded, logger: Logger = Logger(label: "subsync.migrate")) {
+        self.migrations = migrations.sorted { $0.version < $1.version }
+        self.logger = logger
+    }
+
+    /// What a run did.
+    public struct Outcome: Sendable, Equatable {
+        /// Migrations applied by this run, in order.
+        public var applied: [String]
+        /// Migrations that were already there.
+        public var alreadyApplied: [String]
+        /// Versions found in the database that this binary does not know (a newer binary ran).
+        public var unknownVersions: [Int]
+    }
+
+    /// Applies every pending migration over one connection of `pool`.
+    @discardableResult
+    public func migrate(pool: ConnectionPool) async throws -> Outcome {
+        try await pool.withConnection { try await migrate(connection: $0) }
+    }
+
+    /// Applies every pending migration over `connection`.
+    @discardableResult
+    public func migrate(connection: Connection) async throws -> Outcome {
+        try await connection.query("SELECT pg_advisory_lock(\(Self.advisoryLockKey))")
+        do {
+            let outcome = try await migrateHoldingLock(connection)
+            try await connection.query("SELECT pg_advisory_unlock(\(Self.advisoryLockKey))")
+            return outcome
+        } catch {
+            _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.advisoryLockKey))")
+            throw error
+        }
+    }
+
+    /// The versions applied so far with their checksums (empty when never migrated).
+    public func appliedVersions(connection: Connection) async throws -> [Int: String] {
+        try await ensureTable(connection)
+        let rows = try await connection.query("SELECT version, checksum FROM schema_migrations")
+        var applied: [Int: String] = [:]
+        for row in rows {
+            applied[try row.decode(Int.self, at: 0)] = try row.decode(String.self, at: 1)
+        }
+        return applied
+    }
+
+    /// The migrations not yet applied.
+    public func pending(connection: Connection) async throws -> [Migration] {
+        let applied = try await appliedVersions(connection: connection)
+        return migrations.filter { applied[$0.version] == nil }
+    }
+
+    private func ensureTable(_ connection: Connection) async throws {
+        try await connection.execute(
+            script: """
+                SET client_min_messages = warning;
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    version     integer     NOT NULL PRIMARY KEY,
+                    name        text        NOT NULL,
+                    checksum    text        NOT NULL,
+                    applied_at  timestamptz NOT NULL DEFAULT now()
+                );
+                RESET client_min_messages;
+                """
+        )
+    }
+
+    private func checksum(of migration: Migration, on connection: Connection) async throws -> String {
+        let rows = try await connection.query("SELECT encode(sha256(convert_to(\(migration.sql), 'UTF8')), 'hex')")
+        return try rows[0].decode(String.self, at: 0)
+    }
+
+    private func migrateHoldingLock(_ connection: Connection) async throws -> Outcome {
+        let applied = try await appliedVersions(connection: connection)
+        var outcome = Outcome(applied: [], alreadyApplied: [], unknownVersions: [])
+        let known = Set(migrations.map(\.version))
+        outcome.unknownVersions = applied.keys.filter { !known.contains($0) }.sorted()
+        if !outcome.unknownVersions.isEmpty {
+            logger.warning(
+                "the database has migrations this binary does not know; a newer subsync has migrated it",
+                metadata: ["versions": "\(outcome.unknownVersions)"]
+            )
+        }
+        // Verify every applied file first, so a tampered file stops the run before any change.
+        for migration in migrations {
+            guard let stored = applied[migration.version] else { continue }
+            guard try await checksum(of: migration, on: connection) == stored else {
+                throw MigrationError.checksumMismatch(version: migration.version, name: migration.name)
+            }
+            outcome.alreadyApplied.append(migration.name)
+        }
+        for migration in migrations where applied[migration.version] == nil {
+            logger.info("applying migration", metadata: ["migration": "\(migration.name)"])
+            let sum = try await checksum(of: migration, on: connection)
+            do {
+                try await connection.withTransaction { connection in
+                    try await connection.execute(script: migration.sql)
+                    try await connection.query(
+                        "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(sum))"
+                    )
+                }
+            } catch let error as PostgresError where error.kind == .server {
+                throw MigrationError.failed(version: migration.version, name: migration.name, message: error.description)
+            }
+            outcome.applied.append(migration.name)
+        }
+        return outcome
+    }
+}

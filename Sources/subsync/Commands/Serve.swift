@@ -1,0 +1,130 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Logging
+import Postgres
+import ServiceLifecycle
+import SyncService
+import SyncStore
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the sync service (HTTP API and background workers).",
+        discussion: """
+            With a database URL (flag or DATABASE_URL) it uses that database. Without one it \
+            starts an embedded PostgreSQL in the data folder (initdb and pg_ctl from the system's \
+            PostgreSQL), so one command runs everything on a fresh machine. Pending migrations \
+            are applied at start. SIGTERM or SIGINT stops it gracefully.
+
+            Examples:
+              subsync serve
+              subsync serve --port 9000 --database-url postgresql://subsync@db/subsync
+            """
+    )
+
+    @OptionGroup var database: DatabaseOptions
+
+    @Option(help: "Address to bind (default $SUBSYNC_HOST or 127.0.0.1).")
+    var host: String?
+
+    @Option(help: "HTTP port (default $SUBSYNC_PORT or 8080).")
+    var port: Int?
+
+    @Option(help: "Folder for the embedded PostgreSQL (default $SUBSYNC_DATA_DIR or .subsync).")
+    var dataDir: String?
+
+    @Flag(help: "Do not apply pending migrations at start.")
+    var noMigrate = false
+
+    func run() async throws {
+        var configuration: ServiceConfiguration
+        do {
+            configuration = try ServiceConfiguration.fromEnvironment()
+        } catch {
+            printError("\(error)")
+            throw ExitCodes.usage
+        }
+        if let url = database.resolvedURL { configuration.databaseURL = url }
+        if let host { configuration.host = host }
+        if let port {
+            guard (0...65_535).contains(port) else {
+                printError("--port must be from 0 to 65535")
+                throw ExitCodes.usage
+            }
+            configuration.port = port
+        }
+        if let dataDir { configuration.dataDirectory = dataDir }
+
+        let level = configuration.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "subsync")
+
+        var services: [any Service] = []
+        let connection: ConnectionConfiguration
+        if let url = configuration.databaseURL {
+            do {
+                connection = try ConnectionConfiguration(url: url)
+            } catch {
+                printError("\(error)")
+                throw ExitCodes.usage
+            }
+        } else {
+            let directory = URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("postgres")
+            logger.notice(
+                "no DATABASE_URL: starting an embedded PostgreSQL",
+                metadata: ["data": "\(directory.path)", "port": "\(configuration.embeddedPostgresPort)"]
+            )
+            let server: LocalServer
+            do {
+                server = try LocalServer(dataDirectory: directory, port: configuration.embeddedPostgresPort, logger: logger)
+                try await runBlocking { try server.start() }
+            } catch {
+                printError("could not start the embedded PostgreSQL: \(error)")
+                throw ExitCodes.unavailable
+            }
+            logger.notice("embedded PostgreSQL ready", metadata: ["url": "\(server.url)"])
+            connection = server.connectionConfiguration
+            services.append(EmbeddedPostgresService(server: server, logger: logger))
+        }
+
+        let pool = ConnectionPool(
+            configuration: .init(connection: connection, maximumConnections: configuration.databasePoolSize),
+            logger: logger
+        )
+        if !noMigrate {
+            do {
+                try await Migrator(logger: logger).migrate(pool: pool)
+            } catch let error as MigrationError {
+                printError(error.description)
+                throw ExitCodes.dataError
+            } catch {
+                throw failureExitCode(for: error)
+            }
+        }
+
+        let app = buildApplication(configuration: configuration, pool: pool, logger: logger)
+        // Services stop in reverse order: the HTTP server and workers first, the embedded
+        // database last.
+        let group = ServiceGroup(
+            configuration: .init(
+                services: services + [app],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
+        )
+        try await group.run()
+    }
+}
+
+/// Runs blocking work (processes, file system) on a dispatch thread, off the cooperative pool.
+func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            continuation.resume(with: Result { try body() })
+        }
+    }
+}

@@ -1,0 +1,274 @@
+import Foundation
+import Postgres
+import TestSupport
+import Testing
+
+/// Values bound from Swift and decoded back come out exactly as they went in, and agree with
+/// what the server itself thinks they are.
+@Suite struct DecodingTests {
+    @Test func integersAtTheirLimits() async throws {
+        try await TestDatabase.withConnection { connection in
+            for value in [Int64.min, Int64.min + 1, -1, 0, 1, Int64.max - 1, Int64.max] {
+                let rows = try await connection.query("SELECT \(value)::bigint, (\(value)::bigint)::text")
+                #expect(try rows[0].decode(Int64.self, at: 0) == value)
+                #expect(try rows[0].decode(String.self, at: 1) == String(value))
+            }
+            for value in [Int32.min, -1, 0, Int32.max] {
+                let rows = try await connection.query("SELECT \(value)::int")
+                #expect(try rows[0].decode(Int32.self, at: 0) == value)
+            }
+            let literals = try await connection.query("SELECT 9223372036854775807::bigint, (-9223372036854775808)::bigint, 2147483648::bigint")
+            #expect(try literals[0].decode(Int64.self, at: 0) == .max)
+            #expect(try literals[0].decode(Int64.self, at: 1) == .min)
+            let tooBig = await thrownError { _ = try literals[0].decode(Int32.self, at: 2) }
+            #expect((tooBig as? PostgresError)?.kind == .decoding)
+            // Binding a value outside the column type is the server's range error.
+            let overflow = await thrownError { try await connection.query("SELECT \(Int64.max)::int") }
+            #expect((overflow as? PostgresError)?.sqlState == .numericValueOutOfRange)
+        }
+    }
+
+    @Test func booleans() async throws {
+        try await TestDatabase.withConnection { connection in
+            let rows = try await connection.query("SELECT \(true)::bool, \(false)::bool, \(true)::bool AND \(false)::bool")
+            #expect(try rows[0].decode(Bool.self, at: 0) == true)
+            #expect(try rows[0].decode(Bool.self, at: 1) == false)
+            #expect(try rows[0].decode(Bool.self, at: 2) == false)
+        }
+    }
+
+    @Test func doublesRoundTripBitForBit() async throws {
+        var generator = SeededGenerator(seed: 0xD0B1E)
+        var values: [Double] = [
+            0, -0.0, 1, -1, 0.1, 1.0 / 3.0, .pi, 1e-300, -1e-300, .leastNonzeroMagnitude, .leastNormalMagnitude,
+            .greatestFiniteMagnitude, -.greatestFiniteMagnitude, 1e308, 123_456_789.123_456_789, .infinity, -.infinity,
+        ]
+        for _ in 0..<500 {
+            let candidate = Double(bitPattern: generator.next())
+            if !candidate.isNaN { values.append(candidate) }
+        }
+        try await TestDatabase.withConnection { connection in
+            for value in values {
+                let rows = try await connection.query("SELECT \(value)::float8")
+                let back = try rows[0].decode(Double.self, at: 0)
+                #expect(back.bitPattern == value.bitPattern, "\(value) came back as \(back)")
+            }
+            let nan = try await connection.query("SELECT \(Double.nan)::float8, 'NaN'::float8")
+            #expect(try nan[0].decode(Double.self, at: 0).isNaN)
+            #expect(try nan[0].decode(Double.self, at: 1).isNaN)
+        }
+    }
+
+    /// Microseconds since 1970 from the server's own `extract(epoch ...)` (numeric text).
+    static func micros(fromEpochText text: String) throws -> Int64 {
+        var digits = Substring(text)
+        let negative = digits.hasPrefix("-")
+        if negative { digits = digits.dropFirst() }
+        let parts = digits.split(separator: ".", omittingEmptySubsequences: false)
+        let whole = try #require(Int64(parts[0]))
+        var fraction = parts.count > 1 ? String(parts[1]) : ""
+        fraction = String((fraction + "000000").prefix(6))
+        let micros = whole * 1_000_000 + (try #require(Int64(fraction)))
+        return negative ? -micros : micros
+    }
+
+    static func micros(of date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
+    }
+
+    @Test func datesKeepMicrosecondsAndAgreeWithTheServer() async throws {
+        var generator = SeededGenerator(seed: 0xDA7E)
+        // Within about two centuries of 2001 a Double holds every microsecond exactly.
+        var micros: [Int64] = [0, 1, -1, 999_999, -999_999, 1_000_000, 1_700_000_000_123_456, -2_208_988_800_000_000, 951_782_400_000_001]
+        for _ in 0..<500 {
+            micros.append(Int64.random(in: -2_208_988_800_000_000...7_258_118_400_000_000, using: &generator))  // 1900...2200
+        }
+        try await TestDatabase.withConnection { connection in
+            for value in micros {
+                let date = Date(timeIntervalSince1970: Double(value) / 1_000_000)
+                let rows = try await connection.query(
+                    "SELECT \(date)::timestamptz, extract(epoch FROM \(date)::timestamptz)::text, \(date)::timestamptz::text"
+                )
+                let serverMicros = try Self.micros(fromEpochText: try rows[0].decode(String.self, at: 1))
+                let serverText = try rows[0].decode(String.self, at: 2)
+                #expect(serverMicros == value, "sent \(value), server read \(serverMicros) (\(serverText))")
+                let back = try rows[0].decode(Date.self, at: 0)
+                #expect(Self.micros(of: back) == value, "sent \(value), decoded \(Self.micros(of: back))")
+            }
+        }
+    }
+
+    @Test(arguments: [
+        "0001-01-01 00:00:00+00",
+        "0044-03-15 12:00:00+00 BC",
+        "1000-06-15 12:34:56.5+00",
+        "1582-10-15 00:00:00+00",
+        "1600-02-29 23:59:59.999999+00",
+        "1969-12-31 23:59:59.999999+00",
+        "2300-01-01 00:00:00+00",
+        "3000-01-01 00:00:00+00",
+        "9999-12-31 23:59:59+00",
+        "12345-06-07 08:09:10+00",
+    ])
+    func farPastAndFutureDatesAgreeWithTheServer(literal: String) async throws {
+        try await TestDatabase.withConnection { connection in
+            // The server parses the literal; we decode its output, send it back, and the server
+            // must see the same instant (to the millisecond: a Double holds no more that far out).
+            let fromServer = try await connection.query("SELECT \(literal)::timestamptz, extract(epoch FROM \(literal)::timestamptz)::text")
+            let date = try fromServer[0].decode(Date.self, at: 0)
+            let expected = try Self.micros(fromEpochText: try fromServer[0].decode(String.self, at: 1))
+            #expect(abs(Self.micros(of: date) - expected) < 1000, "\(literal) decoded as \(date)")
+            let echoed = try await connection.query(
+                "SELECT extract(epoch FROM \(date)::timestamptz)::text, \(date)::timestamptz"
+            )
+            let echoedMicros = try Self.micros(fromEpochText: try echoed[0].decode(String.self, at: 0))
+            #expect(abs(echoedMicros - expected) < 1000, "\(literal) went back as \(echoedMicros), expected \(expected)")
+            #expect(abs(Self.micros(of: try echoed[0].decode(Date.self, at: 1)) - expected) < 1000)
+        }
+    }
+
+    @Test func infinityMapsToDistantFutureAndPast() async throws {
+        try await TestDatabase.withConnection { connection in
+            let rows = try await connection.query(
+                "SELECT 'infinity'::timestamptz, '-infinity'::timestamptz, \(Date.distantFuture)::timestamptz = 'infinity', \(Date.distantPast)::timestamptz = '-infinity'"
+            )
+            #expect(try rows[0].decode(Date.self, at: 0) == .distantFuture)
+            #expect(try rows[0].decode(Date.self, at: 1) == .distantPast)
+            #expect(try rows[0].decode(Bool.self, at: 2))
+            #expect(try rows[0].decode(Bool.self, at: 3))
+        }
+    }
+
+    @Test func uuids() async throws {
+        var generator = SeededGenerator(seed: 0x0000_0ADD)
+        try await TestDatabase.withConnection { connection in
+            for _ in 0..<50 {
+                var bytes = [UInt8](repeating: 0, count: 16)
+                for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255, using: &generator) }
+                let uuid = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                                       bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+                let rows = try await connection.query("SELECT \(uuid)::uuid, \(uuid)::uuid::text")
+                #expect(try rows[0].decode(UUID.self, at: 0) == uuid)
+                #expect(try rows[0].decode(String.self, at: 1) == uuid.uuidString.lowercased())
+            }
+            let generated = try await connection.query("SELECT gen_random_uuid()")
+            let uuid = try generated[0].decode(UUID.self, at: 0)
+            let same = try await connection.query("SELECT \(uuid)::uuid = \(uuid.uuidString.uppercased())::uuid")
+            #expect(try same[0].decode(Bool.self, at: 0))
+        }
+    }
+
+    struct Payload: Codable, Equatable, Sendable {
+        var name: String
+        var tags: [String]
+        var count: Int
+        var at: Date
+        var nested: [String: Double]
+        var missing: String?
+    }
+
+    @Test func jsonColumns() async throws {
+        let payload = Payload(
+            name: "ünïcödé \"quoted\" \\ 😀", tags: ["a", "", "b,c"], count: -42,
+            at: Date(timeIntervalSince1970: 1_700_000_000.123_456), nested: ["x": 1.5, "y": -0.25], missing: nil
+        )
+        try await TestDatabase.withConnection { connection in
+            let rows = try await connection.query("SELECT \(JSONParameter(payload))::jsonb, \(JSONParameter(payload))::json")
+            #expect(try rows[0].decode(JSONColumn<Payload>.self, at: 0).value == payload)
+            #expect(try rows[0].decode(JSONColumn<Payload>.self, at: 1).value == payload)
+            let built = try await connection.query(
+                "SELECT jsonb_build_object('name', 'n', 'tags', ARRAY['t'], 'count', 3, 'at', '2026-01-02T03:04:05.678901Z', 'nested', '{}'::jsonb)"
+            )
+            let decoded = try built[0].decode(JSONColumn<Payload>.self, at: 0).value
+            #expect(decoded.count == 3 && decoded.tags == ["t"])
+            #expect(Self.micros(of: decoded.at) == 1_767_323_045_678_901)
+            let invalid = await thrownError { _ = try built[0].decode(JSONColumn<[Int]>.self, at: 0) }
+            #expect((invalid as? PostgresError)?.kind == .decoding)
+        }
+    }
+
+    @Test func byteaCarriesEveryByteValue() async throws {
+        try await TestDatabase.withConnection { connection in
+            let table = TestDatabase.uniqueName("pgt_bytes")
+            try await connection.execute(script: "CREATE TEMP TABLE \(table) (id int, value bytea)")
+            let all = Data((0...255).map { UInt8($0) })
+            let samples: [Data] = [Data(), all, Data(all.reversed()), Data(repeating: 0, count: 10), Data(repeating: 0xFF, count: 100_000)]
+            for (index, sample) in samples.enumerated() {
+                try await connection.query("INSERT INTO \(unescaped: table) VALUES (\(index), \(sample))")
+            }
+            let rows = try await connection.query("SELECT id, value, length(value), md5(value) FROM \(unescaped: table) ORDER BY id")
+            #expect(rows.count == samples.count)
+            for row in rows {
+                let sample = samples[try row.decode(Int.self, at: 0)]
+                #expect(try row.decode(Data.self, at: 1) == sample)
+                #expect(try row.decode(Int.self, at: 2) == sample.count)
+            }
+            // The server sees the same bytes: byte 0 is 0x00, byte 255 is 0xFF.
+            let probe = try await connection.query("SELECT get_byte(\(all)::bytea, 0), get_byte(\(all)::bytea, 255), \(all)::bytea = decode(\(all.map { String(format: "%02x", $0) }.joined()), 'hex')")
+            #expect(try probe[0].decode(Int.self, at: 0) == 0)
+            #expect(try probe[0].decode(Int.self, at: 1) == 255)
+            #expect(try probe[0].decode(Bool.self, at: 2))
+            let nullBytes = try await connection.query("SELECT NULL::bytea")
+            #expect(try nullBytes[0].decode(Data?.self, at: 0) == nil)
+        }
+    }
+
+    @Test func textArraysThroughUnnest() async throws {
+        var generator = SeededGenerator(seed: 0xA11A)
+        let fixed: [String?] = ["a", nil, "NULL", "", " padded ", "\"quoted\"", "back\\slash", "{braces}", "a,b", "'single'", "😀", "\\\"", nil]
+        var cases: [[String?]] = [[], [nil], fixed]
+        for _ in 0..<100 {
+            let length = Int.random(in: 0...8, using: &generator)
+            cases.append((0..<length).map { _ in
+                Int.random(in: 0..<6, using: &generator) == 0 ? nil : ParameterTests.randomText(using: &generator)
+            })
+        }
+        try await TestDatabase.withConnection { connection in
+            for (index, values) in cases.enumerated() {
+                let rows = try await connection.query(
+                    "SELECT value FROM unnest(\(values)::text[]) WITH ORDINALITY AS t(value, position) ORDER BY position"
+                )
+                let back = try rows.map { try $0.decode(String?.self, at: 0) }
+                #expect(back.map { $0.map { Array($0.unicodeScalars) } } == values.map { $0.map { Array($0.unicodeScalars) } }, "case \(index)")
+            }
+            // Other element types.
+            let numbers: [Int64] = [.min, -1, 0, .max]
+            let ints = try await connection.query("SELECT x FROM unnest(\(numbers)::bigint[]) WITH ORDINALITY AS t(x, n) ORDER BY n")
+            #expect(try ints.map { try $0.decode(Int64.self, at: 0) } == numbers)
+            let uuids = [UUID(), UUID()]
+            let ids = try await connection.query("SELECT x FROM unnest(\(uuids)::uuid[]) WITH ORDINALITY AS t(x, n) ORDER BY n")
+            #expect(try ids.map { try $0.decode(UUID.self, at: 0) } == uuids)
+            let dates = [Date(timeIntervalSince1970: 1.5), Date(timeIntervalSince1970: -86_400.25)]
+            let times = try await connection.query("SELECT x FROM unnest(\(dates)::timestamptz[]) WITH ORDINALITY AS t(x, n) ORDER BY n")
+            #expect(try times.map { try $0.decode(Date.self, at: 0) } == dates)
+            let flags: [Bool?] = [true, nil, false]
+            let bools = try await connection.query("SELECT x FROM unnest(\(flags)::bool[]) WITH ORDINALITY AS t(x, n) ORDER BY n")
+            #expect(try bools.map { try $0.decode(Bool?.self, at: 0) } == flags)
+        }
+    }
+
+    @Test func nullIntoNonOptionalAndOtherMisreadsAreDecodingErrors() async throws {
+        try await TestDatabase.withConnection { connection in
+            let rows = try await connection.query("SELECT NULL::text AS nothing, 'abc'::text AS word, 1.5::float8 AS number")
+            let row = try #require(rows.first)
+            for attempt in [
+                await thrownError { _ = try row.decode(String.self, at: 0) },
+                await thrownError { _ = try row.decode(Int.self, column: "nothing") },
+                await thrownError { _ = try row.decode(Int.self, column: "word") },
+                await thrownError { _ = try row.decode(Bool.self, column: "word") },
+                await thrownError { _ = try row.decode(UUID.self, column: "word") },
+                await thrownError { _ = try row.decode(Date.self, column: "word") },
+                await thrownError { _ = try row.decode(Data.self, column: "word") },
+                await thrownError { _ = try row.decode(Int.self, column: "number") },
+                await thrownError { _ = try row.decode(String.self, at: 3) },
+                await thrownError { _ = try row.decode(String.self, column: "absent") },
+            ] {
+                let error = try #require(attempt as? PostgresError, "expected a PostgresError, got \(String(describing: attempt))")
+                #expect(error.kind == .decoding)
+            }
+            #expect(try row.decode(String?.self, at: 0) == nil)
+            #expect(row.isNull(0) && !row.isNull(1))
+            #expect(try row.decode(String.self, column: "word") == "abc")
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import Postgres
+import TestSupport
+import Testing
+
+/// Errors carry the SQLSTATE a caller can act on and never leak secrets or row values into
+/// their plain description.
+@Suite struct ErrorTests {
+    func serverError(_ sql: PostgresQuery, on connection: Connection) async throws -> PostgresError {
+        let error = await thrownError { try await connection.query(sql) }
+        return try #require(error as? PostgresError, "expected a PostgresError, got \(String(describing: error))")
+    }
+
+    @Test func syntaxAndMissingObjects() async throws {
+        try await TestDatabase.withConnection { connection in
+            let syntax = try await serverError("SELEC 1", on: connection)
+            #expect(syntax.kind == .server)
+            #expect(syntax.sqlState == .syntaxError)
+            #expect(!syntax.isConnectionLoss)
+            let missing = try await serverError("SELECT * FROM pgt_no_such_table_at_all", on: connection)
+            #expect(missing.kind == .server)
+            #expect(missing.sqlState == .undefinedTable)
+            let column = try await serverError("SELECT no_such_column FROM pg_class", on: connection)
+            #expect(column.sqlState == .undefinedColumn)
+            let script = await thrownError { try await connection.execute(script: "SELECT 1; SELEC 2") }
+            #expect((script as? PostgresError)?.sqlState == .syntaxError)
+            // The connection is still good after errors.
+            #expect(try await connection.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
+        }
+    }
+
+    @Test func uniqueViolationNamesTheConstraintButHidesTheValue() async throws {
+        try await TestDatabase.withConnection { connection in
+            let table = TestDatabase.uniqueName("pgt_unique")
+            try await connection.execute(script: "CREATE TEMP TABLE \(table) (email text CONSTRAINT \(table)_email_key UNIQUE)")
+            let secret = "alice-\(UUID().uuidString)@example.com"
+            try await connection.query("INSERT INTO \(unescaped: table) VALUES (\(secret))")
+            let error = try await serverError("INSERT INTO \(unescaped: table) VALUES (\(secret))", on: connection)
+            #expect(error.kind == .server)
+            #expect(error.sqlState == .uniqueViolation)
+            #expect(error.constraint == "\(table)_email_key")
+            #expect(error.table == table)
+            #expect(error.detail?.contains(secret) == true)
+            #expect(!error.description.contains(secret))
+            #expect(!"\(error)".contains(secret))
+            #expect(error.debugDescription.contains(secret))
+            #expect(error.description.contains("23505"))
+        }
+    }
+
+    @Test func badPortFailsQuicklyWithoutLeakingThePassword() async throws {
+        let password = "hunter2-\(UUID().uuidString.prefix(8))"
+        let port = LocalServer.freePort()  // nothing listens there
+        let configuration = try ConnectionConfiguration(url: "postgresql://someone:\(password)@127.0.0.1:\(port)/nowhere")
+        #expect(configuration["password"] == password)
+        #expect(!configuration.description.contains(password))
+        #expect(configuration.description.contains("password=***"))
+        let start = ContinuousClock.now
+        let error = await thrownError { _ = try await Connection.connect(configuration: configuration) }
+        let elapsed = secondsSince(start)
+        let postgresError = try #require(error as? PostgresError)
+        #expect(postgresError.kind == .connectionFailed)
+        #expect(postgresError.isConnectionLoss)
+        #expect(elapsed < 3, "took \(elapsed) s")
+        #expect(!postgresError.description.contains(password))
+        #expect(!postgresError.debugDescription.contains(password))
+        #expect(!postgresError.message.contains(password))
+    }
+
+    @Test func unknownDatabaseIsAConnectionFailure() async throws {
+        var configuration = try TestDatabase.configuration()
+        configuration["dbname"] = "pgt_no_such_database"
+        configuration["password"] = "s3cret-never-shown"
+        let error = await thrownError { _ = try await Connection.connect(configuration: configuration) }
+        let postgresError = try #require(error as? PostgresError)
+        #expect(postgresError.kind == .connectionFailed)
+        #expect(!postgresError.debugDescription.contains("s3cret-never-shown"))
+    }
+
+    @Test(arguments: [
+        "postgresql://user:pa%zzss-secret@localhost/db",
+        "postgresql://user:pass-secret@localhost:notaport/db",
+        "postgresql://user:pass-secret@localhost/db?nosuchoption=1",
+        "postgresql://user:pass-secret@[::1/db",
+        "host=localhost password=pass-secret nosuchkey=1",
+        "host=localhost password='pass-secret",
+    ])
+    func unparsableURLsNeverEchoThePassword(url: String) async throws {
+        let secretFragment = url.contains("%zz") ? "zzss-secret" : "pass-secret"
+        let error = await thrownError {
+            let configuration = try ConnectionConfiguration(url: url)
+            _ = try await Connection.connect(configuration: configuration)
+        }
+        let postgresError = try #require(error as? PostgresError, "\(url) gave \(String(describing: error))")
+        #expect(postgresError.kind == .connectionFailed)
+        #expect(!postgresError.debugDescription.contains(secretFragment), "\(postgresError.debugDescription)")
+    }
+}

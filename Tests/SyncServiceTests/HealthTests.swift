@@ -1,0 +1,65 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Postgres
+import SyncService
+import Testing
+import TestSupport
+
+@Suite("Health endpoints")
+struct HealthTests {
+    let logger = Logger(label: "test")
+
+    @Test("GET /healthz answers 200 without touching the database")
+    func healthz() async throws {
+        // A pool pointing at a port where nothing listens: healthz must not care.
+        let unreachable = ConnectionConfiguration([("host", "127.0.0.1"), ("port", "1"), ("connect_timeout", "1")])
+        let pool = ConnectionPool(configuration: .init(connection: unreachable))
+        let app = buildApplication(configuration: .init(port: 0), pool: pool, logger: logger)
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/healthz", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(String(buffer: response.body).contains("\"ok\""))
+            }
+        }
+    }
+
+    @Test("GET /readyz answers 200 when the database answers")
+    func readyWithDatabase() async throws {
+        let pool = ConnectionPool(configuration: .init(connection: try TestDatabase.configuration(), maximumConnections: 2))
+        let app = buildApplication(configuration: .init(port: 0), pool: pool, logger: logger)
+        try await app.test(.live) { client in
+            try await client.execute(uri: "/readyz", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
+            }
+        }
+    }
+
+    @Test("GET /readyz answers 503 with Retry-After and a JSON error when the database is down")
+    func notReadyWithoutDatabase() async throws {
+        let unreachable = ConnectionConfiguration([("host", "127.0.0.1"), ("port", "1"), ("connect_timeout", "1")])
+        let pool = ConnectionPool(configuration: .init(connection: unreachable))
+        let app = buildApplication(configuration: .init(port: 0), pool: pool, logger: logger)
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/readyz", method: .get) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.headers[.retryAfter] == "1")
+                let body = try JSONDecoder().decode(APIErrorBody.self, from: Data(buffer: response.body))
+                #expect(body.error.code == "unavailable")
+            }
+        }
+    }
+
+    @Test("an unknown route answers 404")
+    func unknownRoute() async throws {
+        let pool = ConnectionPool(configuration: .init(connection: try TestDatabase.configuration(), maximumConnections: 1))
+        let app = buildApplication(configuration: .init(port: 0), pool: pool, logger: logger)
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/nope", method: .get) { response in
+                #expect(response.status == .notFound)
+            }
+        }
+    }
+}

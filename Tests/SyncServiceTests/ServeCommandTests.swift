@@ -1,0 +1,137 @@
+import Foundation
+import Postgres
+import Testing
+
+/// Runs the real `subsync` binary: the one-command path a new user takes.
+@Suite("subsync serve and migrate, as processes", .serialized)
+struct ServeCommandTests {
+    /// The `subsync` executable built next to this test bundle.
+    static var binary: URL {
+        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return packageRoot.appendingPathComponent(".build/debug/subsync")
+    }
+
+    @Test("serve with no DATABASE_URL starts an embedded PostgreSQL, migrates, answers /readyz, and stops on SIGTERM")
+    func serveEmbedded() async throws {
+        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("subsync-serve-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dataDirectory) }
+        let httpPort = freeTCPPort()
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = ["serve", "--port", String(httpPort), "--data-dir", dataDirectory.path]
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "DATABASE_URL")
+        environment["SUBSYNC_EMBEDDED_PG_PORT"] = String(freeTCPPort())
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        var status = 0
+        for _ in 0..<240 where status != 200 {
+            try await Task.sleep(for: .milliseconds(250))
+            status = await httpStatus("http://127.0.0.1:\(httpPort)/readyz")
+            if !process.isRunning { break }
+        }
+        #expect(status == 200, "serve did not become ready")
+
+        process.terminate()  // SIGTERM
+        let exited = await waitForExit(process, seconds: 30)
+        #expect(exited, "serve did not stop after SIGTERM")
+        #expect(process.terminationStatus == 0)
+        let log = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(log.contains("embedded PostgreSQL"))
+        // The embedded server was stopped with the service: its pid file is gone.
+        #expect(!FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("postgres/postmaster.pid").path))
+    }
+
+    @Test("migrate without a database is a usage error (64) with a message")
+    func migrateWithoutDatabase() async throws {
+        let result = try await run(["migrate"], environment: ["DATABASE_URL": ""])
+        #expect(result.status == 64)
+        #expect(result.output.contains("no database configured"))
+    }
+
+    @Test("migrate against an unreachable server exits 69")
+    func migrateUnreachable() async throws {
+        let result = try await run(["migrate", "--database-url", "postgresql://nobody:secret-pw@127.0.0.1:1/x?connect_timeout=2"], environment: [:])
+        #expect(result.status == 69)
+        #expect(!result.output.contains("secret-pw"))
+    }
+
+    @Test("migrate --json applies the schema, then reports it up to date")
+    func migrateTwice() async throws {
+        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
+            Issue.record("DATABASE_URL not set; run scripts/test")
+            return
+        }
+        let first = try await run(["migrate", "--database-url", url, "--json"], environment: [:])
+        #expect(first.status == 0, "\(first.output)")
+        let second = try await run(["migrate", "--database-url", url, "--json"], environment: [:])
+        #expect(second.status == 0)
+        let decoded = try JSONSerialization.jsonObject(with: Data(second.stdout.utf8)) as? [String: [String]]
+        #expect(decoded?["applied"] == [])
+        #expect(decoded?["already_applied"]?.contains("0001_initial") == true)
+    }
+
+    @Test("an unknown subcommand is a usage error")
+    func unknownCommand() async throws {
+        let result = try await run(["frobnicate"], environment: [:])
+        #expect(result.status == 64)
+    }
+
+    // MARK: helpers
+
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var output: String
+    }
+
+    func run(_ arguments: [String], environment overrides: [String: String]) async throws -> Result {
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        for (key, value) in overrides { environment[key] = value }
+        process.environment = environment
+        let stdout = Pipe()
+        let stderr = Pipe()
+        process.standardOutput = stdout
+        process.standardError = stderr
+        try process.run()
+        let out = stdout.fileHandleForReading.readDataToEndOfFile()
+        let err = stderr.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let outText = String(decoding: out, as: UTF8.self)
+        return Result(status: process.terminationStatus, stdout: outText, output: outText + String(decoding: err, as: UTF8.self))
+    }
+
+    func waitForExit(_ process: Process, seconds: Int) async -> Bool {
+        for _ in 0..<(seconds * 10) {
+            if !process.isRunning { return true }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return !process.isRunning
+    }
+}
+
+/// The HTTP status of a GET, or 0 when nothing answers. Uses curl, so the check is independent
+/// of our own HTTP stack.
+func httpStatus(_ url: String) async -> Int {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+    process.arguments = ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2", url]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = FileHandle.nullDevice
+    guard (try? process.run()) != nil else { return 0 }
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return Int(String(decoding: data, as: UTF8.self)) ?? 0
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+func freeTCPPort() -> Int { LocalServer.freePort() }
