@@ -9,6 +9,6 @@ struct Subsync: AsyncParsableCommand {
             Exit codes: 0 success; 1 failure; 64 bad usage; 65 data error (for example a changed \
             migration file); 69 database unavailable.
             """,
-        subcommands: [Serve.self, Migrate.self]
+        subcommands: [Serve.self, Migrate.self, Tokens.self]
     )
 }

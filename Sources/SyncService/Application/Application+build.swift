@@ -1,21 +1,102 @@
+import Foundation
 import Hummingbird
 import Logging
 import Postgres
+import Prometheus
 import ServiceLifecycle
+import SyncCore
+import SyncStore
 
-/// Builds the HTTP application with every route and the long-running services.
+/// What the application needs from outside: the database, the catalogue, credentials, metrics.
+public struct ServiceDependencies: Sendable {
+    public var pool: ConnectionPool
+    /// Used by the workers' NOTIFY listener (a connection outside the pool).
+    public var connectionConfiguration: ConnectionConfiguration
+    public var catalogue: Catalogue
+    public var authenticator: Authenticator
+    public var metricsRegistry: PrometheusCollectorRegistry
+    public var clock: @Sendable () -> Date
+
+    public init(
+        pool: ConnectionPool,
+        catalogue: Catalogue,
+        authenticator: Authenticator,
+        metricsRegistry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.pool = pool
+        self.connectionConfiguration = pool.configuration.connection
+        self.catalogue = catalogue
+        self.authenticator = authenticator
+        self.metricsRegistry = metricsRegistry
+        self.clock = clock
+    }
+}
+
+/// Builds the HTTP application with every route and the long-running services (resolution
+/// workers, expiry sweeper, metrics sampler, database pool).
 ///
 /// `subsync serve` calls this, and so do the tests (`app.test(.router)` / `.live`), so what is
-/// tested is what runs.
+/// tested is what runs. With `configuration.workers == 0` no worker, sweeper or sampler starts.
 public func buildApplication(
     configuration: ServiceConfiguration,
-    pool: ConnectionPool,
+    dependencies: ServiceDependencies,
     extraServices: [any Service] = [],
     logger: Logger
 ) -> some ApplicationProtocol {
+    let pool = dependencies.pool
+    let arrivals = WakeSignal()
+    let resolutions = WakeSignal()
+    let engine = ResolutionEngine(pool: pool, catalogue: dependencies.catalogue, clock: dependencies.clock, logger: logger)
+
     let router = Router()
     router.add(middleware: LogRequestsMiddleware(.debug))
+    router.add(middleware: MetricsMiddleware())
+    router.add(middleware: ErrorMiddleware(logger: logger))
     HealthController(pool: pool).addRoutes(to: router)
+    router.get("metrics") { _, _ in
+        var buffer: [UInt8] = []
+        dependencies.metricsRegistry.emit(into: &buffer)
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: buffer))
+        )
+    }
+    router.get("openapi.yaml") { _, _ in
+        Response(
+            status: .ok,
+            headers: [.contentType: "application/yaml"],
+            body: .init(byteBuffer: ByteBuffer(bytes: PackageResources.openapi_yaml))
+        )
+    }
+    AccountController(
+        inbox: ReportInbox(pool: pool),
+        reader: AccountReader(pool: pool, catalogue: dependencies.catalogue),
+        catalogue: dependencies.catalogue,
+        authenticator: dependencies.authenticator,
+        arrivals: arrivals,
+        resolutions: resolutions,
+        clock: dependencies.clock
+    ).addRoutes(to: router)
+
+    var services: [any Service] = [DatabaseService(pool: pool, logger: logger)]
+    if configuration.workers > 0 {
+        services.append(
+            WorkerPool(
+                engine: engine,
+                listenerConfiguration: dependencies.connectionConfiguration,
+                workers: configuration.workers,
+                batchSize: configuration.batchSize,
+                pollInterval: configuration.pollInterval,
+                arrivals: arrivals,
+                resolutions: resolutions,
+                logger: logger
+            )
+        )
+        services.append(ExpirySweeper(engine: engine, interval: configuration.sweepInterval, resolutions: resolutions, logger: logger))
+        services.append(MetricsSampler(pool: pool, logger: logger))
+    }
 
     return Application(
         router: router,
@@ -23,7 +104,7 @@ public func buildApplication(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "subsync"
         ),
-        services: [DatabaseService(pool: pool, logger: logger)] + extraServices,
+        services: services + extraServices,
         logger: logger
     )
 }

@@ -20,6 +20,20 @@ public struct ServiceConfiguration: Sendable {
     public var databasePoolSize: Int
     /// `SUBSYNC_LOG_LEVEL`: trace, debug, info, notice, warning, error, critical.
     public var logLevel: Logger.Level
+    /// `SUBSYNC_ADMIN_KEY`: the bearer key of operators and the app's backend (any account).
+    public var adminKey: String?
+    /// `SUBSYNC_TOKEN_SECRET`: the HS256 secret of device account tokens.
+    public var tokenSecret: String?
+    /// `SUBSYNC_WORKERS`: resolution workers in this process (0: none, the API only).
+    public var workers: Int
+    /// `SUBSYNC_BATCH_SIZE`: reports claimed per worker transaction.
+    public var batchSize: Int
+    /// `SUBSYNC_POLL_INTERVAL_MS`: how often idle workers look for work without a NOTIFY.
+    public var pollInterval: Duration
+    /// `SUBSYNC_SWEEP_INTERVAL_MS`: how often the expiry sweeper looks for due accounts.
+    public var sweepInterval: Duration
+    /// `SUBSYNC_CATALOGUE`: path of the catalogue JSON; nil uses the built-in default.
+    public var cataloguePath: String?
 
     public init(
         databaseURL: String? = nil,
@@ -28,8 +42,22 @@ public struct ServiceConfiguration: Sendable {
         dataDirectory: String = ".subsync",
         embeddedPostgresPort: Int = 54_329,
         databasePoolSize: Int = 10,
-        logLevel: Logger.Level = .info
+        logLevel: Logger.Level = .info,
+        adminKey: String? = nil,
+        tokenSecret: String? = nil,
+        workers: Int = ServiceConfiguration.defaultWorkerCount,
+        batchSize: Int = 500,
+        pollInterval: Duration = .seconds(1),
+        sweepInterval: Duration = .seconds(1),
+        cataloguePath: String? = nil
     ) {
+        self.adminKey = adminKey
+        self.tokenSecret = tokenSecret
+        self.workers = workers
+        self.batchSize = batchSize
+        self.pollInterval = pollInterval
+        self.sweepInterval = sweepInterval
+        self.cataloguePath = cataloguePath
         self.databaseURL = databaseURL
         self.host = host
         self.port = port
@@ -65,7 +93,44 @@ public struct ServiceConfiguration: Sendable {
             }
             configuration.logLevel = value
         }
+        if let key = environment["SUBSYNC_ADMIN_KEY"], !key.isEmpty {
+            guard key.count >= 16 else {
+                throw ConfigurationError(variable: "SUBSYNC_ADMIN_KEY", message: "must be at least 16 characters")
+            }
+            configuration.adminKey = key
+        }
+        if let secret = environment["SUBSYNC_TOKEN_SECRET"], !secret.isEmpty {
+            guard secret.utf8.count >= 32 else {
+                throw ConfigurationError(variable: "SUBSYNC_TOKEN_SECRET", message: "must be at least 32 bytes")
+            }
+            configuration.tokenSecret = secret
+        }
+        if let text = environment["SUBSYNC_WORKERS"] {
+            configuration.workers = try parseInt(text, name: "SUBSYNC_WORKERS", range: 0...64)
+        }
+        if let text = environment["SUBSYNC_BATCH_SIZE"] {
+            configuration.batchSize = try parseInt(text, name: "SUBSYNC_BATCH_SIZE", range: 1...5000)
+        }
+        if let text = environment["SUBSYNC_POLL_INTERVAL_MS"] {
+            configuration.pollInterval = .milliseconds(try parseInt(text, name: "SUBSYNC_POLL_INTERVAL_MS", range: 10...60_000))
+        }
+        if let text = environment["SUBSYNC_SWEEP_INTERVAL_MS"] {
+            configuration.sweepInterval = .milliseconds(try parseInt(text, name: "SUBSYNC_SWEEP_INTERVAL_MS", range: 10...60_000))
+        }
+        if let path = environment["SUBSYNC_CATALOGUE"], !path.isEmpty { configuration.cataloguePath = path }
         return configuration
+    }
+
+    /// Two resolution workers per core: each spends much of its time waiting on the database.
+    public static var defaultWorkerCount: Int {
+        max(2, ProcessInfo.processInfo.activeProcessorCount * 2)
+    }
+
+    static func parseInt(_ text: String, name: String, range: ClosedRange<Int>) throws -> Int {
+        guard let value = Int(text), range.contains(value) else {
+            throw ConfigurationError(variable: name, message: "must be a whole number from \(range.lowerBound) to \(range.upperBound), got \"\(text)\"")
+        }
+        return value
     }
 
     static func parsePort(_ text: String, name: String) throws -> Int {

@@ -2,8 +2,11 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import Logging
+import Metrics
 import Postgres
+import Prometheus
 import ServiceLifecycle
+import SyncCore
 import SyncService
 import SyncStore
 
@@ -36,6 +39,9 @@ struct Serve: AsyncParsableCommand {
     @Flag(help: "Do not apply pending migrations at start.")
     var noMigrate = false
 
+    @Option(help: "Resolution workers in this process (default $SUBSYNC_WORKERS or 2 per core; 0 for API only).")
+    var workers: Int?
+
     func run() async throws {
         var configuration: ServiceConfiguration
         do {
@@ -54,6 +60,14 @@ struct Serve: AsyncParsableCommand {
             configuration.port = port
         }
         if let dataDir { configuration.dataDirectory = dataDir }
+        if let workers {
+            guard (0...64).contains(workers) else {
+                printError("--workers must be from 0 to 64")
+                throw ExitCodes.usage
+            }
+            configuration.workers = workers
+        }
+        let catalogue = try loadCatalogue(path: configuration.cataloguePath)
 
         let level = configuration.logLevel
         LoggingSystem.bootstrap { label in
@@ -62,6 +76,14 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "subsync")
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        if configuration.adminKey == nil {
+            logger.warning("SUBSYNC_ADMIN_KEY is not set: admin access is disabled")
+        }
+        if configuration.tokenSecret == nil {
+            logger.warning("SUBSYNC_TOKEN_SECRET is not set: device tokens are refused")
+        }
 
         var services: [any Service] = []
         let connection: ConnectionConfiguration
@@ -106,7 +128,14 @@ struct Serve: AsyncParsableCommand {
             }
         }
 
-        let app = buildApplication(configuration: configuration, pool: pool, logger: logger)
+        let authenticator = await Authenticator(adminKey: configuration.adminKey, tokenSecret: configuration.tokenSecret)
+        let dependencies = ServiceDependencies(
+            pool: pool,
+            catalogue: catalogue,
+            authenticator: authenticator,
+            metricsRegistry: registry
+        )
+        let app = buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
         // Services stop in reverse order: the HTTP server and workers first, the embedded
         // database last.
         let group = ServiceGroup(
@@ -126,5 +155,21 @@ func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async 
         DispatchQueue.global().async {
             continuation.resume(with: Result { try body() })
         }
+    }
+}
+
+/// The catalogue from `path`, or the built-in default; a bad file is a usage error naming the
+/// bad entry.
+func loadCatalogue(path: String?) throws -> Catalogue {
+    guard let path else { return Catalogue.default }
+    do {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        return try Catalogue(jsonData: data)
+    } catch let error as CatalogueError {
+        printError("catalogue \(path): \(error)")
+        throw ExitCodes.usage
+    } catch {
+        printError("cannot read the catalogue \(path): \(error.localizedDescription)")
+        throw ExitCodes.usage
     }
 }

@@ -1,0 +1,40 @@
+import Foundation
+import Hummingbird
+import Logging
+import Postgres
+
+/// Gives every failure the JSON error shape and the right status:
+/// - ``APIError``: as thrown (client mistakes are 4xx);
+/// - Hummingbird's `HTTPError` (e.g. 413 from a capped body): same status, JSON body;
+/// - a lost or unreachable database, or a pool that stayed busy: 503 with `Retry-After`, so
+///   clients back off instead of seeing an internal error;
+/// - anything else: 500 `internal`, logged with its (log-safe) description.
+struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    let logger: Logger
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as APIError {
+            throw error
+        } catch let error as HTTPError {
+            throw APIError(error.status, code: Self.code(for: error.status), message: error.body ?? error.status.reasonPhrase)
+        } catch let error as PostgresError where error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed {
+            logger.warning("database unavailable", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
+            throw APIError.unavailable("the database is unavailable; retry shortly", retryAfterSeconds: 2)
+        } catch {
+            logger.error("request failed", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
+            throw APIError(.internalServerError, code: "internal", message: "internal error")
+        }
+    }
+
+    static func code(for status: HTTPResponse.Status) -> String {
+        switch status {
+        case .contentTooLarge: "body_too_large"
+        case .notFound: "not_found"
+        case .methodNotAllowed: "method_not_allowed"
+        case .unsupportedMediaType: "unsupported_media_type"
+        default: status.code < 500 ? "invalid_request" : "internal"
+        }
+    }
+}

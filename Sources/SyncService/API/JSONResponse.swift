@@ -1,0 +1,17 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Postgres
+
+/// Encodes API bodies: snake_case keys come from each type's CodingKeys, dates are RFC 3339
+/// with microseconds, keys are sorted so answers are stable.
+enum JSONResponse {
+    static func make(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        let data = try JSONEncoder.postgres.encode(value)
+        return Response(
+            status: status,
+            headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: data))
+        )
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import Hummingbird
+import Logging
+import Postgres
+import SyncCore
+import SyncStore
+
+/// `/v1/accounts/{account_id}`: sync, read, feature checks.
+struct AccountController: Sendable {
+    let inbox: ReportInbox
+    let reader: AccountReader
+    let catalogue: Catalogue
+    let authenticator: Authenticator
+    /// Raised here so this process's workers start at once.
+    let arrivals: WakeSignal
+    /// Raised by workers after each committed batch; `wait_ms` waits on it.
+    let resolutions: WakeSignal
+    let clock: @Sendable () -> Date
+
+    func addRoutes(to router: Router<some RequestContext>) {
+        let accounts = router.group("v1/accounts/:account_id")
+        accounts.post("sync") { request, context in
+            try await sync(request, accountID: try accountID(context))
+        }
+        accounts.get { request, context in
+            let accountID = try accountID(context)
+            _ = try await authenticator.authorize(request, accountID: accountID)
+            return try JSONResponse.make(AccountResponse(snapshot: try await reader.snapshot(accountID: accountID, now: clock())))
+        }
+        accounts.get("features/:feature") { request, context in
+            let accountID = try accountID(context)
+            _ = try await authenticator.authorize(request, accountID: accountID)
+            let feature = context.parameters.get("feature") ?? ""
+            let snapshot = try await reader.snapshot(accountID: accountID, now: clock())
+            do {
+                return try JSONResponse.make(try catalogue.check(feature: feature, state: snapshot.state))
+            } catch {
+                throw APIError(.notFound, code: "unknown_feature", message: "the catalogue has no feature named \"\(feature.prefix(64))\"")
+            }
+        }
+    }
+
+    private func accountID(_ context: some RequestContext) throws -> String {
+        guard let accountID = context.parameters.get("account_id"), Identifier.isValid(accountID) else {
+            throw APIError(.badRequest, code: "invalid_account_id", message: "account_id must be 1–128 characters of letters, digits and ._:@-")
+        }
+        return accountID
+    }
+
+    private func sync(_ request: Request, accountID: String) async throws -> Response {
+        _ = try await authenticator.authorize(request, accountID: accountID)
+        let waitMilliseconds = try waitParameter(request)
+        let body = try await request.body.collect(upTo: SyncLimits.maximumBodyBytes)
+        let (device, reports) = try SyncRequest.decode(Data(buffer: body))
+
+        let submission = try await inbox.submit(accountID: accountID, device: device, reports: reports)
+        ServiceMetrics.reportsAccepted.increment(by: submission.accepted.count)
+        ServiceMetrics.reportsDuplicate.increment(by: submission.duplicates.count)
+        if !submission.accepted.isEmpty { await arrivals.signal() }
+
+        let ids = submission.accepted + submission.duplicates
+        var resolved = ids.isEmpty
+        if !resolved {
+            resolved = try await waitUntilResolved(accountID: accountID, reportIDs: ids, milliseconds: waitMilliseconds)
+        }
+        let snapshot = try await reader.snapshot(accountID: accountID, now: clock())
+        return try JSONResponse.make(
+            SyncResponse(
+                accepted: submission.accepted.count,
+                duplicates: submission.duplicates.count,
+                resolved: resolved,
+                account: AccountResponse(snapshot: snapshot)
+            ),
+            status: .accepted
+        )
+    }
+
+    private func waitParameter(_ request: Request) throws -> Int {
+        guard let text = request.uri.queryParameters.get("wait_ms") else { return 0 }
+        guard let value = Int(text), value >= 0 else {
+            throw APIError(.badRequest, code: "invalid_request", message: "wait_ms must be a whole number of milliseconds")
+        }
+        return min(value, SyncLimits.maximumWaitMilliseconds)
+    }
+
+    /// Waits until none of the reports is pending, or the time is up. Wakes on this process's
+    /// workers' signal and polls every 25 ms for workers of other processes.
+    private func waitUntilResolved(accountID: String, reportIDs: [String], milliseconds: Int) async throws -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(milliseconds)
+        while true {
+            let seen = await resolutions.current
+            if try await inbox.pendingCount(accountID: accountID, reportIDs: reportIDs) == 0 { return true }
+            let remaining = deadline - ContinuousClock.now
+            if remaining <= .zero { return false }
+            await resolutions.wait(after: seen, timeout: min(remaining, .milliseconds(25)))
+        }
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import SyncCore
+import SyncStore
+
+/// The JSON of an account: its resolved state, devices and bookkeeping.
+struct AccountResponse: Encodable {
+    var snapshot: AccountReader.Snapshot
+
+    enum CodingKeys: String, CodingKey {
+        case accountID = "account_id"
+        case tier, features, limits, ads, entitlements
+        case nextTransitionAt = "next_transition_at"
+        case devices
+        case lastSequence = "last_sequence"
+        case pendingReports = "pending_reports"
+        case resolvedAt = "resolved_at"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        let state = snapshot.state
+        try container.encode(snapshot.accountID, forKey: .accountID)
+        try container.encode(state.tier, forKey: .tier)
+        try container.encode(state.features, forKey: .features)
+        try container.encode(state.limits, forKey: .limits)
+        try container.encode(state.ads, forKey: .ads)
+        try container.encode(state.entitlements, forKey: .entitlements)
+        try container.encode(state.nextTransitionAt, forKey: .nextTransitionAt)
+        try container.encode(snapshot.devices, forKey: .devices)
+        try container.encode(snapshot.lastSequence, forKey: .lastSequence)
+        try container.encode(snapshot.pendingReports, forKey: .pendingReports)
+        try container.encode(snapshot.resolvedAt, forKey: .resolvedAt)
+    }
+}
+
+/// The answer to a sync request.
+struct SyncResponse: Encodable {
+    var accepted: Int
+    var duplicates: Int
+    var resolved: Bool
+    var account: AccountResponse
+}

@@ -1,0 +1,88 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import JWTKit
+
+/// Who is calling.
+public enum Principal: Sendable, Equatable {
+    /// An operator or the app's backend, holding the admin key: any account.
+    case admin
+    /// A device holding an account token: only that account.
+    case device(accountID: String)
+
+    /// Whether this principal may act on `accountID`.
+    public func mayAccess(accountID: String) -> Bool {
+        switch self {
+        case .admin: true
+        case .device(let own): own == accountID
+        }
+    }
+}
+
+/// Checks `Authorization: Bearer ...`: the admin key (compared in constant time) or an HS256
+/// account token signed with the token secret.
+public struct Authenticator: Sendable {
+    let adminKey: String?
+    let keys: JWTKeyCollection
+    let tokensEnabled: Bool
+
+    /// - Parameters:
+    ///   - adminKey: `SUBSYNC_ADMIN_KEY`; nil disables admin access.
+    ///   - tokenSecret: `SUBSYNC_TOKEN_SECRET`; nil disables device tokens.
+    public init(adminKey: String?, tokenSecret: String?) async {
+        self.adminKey = adminKey
+        self.keys = JWTKeyCollection()
+        if let tokenSecret {
+            await keys.add(hmac: HMACKey(from: tokenSecret), digestAlgorithm: .sha256)
+        }
+        self.tokensEnabled = tokenSecret != nil
+    }
+
+    /// The caller of `request`.
+    ///
+    /// - Throws: ``APIError`` 401 with `unauthenticated` (no credentials), `invalid_token` or
+    ///   `token_expired`. The token itself is never echoed.
+    public func authenticate(_ request: Request) async throws -> Principal {
+        guard let header = request.headers[.authorization] else {
+            throw APIError(.unauthorized, code: "unauthenticated", message: "missing Authorization: Bearer <token> header",
+                           headers: [.wwwAuthenticate: "Bearer"])
+        }
+        let prefix = "Bearer "
+        guard header.count > prefix.count, header.lowercased().hasPrefix(prefix.lowercased()) else {
+            throw APIError(.unauthorized, code: "unauthenticated", message: "the Authorization header must be 'Bearer <token>'",
+                           headers: [.wwwAuthenticate: "Bearer"])
+        }
+        let credential = String(header.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces)
+        if let adminKey, ConstantTime.equals(credential, adminKey) {
+            return .admin
+        }
+        guard tokensEnabled else {
+            throw APIError(.unauthorized, code: "invalid_token", message: "the credential is not valid",
+                           headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+        }
+        do {
+            let token = try await keys.verify(credential, as: AccountToken.self)
+            return .device(accountID: token.sub.value)
+        } catch let error as JWTError where error.errorType == .claimVerificationFailure {
+            throw APIError(.unauthorized, code: "token_expired", message: "the account token has expired",
+                           headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+        } catch {
+            throw APIError(.unauthorized, code: "invalid_token", message: "the credential is not valid",
+                           headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+        }
+    }
+
+    /// Authenticates and checks access to `accountID` (403 `forbidden` for another account).
+    public func authorize(_ request: Request, accountID: String) async throws -> Principal {
+        let principal = try await authenticate(request)
+        guard principal.mayAccess(accountID: accountID) else {
+            throw APIError(.forbidden, code: "forbidden", message: "this token may not act on that account")
+        }
+        return principal
+    }
+
+    /// Signs an account token (for `subsync tokens mint` and tests).
+    public func mint(accountID: String, validFor: TimeInterval, now: Date = Date()) async throws -> String {
+        try await keys.sign(AccountToken(accountID: accountID, expiresAt: now.addingTimeInterval(validFor), issuedAt: now))
+    }
+}

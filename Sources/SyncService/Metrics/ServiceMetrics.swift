@@ -1,0 +1,17 @@
+import Metrics
+
+/// The service's own metrics (swift-metrics; exported by swift-prometheus at `/metrics`).
+/// HTTP request counts and latencies come from Hummingbird's `MetricsMiddleware`.
+enum ServiceMetrics {
+    static let reportsAccepted = Counter(label: "subsync_reports_accepted_total")
+    static let reportsDuplicate = Counter(label: "subsync_reports_duplicate_total")
+    static let reportsResolved = Counter(label: "subsync_reports_resolved_total")
+    static let eventsWritten = Counter(label: "subsync_events_written_total")
+    static let accountsFailed = Counter(label: "subsync_accounts_failed_total")
+    static let sweptAccounts = Counter(label: "subsync_sweeper_accounts_total")
+    static let batchSize = Recorder(label: "subsync_resolution_batch_reports")
+    static let batchDuration = Metrics.Timer(label: "subsync_resolution_batch_duration_seconds", preferredDisplayUnit: .seconds)
+    static let inboxDepth = Gauge(label: "subsync_inbox_depth")
+    static let resolutionLag = Gauge(label: "subsync_resolution_lag_seconds")
+    static let quarantined = Gauge(label: "subsync_reports_quarantined")
+}

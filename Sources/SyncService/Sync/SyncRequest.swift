@@ -1,0 +1,190 @@
+import Foundation
+import Postgres
+import SyncCore
+import SyncStore
+
+/// The body of `POST /v1/accounts/{account_id}/sync`, as sent by a device.
+struct SyncRequest: Decodable {
+    var device: DeviceInfo
+    var reports: [ReportPayload]
+}
+
+/// One report on the wire. `device_id` may be left out: it defaults to the request's device.
+struct ReportPayload: Decodable {
+    var reportID: String
+    var deviceID: String?
+    var observedAt: Date
+    var productID: String
+    var originalTransactionID: String
+    var transactionID: String
+    var purchasedAt: Date
+    var expiresAt: Date?
+    var gracePeriodExpiresAt: Date?
+    var revokedAt: Date?
+    var revocationReason: RevocationReason?
+    var isUpgraded: Bool?
+    var willAutoRenew: Bool?
+    var inBillingRetry: Bool?
+    var environment: StoreEnvironment?
+    var signedTransaction: String?
+
+    enum CodingKeys: String, CodingKey {
+        case reportID = "report_id"
+        case deviceID = "device_id"
+        case observedAt = "observed_at"
+        case productID = "product_id"
+        case originalTransactionID = "original_transaction_id"
+        case transactionID = "transaction_id"
+        case purchasedAt = "purchased_at"
+        case expiresAt = "expires_at"
+        case gracePeriodExpiresAt = "grace_period_expires_at"
+        case revokedAt = "revoked_at"
+        case revocationReason = "revocation_reason"
+        case isUpgraded = "is_upgraded"
+        case willAutoRenew = "will_auto_renew"
+        case inBillingRetry = "in_billing_retry"
+        case environment
+        case signedTransaction = "signed_transaction"
+    }
+
+    /// The domain report. Device reports are unverified until signature checking exists.
+    func report(defaultDeviceID: String) -> Report {
+        Report(
+            reportID: reportID,
+            deviceID: deviceID ?? defaultDeviceID,
+            observedAt: observedAt,
+            productID: productID,
+            originalTransactionID: originalTransactionID,
+            transactionID: transactionID,
+            purchasedAt: purchasedAt,
+            expiresAt: expiresAt,
+            gracePeriodExpiresAt: gracePeriodExpiresAt,
+            revokedAt: revokedAt,
+            revocationReason: revocationReason,
+            isUpgraded: isUpgraded ?? false,
+            willAutoRenew: willAutoRenew,
+            inBillingRetry: inBillingRetry ?? false,
+            environment: environment,
+            signedTransaction: signedTransaction,
+            trust: .unverifiedDevice
+        )
+    }
+}
+
+/// Limits on what a sync request may carry.
+enum SyncLimits {
+    static let maximumBodyBytes = 1 << 20
+    static let maximumReports = 100
+    static let maximumWaitMilliseconds = 5_000
+    static let maximumSignedTransactionBytes = 16 * 1024
+    static let maximumDeviceFieldLength = 64
+}
+
+/// Identifiers in paths and bodies: 1–128 characters of letters, digits and `._:@-`.
+enum Identifier {
+    static func isValid(_ text: String) -> Bool {
+        guard (1...128).contains(text.utf8.count) else { return false }
+        return text.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "-"):
+                true
+            default:
+                false
+            }
+        }
+    }
+}
+
+extension SyncRequest {
+    /// Decodes and validates a body, or throws an ``APIError`` that names the bad field.
+    static func decode(_ data: Data) throws -> (DeviceInfo, [Report]) {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = RFC3339.parse(text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "expected an RFC 3339 date-time, got \"\(text.prefix(40))\"")
+            }
+            return date
+        }
+        let request: SyncRequest
+        do {
+            request = try decoder.decode(SyncRequest.self, from: data)
+        } catch let error as DecodingError {
+            throw APIError(.badRequest, code: "invalid_request", message: error.fieldMessage)
+        } catch {
+            throw APIError(.badRequest, code: "invalid_request", message: "the body is not valid JSON")
+        }
+        let device = request.device
+        guard Identifier.isValid(device.id) else {
+            throw APIError(.badRequest, code: "invalid_request", message: "device.id must be 1–128 characters of letters, digits and ._:@-")
+        }
+        for (field, value) in [("device.platform", device.platform), ("device.app_version", device.appVersion)] {
+            if let value, value.count > SyncLimits.maximumDeviceFieldLength {
+                throw APIError(.badRequest, code: "invalid_request", message: "\(field) is longer than \(SyncLimits.maximumDeviceFieldLength) characters")
+            }
+        }
+        guard request.reports.count <= SyncLimits.maximumReports else {
+            throw APIError(.unprocessableContent, code: "too_many_reports",
+                           message: "at most \(SyncLimits.maximumReports) reports per request, got \(request.reports.count)")
+        }
+        var reports: [Report] = []
+        reports.reserveCapacity(request.reports.count)
+        for (index, payload) in request.reports.enumerated() {
+            let report = payload.report(defaultDeviceID: device.id)
+            do {
+                try report.validate()
+            } catch {
+                throw APIError(.unprocessableContent, code: "invalid_report", message: "reports[\(index)].\(error.field): \(error.message)")
+            }
+            if let signed = report.signedTransaction, signed.utf8.count > SyncLimits.maximumSignedTransactionBytes {
+                throw APIError(.unprocessableContent, code: "invalid_report",
+                               message: "reports[\(index)].signed_transaction is larger than \(SyncLimits.maximumSignedTransactionBytes) bytes")
+            }
+            reports.append(report)
+        }
+        return (device, reports)
+    }
+}
+
+extension DecodingError {
+    /// A message naming the field, such as `reports[2].expires_at: expected a string`.
+    var fieldMessage: String {
+        func path(_ codingPath: [any CodingKey]) -> String {
+            var text = ""
+            for key in codingPath {
+                if let index = key.intValue {
+                    text += "[\(index)]"
+                } else {
+                    text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
+                }
+            }
+            return text.isEmpty ? "the body" : text
+        }
+        switch self {
+        case .typeMismatch(let type, let context):
+            return "\(path(context.codingPath)): expected \(Self.jsonTypeName(type))"
+        case .valueNotFound(let type, let context):
+            return "\(path(context.codingPath)): must not be null (expected \(Self.jsonTypeName(type)))"
+        case .keyNotFound(let key, let context):
+            return "\(path(context.codingPath + [key])) is required"
+        case .dataCorrupted(let context):
+            if context.codingPath.isEmpty { return "the body is not valid JSON" }
+            return "\(path(context.codingPath)): \(context.debugDescription)"
+        @unknown default:
+            return "the body could not be read"
+        }
+    }
+
+    static func jsonTypeName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Bool.Type: "a boolean"
+        case is Int.Type, is Int64.Type, is Double.Type: "a number"
+        case is Date.Type: "an RFC 3339 date-time string"
+        default: String(describing: type).hasPrefix("Array") ? "an array" : "an object"
+        }
+    }
+}

@@ -1,0 +1,49 @@
+import Logging
+import ServiceLifecycle
+import SyncStore
+
+/// Time alone changes state: a subscription expires, a grace period ends. Every `interval` the
+/// sweeper re-resolves the accounts whose `next_transition_at` has passed and writes the events
+/// (`entitlement.expired`, grace and billing transitions). Several processes can sweep at once:
+/// due accounts are claimed with `FOR UPDATE SKIP LOCKED`.
+public struct ExpirySweeper: Service {
+    let engine: ResolutionEngine
+    let interval: Duration
+    let batchSize: Int
+    let resolutions: WakeSignal
+    let logger: Logger
+
+    public init(engine: ResolutionEngine, interval: Duration, batchSize: Int = 200, resolutions: WakeSignal, logger: Logger) {
+        self.engine = engine
+        self.interval = interval
+        self.batchSize = batchSize
+        self.resolutions = resolutions
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                await sweep()
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+
+    /// Resolves every account due now, in batches.
+    func sweep() async {
+        do {
+            while !Task.isCancelled {
+                let outcome = try await engine.resolveDueAccounts(limit: batchSize)
+                if outcome.accountsResolved > 0 {
+                    ServiceMetrics.sweptAccounts.increment(by: outcome.accountsResolved)
+                    ServiceMetrics.eventsWritten.increment(by: outcome.eventsWritten)
+                    await resolutions.signal()
+                }
+                if outcome.accountsResolved < batchSize { return }
+            }
+        } catch {
+            logger.warning("expiry sweep failed; will retry", metadata: ["error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,45 @@
+/// Wakes waiting tasks: workers when reports arrive, `wait_ms` requests when reports resolve.
+///
+/// A waiter remembers the generation it last saw; a signal raised since then (even while the
+/// waiter was busy) makes the next ``wait(after:timeout:)`` return at once, so no wake-up is lost.
+public actor WakeSignal {
+    private var generation: UInt64 = 0
+    private var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+    private var nextWaiterID: UInt64 = 0
+
+    public init() {}
+
+    /// The number of signals so far.
+    public var current: UInt64 { generation }
+
+    /// Wakes every waiter.
+    public func signal() {
+        generation &+= 1
+        let waiting = waiters
+        waiters.removeAll()
+        for continuation in waiting.values { continuation.resume() }
+    }
+
+    /// Returns when a signal newer than `seen` arrives, after `timeout`, or on cancellation.
+    public func wait(after seen: UInt64, timeout: Duration) async {
+        guard generation == seen, !Task.isCancelled else { return }
+        nextWaiterID &+= 1
+        let id = nextWaiterID
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            await self?.release(id)
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                waiters[id] = continuation
+            }
+        } onCancel: {
+            Task { [weak self] in await self?.release(id) }
+        }
+        timer.cancel()
+    }
+
+    private func release(_ id: UInt64) {
+        waiters.removeValue(forKey: id)?.resume()
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import Logging
+import Metrics
+import Postgres
+import ServiceLifecycle
+import SyncStore
+
+/// Resolution workers: each claims a batch of pending reports, resolves their accounts and
+/// commits state, events and deliveries in one transaction (``ResolutionEngine``).
+///
+/// Workers wake on NOTIFY (one listening connection per process, outside the pool), on a
+/// signal from this process's sync handler, and at least every `pollInterval` as a fallback,
+/// since notifications sent while the listener reconnects are lost. A worker whose batch was
+/// full goes straight on to the next. On graceful shutdown, batches in flight finish and commit.
+public struct WorkerPool: Service {
+    let engine: ResolutionEngine
+    let listenerConfiguration: ConnectionConfiguration
+    let workers: Int
+    let batchSize: Int
+    let pollInterval: Duration
+    /// Raised when reports arrive.
+    let arrivals: WakeSignal
+    /// Raised after every committed batch that resolved something.
+    let resolutions: WakeSignal
+    let logger: Logger
+
+    public init(
+        engine: ResolutionEngine,
+        listenerConfiguration: ConnectionConfiguration,
+        workers: Int,
+        batchSize: Int,
+        pollInterval: Duration,
+        arrivals: WakeSignal,
+        resolutions: WakeSignal,
+        logger: Logger
+    ) {
+        self.engine = engine
+        self.listenerConfiguration = listenerConfiguration
+        self.workers = workers
+        self.batchSize = batchSize
+        self.pollInterval = pollInterval
+        self.arrivals = arrivals
+        self.resolutions = resolutions
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        guard workers > 0 else { return }
+        logger.info("resolution workers starting", metadata: ["workers": "\(workers)", "batch": "\(batchSize)"])
+        await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await listen() }
+                for index in 0..<workers {
+                    group.addTask { await work(index) }
+                }
+            }
+        }
+        logger.info("resolution workers stopped")
+    }
+
+    private func work(_ index: Int) async {
+        var backoff = Duration.milliseconds(100)
+        while !Task.isCancelled {
+            let seen = await arrivals.current
+            do {
+                let started = ContinuousClock.now
+                let outcome = try await engine.resolvePendingBatch(limit: batchSize)
+                backoff = .milliseconds(100)
+                if outcome.reportsResolved > 0 {
+                    ServiceMetrics.batchDuration.recordInterval(since: started)
+                    ServiceMetrics.batchSize.record(outcome.reportsResolved)
+                    ServiceMetrics.reportsResolved.increment(by: outcome.reportsResolved)
+                    ServiceMetrics.eventsWritten.increment(by: outcome.eventsWritten)
+                    await resolutions.signal()
+                }
+                if outcome.accountsFailed > 0 {
+                    ServiceMetrics.accountsFailed.increment(by: outcome.accountsFailed)
+                }
+                if outcome.reportsResolved >= batchSize { continue }
+                await arrivals.wait(after: seen, timeout: pollInterval)
+            } catch {
+                logger.warning("resolution batch failed; backing off", metadata: ["worker": "\(index)", "error": "\(error)"])
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
+
+    private func listen() async {
+        let listener = NotificationListener(configuration: listenerConfiguration, channels: [ReportInbox.channel], logger: logger)
+        while !Task.isCancelled {
+            do {
+                let notifications = try await listener.wait(timeout: .seconds(5))
+                if !notifications.isEmpty { await arrivals.signal() }
+            } catch {
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+        await listener.close()
+    }
+}
+
+extension Metrics.Timer {
+    func recordInterval(since start: ContinuousClock.Instant) {
+        let elapsed = ContinuousClock.now - start
+        recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,301 @@
+import Foundation
+import Logging
+import Postgres
+import SyncCore
+
+/// Resolves accounts in the database: the worker pool's batch, the expiry sweeper's due
+/// accounts, and reconciliation all go through ``resolve(accounts:newReports:origin:on:)``,
+/// so there is one way state, events and deliveries are written.
+///
+/// Within one transaction it
+/// 1. locks the accounts' `account_states` rows in sorted order (creating missing ones), so
+///    concurrent workers, sweepers and operators on the same account serialise and cannot
+///    deadlock;
+/// 2. joins new reports into the stored transaction aggregates (a join: order-free);
+/// 3. resolves each account with the catalogue at `now`;
+/// 4. writes aggregates, account state, entitlements, events with gap-free per-account
+///    sequence numbers, and one delivery per subscribed enabled endpoint (the outbox).
+public struct ResolutionEngine: Sendable {
+    /// The NOTIFY channel that tells delivery workers new deliveries exist.
+    public static let deliveriesChannel = "subsync_deliveries"
+
+    public let pool: ConnectionPool
+    public let catalogue: Catalogue
+    let clock: @Sendable () -> Date
+    let logger: Logger
+
+    public init(
+        pool: ConnectionPool,
+        catalogue: Catalogue,
+        clock: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger = Logger(label: "subsync.resolution")
+    ) {
+        self.pool = pool
+        self.catalogue = catalogue
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// The outcome of resolving a set of accounts.
+    public struct Outcome: Sendable, Equatable {
+        /// Reports joined into aggregates.
+        public var reportsResolved = 0
+        /// Accounts resolved.
+        public var accountsResolved = 0
+        /// Events written.
+        public var eventsWritten = 0
+        /// Accounts whose reports failed and were set aside (attempts counted, maybe quarantined).
+        public var accountsFailed = 0
+
+        public init() {}
+
+        static func + (lhs: Outcome, rhs: Outcome) -> Outcome {
+            var sum = lhs
+            sum.reportsResolved += rhs.reportsResolved
+            sum.accountsResolved += rhs.accountsResolved
+            sum.eventsWritten += rhs.eventsWritten
+            sum.accountsFailed += rhs.accountsFailed
+            return sum
+        }
+    }
+
+    /// Where a resolution came from; recorded on its events.
+    public enum Origin: String, Sendable {
+        case worker, sweeper, reconcile, admin, store
+    }
+
+    /// Resolves `accounts` (sorted and deduplicated here) on `connection`, which must be inside
+    /// a transaction. `newReports` are joined first; an account without new reports is simply
+    /// re-resolved at the current time (the sweeper's and reconciliation's case).
+    @discardableResult
+    public func resolve(
+        accounts: [String],
+        newReports: [String: [Report]],
+        origin: Origin,
+        on connection: Connection
+    ) async throws -> Outcome {
+        let accountIDs = Array(Set(accounts)).sorted()
+        guard !accountIDs.isEmpty else { return Outcome() }
+        let now = clock()
+        let baseState = Resolver.resolve(transactions: [], catalogue: catalogue, now: now)
+
+        // 1. Lock (creating placeholders in sorted order, so concurrent inserts cannot deadlock).
+        try await connection.preparedQuery(
+            """
+            INSERT INTO account_states (account_id, tier, state)
+            SELECT account_id, \(baseState.tier), \(JSONParameter(baseState))::jsonb
+            FROM unnest(\(accountIDs)::text[]) AS account_id
+            ON CONFLICT (account_id) DO NOTHING
+            """
+        )
+        let locked = try await connection.preparedQuery(
+            """
+            SELECT account_id, state, last_sequence FROM account_states
+            WHERE account_id = ANY(\(accountIDs)::text[])
+            ORDER BY account_id
+            FOR UPDATE
+            """
+        )
+        var previousStates: [String: (state: AccountState, sequence: Int64)] = [:]
+        for row in locked {
+            let accountID = try row.decode(String.self, at: 0)
+            let state = try row.decode(JSONColumn<AccountState>.self, at: 1).value
+            previousStates[accountID] = (state, try row.decode(Int64.self, at: 2))
+        }
+
+        // 2. Load every aggregate of these accounts and join the new reports in.
+        let stored = try await connection.preparedQuery(
+            "SELECT account_id, aggregate FROM transactions WHERE account_id = ANY(\(accountIDs)::text[])"
+        )
+        var ledgers: [String: TransactionLedger] = [:]
+        for row in stored {
+            let accountID = try row.decode(String.self, at: 0)
+            ledgers[accountID, default: TransactionLedger()].add(try row.decode(JSONColumn<TransactionAggregate>.self, at: 1).value)
+        }
+        var changedTransactions: [(accountID: String, aggregate: TransactionAggregate, reportCount: Int)] = []
+        var outcome = Outcome()
+        for accountID in accountIDs {
+            guard let reports = newReports[accountID], !reports.isEmpty else { continue }
+            var counts: [String: Int] = [:]
+            for report in reports {
+                ledgers[accountID, default: TransactionLedger()].add(report)
+                counts[report.transactionID, default: 0] += 1
+            }
+            for (transactionID, count) in counts {
+                if let aggregate = ledgers[accountID]?[transactionID] {
+                    changedTransactions.append((accountID, aggregate, count))
+                }
+            }
+            outcome.reportsResolved += reports.count
+        }
+
+        // 3. Resolve and derive events.
+        var states: [(accountID: String, state: AccountState, lastSequence: Int64)] = []
+        var events: [Event] = []
+        for accountID in accountIDs {
+            let ledger = ledgers[accountID] ?? TransactionLedger()
+            let current = Resolver.resolve(ledger: ledger, catalogue: catalogue, now: now)
+            let previous = previousStates[accountID]
+            var sequence = previous?.sequence ?? 0
+            for draft in EventDeriver.events(previous: previous?.state, current: current, now: now) {
+                sequence += 1
+                events.append(
+                    Event(draft: draft, id: UUID().uuidString.lowercased(), accountID: accountID, sequence: sequence, occurredAt: now)
+                )
+            }
+            states.append((accountID, current, sequence))
+        }
+        outcome.accountsResolved = accountIDs.count
+        outcome.eventsWritten = events.count
+
+        // 4. Write everything.
+        try await writeTransactions(changedTransactions, on: connection)
+        try await writeStates(states, on: connection)
+        try await writeEvents(events, origin: origin, on: connection)
+        return outcome
+    }
+
+    private func writeTransactions(
+        _ changed: [(accountID: String, aggregate: TransactionAggregate, reportCount: Int)],
+        on connection: Connection
+    ) async throws {
+        guard !changed.isEmpty else { return }
+        let aggregates = changed.map(\.aggregate)
+        try await connection.preparedQuery(
+            """
+            INSERT INTO transactions (
+                account_id, transaction_id, original_transaction_id, product_id, expires_at,
+                grace_period_expires_at, revoked, is_upgraded, report_count, aggregate, updated_at
+            )
+            SELECT a, t, o, p, e, g, r, u, c, j::jsonb, now() FROM unnest(
+                \(changed.map(\.accountID))::text[],
+                \(aggregates.map(\.transactionID))::text[],
+                \(aggregates.map(\.originalTransactionID))::text[],
+                \(aggregates.map(\.productID))::text[],
+                \(aggregates.map(\.expiresAt))::timestamptz[],
+                \(aggregates.map(\.gracePeriodExpiresAt))::timestamptz[],
+                \(aggregates.map(\.isRevoked))::boolean[],
+                \(aggregates.map(\.isUpgraded))::boolean[],
+                \(changed.map { Int64($0.reportCount) })::bigint[],
+                \(try aggregates.map(Self.json))::text[]
+            ) AS v(a, t, o, p, e, g, r, u, c, j)
+            ON CONFLICT (account_id, transaction_id) DO UPDATE SET
+                original_transaction_id = EXCLUDED.original_transaction_id,
+                product_id = EXCLUDED.product_id,
+                expires_at = EXCLUDED.expires_at,
+                grace_period_expires_at = EXCLUDED.grace_period_expires_at,
+                revoked = EXCLUDED.revoked,
+                is_upgraded = EXCLUDED.is_upgraded,
+                report_count = transactions.report_count + EXCLUDED.report_count,
+                aggregate = EXCLUDED.aggregate,
+                updated_at = now()
+            """
+        )
+    }
+
+    private func writeStates(
+        _ states: [(accountID: String, state: AccountState, lastSequence: Int64)],
+        on connection: Connection
+    ) async throws {
+        let accountIDs = states.map(\.accountID)
+        try await connection.preparedQuery(
+            """
+            UPDATE account_states AS s SET
+                tier = v.tier,
+                state = v.state::jsonb,
+                last_sequence = v.last_sequence,
+                next_transition_at = v.next_transition_at,
+                resolved_at = now(),
+                updated_at = CASE WHEN s.state = v.state::jsonb THEN s.updated_at ELSE now() END
+            FROM unnest(
+                \(accountIDs)::text[],
+                \(states.map(\.state.tier))::text[],
+                \(try states.map { try Self.json($0.state) })::text[],
+                \(states.map(\.lastSequence))::bigint[],
+                \(states.map(\.state.nextTransitionAt))::timestamptz[]
+            ) AS v(account_id, tier, state, last_sequence, next_transition_at)
+            WHERE s.account_id = v.account_id
+            """
+        )
+        var entitlementAccounts: [String] = []
+        var entitlements: [EntitlementState] = []
+        for (accountID, state, _) in states {
+            for entitlement in state.entitlements {
+                entitlementAccounts.append(accountID)
+                entitlements.append(entitlement)
+            }
+        }
+        // Entitlements that vanished from the resolved state (e.g. a catalogue change) go too.
+        try await connection.preparedQuery(
+            """
+            DELETE FROM entitlements AS e
+            WHERE e.account_id = ANY(\(accountIDs)::text[])
+              AND NOT EXISTS (
+                SELECT 1 FROM unnest(\(entitlementAccounts)::text[], \(entitlements.map(\.id))::text[]) AS k(a, id)
+                WHERE k.a = e.account_id AND k.id = e.entitlement_id)
+            """
+        )
+        guard !entitlements.isEmpty else { return }
+        try await connection.preparedQuery(
+            """
+            INSERT INTO entitlements (
+                account_id, entitlement_id, status, expires_at, product_id, source_transaction_id,
+                will_renew, state, updated_at
+            )
+            SELECT a, id, st, e, p, t, w, j::jsonb, now() FROM unnest(
+                \(entitlementAccounts)::text[],
+                \(entitlements.map(\.id))::text[],
+                \(entitlements.map(\.status.rawValue))::text[],
+                \(entitlements.map(\.expiresAt))::timestamptz[],
+                \(entitlements.map(\.productID))::text[],
+                \(entitlements.map(\.sourceTransactionID))::text[],
+                \(entitlements.map(\.willRenew))::boolean[],
+                \(try entitlements.map(Self.json))::text[]
+            ) AS v(a, id, st, e, p, t, w, j)
+            ON CONFLICT (account_id, entitlement_id) DO UPDATE SET
+                status = EXCLUDED.status,
+                expires_at = EXCLUDED.expires_at,
+                product_id = EXCLUDED.product_id,
+                source_transaction_id = EXCLUDED.source_transaction_id,
+                will_renew = EXCLUDED.will_renew,
+                state = EXCLUDED.state,
+                updated_at = CASE WHEN entitlements.state = EXCLUDED.state THEN entitlements.updated_at ELSE now() END
+            """
+        )
+    }
+
+    private func writeEvents(_ events: [Event], origin: Origin, on connection: Connection) async throws {
+        guard !events.isEmpty else { return }
+        let ids = events.map(\.id)
+        try await connection.preparedQuery(
+            """
+            INSERT INTO events (account_id, sequence, event_id, type, origin, occurred_at, payload)
+            SELECT a, s, i::uuid, t, \(origin.rawValue), o, p::jsonb FROM unnest(
+                \(events.map(\.accountID))::text[],
+                \(events.map(\.sequence))::bigint[],
+                \(ids)::text[],
+                \(events.map(\.type.rawValue))::text[],
+                \(events.map(\.occurredAt))::timestamptz[],
+                \(try events.map(Self.json))::text[]
+            ) AS v(a, s, i, t, o, p)
+            """
+        )
+        // The outbox: one delivery per event and subscribed, enabled endpoint.
+        let deliveries = try await connection.preparedQuery(
+            """
+            INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id)
+            SELECT v.a, w.endpoint_id, v.s, v.i::uuid
+            FROM unnest(\(events.map(\.accountID))::text[], \(events.map(\.sequence))::bigint[], \(ids)::text[], \(events.map(\.type.rawValue))::text[]) AS v(a, s, i, t)
+            JOIN webhook_endpoints AS w ON w.enabled AND (w.event_types IS NULL OR v.t = ANY(w.event_types))
+            ORDER BY v.a, v.s
+            """
+        )
+        if deliveries.affectedRows > 0 {
+            try await connection.notify(channel: Self.deliveriesChannel)
+        }
+    }
+
+    static func json(_ value: some Encodable) throws -> String {
+        String(decoding: try JSONEncoder.postgres.encode(value), as: UTF8.self)
+    }
+}
