@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Postgres
+import SyncCore
 import SyncService
 import Testing
 import TestSupport
@@ -11,12 +12,22 @@ import TestSupport
 struct HealthTests {
     let logger = Logger(label: "test")
 
+    func app(_ connection: ConnectionConfiguration) async -> some ApplicationProtocol {
+        let pool = ConnectionPool(configuration: .init(connection: connection, maximumConnections: 2))
+        let dependencies = ServiceDependencies(
+            pool: pool,
+            catalogue: .default,
+            authenticator: await Authenticator(adminKey: nil, tokenSecret: nil),
+            metricsRegistry: TestMetrics.registry
+        )
+        return buildApplication(configuration: .init(port: 0, workers: 0), dependencies: dependencies, logger: logger)
+    }
+
     @Test("GET /healthz answers 200 without touching the database")
     func healthz() async throws {
         // A pool pointing at a port where nothing listens: healthz must not care.
         let unreachable = ConnectionConfiguration([("host", "127.0.0.1"), ("port", "1"), ("connect_timeout", "1")])
-        let pool = ConnectionPool(configuration: .init(connection: unreachable))
-        let app = buildApplication(configuration: .init(port: 0), pool: pool, logger: logger)
+        let app = await app(unreachable)
         try await app.test(.router) { client in
             try await client.execute(uri: "/healthz", method: .get) { response in
                 #expect(response.status == .ok)
@@ -27,8 +38,7 @@ struct HealthTests {
 
     @Test("GET /readyz answers 200 when the database answers")
     func readyWithDatabase() async throws {
-        let pool = ConnectionPool(configuration: .init(connection: try TestDatabase.configuration(), maximumConnections: 2))
-        let app = buildApplication(configuration: .init(port: 0), pool: pool, logger: logger)
+        let app = await app(try TestDatabase.configuration())
         try await app.test(.live) { client in
             try await client.execute(uri: "/readyz", method: .get) { response in
                 #expect(response.status == .ok)
@@ -40,8 +50,7 @@ struct HealthTests {
     @Test("GET /readyz answers 503 with Retry-After and a JSON error when the database is down")
     func notReadyWithoutDatabase() async throws {
         let unreachable = ConnectionConfiguration([("host", "127.0.0.1"), ("port", "1"), ("connect_timeout", "1")])
-        let pool = ConnectionPool(configuration: .init(connection: unreachable))
-        let app = buildApplication(configuration: .init(port: 0), pool: pool, logger: logger)
+        let app = await app(unreachable)
         try await app.test(.router) { client in
             try await client.execute(uri: "/readyz", method: .get) { response in
                 #expect(response.status == .serviceUnavailable)
@@ -54,8 +63,7 @@ struct HealthTests {
 
     @Test("an unknown route answers 404")
     func unknownRoute() async throws {
-        let pool = ConnectionPool(configuration: .init(connection: try TestDatabase.configuration(), maximumConnections: 1))
-        let app = buildApplication(configuration: .init(port: 0), pool: pool, logger: logger)
+        let app = await app(try TestDatabase.configuration())
         try await app.test(.router) { client in
             try await client.execute(uri: "/nope", method: .get) { response in
                 #expect(response.status == .notFound)

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import Postgres
 
 /// Gives every failure the JSON error shape and the right status:
@@ -19,6 +20,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             throw error
         } catch let error as HTTPError {
             throw APIError(error.status, code: Self.code(for: error.status), message: error.body ?? error.status.reasonPhrase)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, code: "body_too_large", message: "the body is larger than the limit of this endpoint")
         } catch let error as PostgresError where error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed {
             logger.warning("database unavailable", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
             throw APIError.unavailable("the database is unavailable; retry shortly", retryAfterSeconds: 2)

@@ -1,0 +1,106 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import JWTKit
+import SyncCore
+import SyncService
+import Testing
+
+@Suite("Sync API: authentication and bad input")
+struct AuthAndLimitsTests {
+    static func body(_ reports: [Report]? = nil) throws -> Data {
+        try SyncBody(device: "iphone", reports: reports ?? [SyncAPITests.report("r1")]).data
+    }
+
+    @Test("missing, malformed, wrong and expired credentials are 401; another account's token is 403; nothing is stored")
+    func authentication() async throws {
+        try await TestEnvironment.withFresh { env in
+            try await env.application(workers: 0).test(.router) { client in
+                let valid = try await env.token(for: "alice")
+                let expired = try await env.authenticator.mint(accountID: "alice", validFor: 60, now: Date().addingTimeInterval(-3600))
+                let otherSecret = JWTKeyCollection()
+                await otherSecret.add(hmac: HMACKey(from: "another-secret-another-secret-0123456789"), digestAlgorithm: .sha256)
+                let forged = try await otherSecret.sign(AccountToken(accountID: "alice", expiresAt: Date().addingTimeInterval(3600)))
+                let cases: [(String?, HTTPResponse.Status, String)] = [
+                    (nil, .unauthorized, "unauthenticated"),
+                    ("not-a-jwt", .unauthorized, "invalid_token"),
+                    (forged, .unauthorized, "invalid_token"),
+                    (expired, .unauthorized, "token_expired"),
+                    (String(TestCredentials.adminKey.dropLast()), .unauthorized, "invalid_token"),
+                    (try await env.token(for: "mallory"), .forbidden, "forbidden"),
+                ]
+                for (credential, status, code) in cases {
+                    let result = try await client.sync(account: "alice", body: try Self.body(), credential: credential, waitMilliseconds: nil)
+                    #expect(result.status == status, "credential \(credential?.prefix(12) ?? "none")")
+                    #expect(result.json.errorCode == code)
+                }
+                #expect(try await env.count("reports", accountID: "alice") == 0)
+
+                let ok = try await client.sync(account: "alice", body: try Self.body(), credential: valid, waitMilliseconds: nil)
+                #expect(ok.status == .accepted)
+                #expect(try await env.getForbiddenRead(client, token: valid, account: "bob") == .forbidden)
+            }
+        }
+    }
+
+    @Test("each input limit rejects the whole request with a specific error and stores nothing")
+    func inputLimits() async throws {
+        try await TestEnvironment.withFresh { env in
+            try await env.application(workers: 0).test(.router) { client in
+                let tooMany = try Self.body((0..<101).map { SyncAPITests.report("r\($0)") })
+                var badDate = SyncAPITests.report("bad-date")
+                badDate.expiresAt = Date(timeIntervalSince1970: 5_000_000_000)  // year 2128
+                var expiresFirst = SyncAPITests.report("backwards")
+                expiresFirst.expiresAt = expiresFirst.purchasedAt.addingTimeInterval(-10)
+                let mixed = try Self.body([SyncAPITests.report("good"), badDate])
+                let huge = Data(repeating: UInt8(ascii: " "), count: (1 << 20) + 10)
+                let cases: [(String, Data, HTTPResponse.Status, String, String?)] = [
+                    ("alice", tooMany, .unprocessableContent, "too_many_reports", "101"),
+                    ("alice", mixed, .unprocessableContent, "invalid_report", "reports[1].expires_at"),
+                    ("alice", try Self.body([expiresFirst]), .unprocessableContent, "invalid_report", "reports[0]"),
+                    ("alice", Data("{\"device\": {\"id\": \"x\"}, \"reports\": [{\"report_id\": 5}]}".utf8), .badRequest, "invalid_request", "reports[0].report_id"),
+                    ("alice", Data("{\"device\": {\"id\": \"x\"}, \"reports\": [{}]}".utf8), .badRequest, "invalid_request", "reports[0].report_id is required"),
+                    ("alice", Data("{\"device\": {\"id\": \"x\"}}".utf8), .badRequest, "invalid_request", "reports is required"),
+                    ("alice", Data("{\"device\": {\"id\": \"bad id\"}, \"reports\": []}".utf8), .badRequest, "invalid_request", "device.id"),
+                    ("alice", Data("not json".utf8), .badRequest, "invalid_request", "not valid JSON"),
+                    ("alice", huge, .contentTooLarge, "body_too_large", nil),
+                    ("null%20OR%201=1", try Self.body(), .badRequest, "invalid_account_id", nil),
+                    (String(repeating: "a", count: 129), try Self.body(), .badRequest, "invalid_account_id", nil),
+                ]
+                for (account, body, status, code, mentions) in cases {
+                    let result = try await client.sync(account: account, body: body, waitMilliseconds: nil)
+                    #expect(result.status == status, "expected \(status) for \(code), got \(result.status)")
+                    #expect(result.json.errorCode == code)
+                    if let mentions {
+                        #expect(result.json.errorMessage?.contains(mentions) == true, "message: \(result.json.errorMessage ?? "-")")
+                    }
+                }
+                #expect(try await env.count("reports", accountID: "alice") == 0)
+                #expect(try await env.count("devices", accountID: "alice") == 0)
+
+                let badWait = try await client.sync(account: "alice", body: try Self.body(), waitMilliseconds: -5)
+                #expect(badWait.status == .badRequest)
+            }
+        }
+    }
+
+    @Test("unknown fields are ignored")
+    func unknownFieldsIgnored() async throws {
+        try await TestEnvironment.withFresh { env in
+            try await env.application(workers: 0).test(.router) { client in
+                var object = try JSONSerialization.jsonObject(with: try Self.body()) as? [String: Any] ?? [:]
+                object["extra"] = ["nested": true]
+                let body = try JSONSerialization.data(withJSONObject: object)
+                let result = try await client.sync(account: "alice", body: body, waitMilliseconds: nil)
+                #expect(result.status == .accepted)
+                #expect(result.json["accepted"] as? Int == 1)
+            }
+        }
+    }
+}
+
+extension TestEnvironment {
+    func getForbiddenRead(_ client: some TestClientProtocol, token: String, account: String) async throws -> HTTPResponse.Status {
+        try await client.getJSON("/v1/accounts/\(account)", credential: token).status
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Metrics
+import Postgres
+import Prometheus
+import SyncCore
+import SyncService
+import SyncStore
+import TestSupport
+
+/// Credentials the test applications accept.
+enum TestCredentials {
+    static let adminKey = "test-admin-key-0123456789"
+    static let tokenSecret = "test-token-secret-0123456789abcdef0123"
+}
+
+/// One Prometheus registry for the test process: swift-metrics can be bootstrapped only once.
+enum TestMetrics {
+    static let registry: PrometheusCollectorRegistry = {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        return registry
+    }()
+}
+
+/// A fresh database with the schema applied, and what the application needs on it.
+struct TestEnvironment: Sendable {
+    let connection: ConnectionConfiguration
+    let pool: ConnectionPool
+    let authenticator: Authenticator
+    let logger: Logger
+
+    /// Creates a fresh, migrated database for `body` and drops it afterwards.
+    static func withFresh<T>(poolSize: Int = 8, _ body: (TestEnvironment) async throws -> T) async throws -> T {
+        try await TestDatabase.withFreshDatabase { connection in
+            let pool = ConnectionPool(configuration: .init(connection: connection, maximumConnections: poolSize))
+            try await Migrator().migrate(pool: pool)
+            let environment = TestEnvironment(
+                connection: connection,
+                pool: pool,
+                authenticator: await Authenticator(adminKey: TestCredentials.adminKey, tokenSecret: TestCredentials.tokenSecret),
+                logger: Logger(label: "test")
+            )
+            do {
+                let value = try await body(environment)
+                await pool.close()
+                return value
+            } catch {
+                await pool.close()
+                throw error
+            }
+        }
+    }
+
+    /// The application as `subsync serve` builds it, on a pool of its own.
+    func application(
+        workers: Int = 2,
+        batchSize: Int = 100,
+        sweepInterval: Duration = .milliseconds(100),
+        catalogue: Catalogue = .default,
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) -> some ApplicationProtocol {
+        var configuration = ServiceConfiguration(port: 0)
+        configuration.workers = workers
+        configuration.batchSize = batchSize
+        configuration.pollInterval = .milliseconds(200)
+        configuration.sweepInterval = sweepInterval
+        let appPool = ConnectionPool(configuration: .init(connection: connection, maximumConnections: 8))
+        let dependencies = ServiceDependencies(
+            pool: appPool,
+            catalogue: catalogue,
+            authenticator: authenticator,
+            metricsRegistry: TestMetrics.registry,
+            clock: clock
+        )
+        return buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
+    }
+
+    func token(for accountID: String, validFor: TimeInterval = 3600) async throws -> String {
+        try await authenticator.mint(accountID: accountID, validFor: validFor)
+    }
+
+    /// Counts rows, for "nothing was stored" checks.
+    func count(_ table: String, accountID: String) async throws -> Int {
+        let rows = try await pool.query("SELECT count(*) FROM \(unescaped: table) WHERE account_id = \(accountID)")
+        return try rows[0].decode(Int.self, at: 0)
+    }
+}
+
+/// Builds sync request bodies.
+struct SyncBody: Encodable {
+    struct Device: Encodable {
+        var id: String
+        var platform: String? = "ios"
+        var app_version: String? = "1.0"
+    }
+
+    var device: Device
+    var reports: [Report]
+
+    init(device: String, reports: [Report]) {
+        self.device = Device(id: device)
+        self.reports = reports
+    }
+
+    var data: Data {
+        get throws { try JSONEncoder.postgres.encode(self) }
+    }
+}
+
+extension TestClientProtocol {
+    /// POSTs a sync and returns the status and JSON body.
+    func sync(
+        account: String,
+        body: Data,
+        credential: String? = TestCredentials.adminKey,
+        waitMilliseconds: Int? = 3000
+    ) async throws -> (status: HTTPResponse.Status, json: [String: Any]) {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let credential { headers[.authorization] = "Bearer \(credential)" }
+        let query = waitMilliseconds.map { "?wait_ms=\($0)" } ?? ""
+        return try await execute(uri: "/v1/accounts/\(account)/sync\(query)", method: .post, headers: headers, body: ByteBuffer(bytes: body)) { response in
+            (response.status, (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]) ?? [:])
+        }
+    }
+
+    /// GETs a path with a credential and returns the status and JSON body.
+    func getJSON(_ uri: String, credential: String? = TestCredentials.adminKey) async throws -> (status: HTTPResponse.Status, json: [String: Any]) {
+        var headers: HTTPFields = [:]
+        if let credential { headers[.authorization] = "Bearer \(credential)" }
+        return try await execute(uri: uri, method: .get, headers: headers) { response in
+            (response.status, (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]) ?? [:])
+        }
+    }
+}
+
+extension Dictionary where Key == String, Value == Any {
+    /// `json["error"]["code"]`, for error assertions.
+    var errorCode: String? { (self["error"] as? [String: Any])?["code"] as? String }
+    var errorMessage: String? { (self["error"] as? [String: Any])?["message"] as? String }
+}
