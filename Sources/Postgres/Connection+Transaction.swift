@@ -3,6 +3,10 @@ extension Connection {
     ///
     /// If the rollback itself fails (the connection broke), the original error is rethrown;
     /// the pool discards a connection left inside a transaction, so nothing leaks.
+    ///
+    /// If a statement failed inside `body` and `body` caught the error and returned, the server
+    /// has already aborted the transaction and answers `COMMIT` with a rollback; that throws
+    /// (SQLSTATE 25P02) instead of returning as if the work were saved.
     public func withTransaction<T>(
         isolation: IsolationLevel = .readCommitted,
         _ body: (Connection) async throws -> T
@@ -15,7 +19,14 @@ extension Connection {
             _ = try? await execute(script: "ROLLBACK")
             throw error
         }
-        try await execute(script: "COMMIT")
+        let commit = try await execute(script: "COMMIT")
+        guard commit.commandTag == "COMMIT" else {
+            throw PostgresError(
+                .server,
+                sqlState: .inFailedSQLTransaction,
+                message: "the transaction was rolled back instead of committed, because a statement inside it failed"
+            )
+        }
         return value
     }
 }

@@ -36,7 +36,7 @@ public final class Connection: @unchecked Sendable {
         logger: Logger = Logger(label: "subsync.postgres")
     ) async throws -> Connection {
         let queue = DispatchQueue(label: "subsync.postgres.connection")
-        let handle = try await run(on: queue) { try ConnectionHandle(configuration: configuration) }
+        let handle = try await run(on: queue) { try ConnectionHandle(configuration: configuration, logger: logger) }
         return Connection(handle: handle, queue: queue, logger: logger)
     }
 
@@ -90,7 +90,7 @@ public final class Connection: @unchecked Sendable {
     }
 
     /// Waits up to `timeout` seconds for notifications on channels this connection LISTENs to.
-    func waitForNotifications(timeout: Double) async throws -> [Notification] {
+    func waitForNotifications(timeout: Double) async throws -> [PostgresNotification] {
         try await onQueue { handle, _ in try handle.waitForNotifications(timeout: timeout) }
     }
 

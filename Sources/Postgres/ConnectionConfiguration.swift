@@ -1,4 +1,5 @@
 import CLibPQ
+import Foundation
 
 /// How to reach a PostgreSQL server: libpq connection keywords and their values.
 ///
@@ -26,7 +27,9 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
         guard let options = PQconninfoParse(url, &errorMessage) else {
             let message = errorMessage.map { String(cString: $0) } ?? "invalid connection string"
             if let errorMessage { PQfreemem(errorMessage) }
-            throw PostgresError(.connectionFailed, message: "invalid database URL: \(message.trimmingTrailingNewlines())")
+            // libpq quotes the offending part, which can be the password or the whole URL.
+            let safe = Self.redactingSecrets(of: url, in: message.trimmingTrailingNewlines())
+            throw PostgresError(.connectionFailed, message: "invalid database URL: \(safe)")
         }
         defer { PQconninfoFree(options) }
         var parsed: [(key: String, value: String)] = []
@@ -38,6 +41,50 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
             cursor += 1
         }
         self.parameters = parsed
+    }
+
+    /// `message` with every password-like part of `connectionString` replaced by `***`: the
+    /// user-info password of a URL (raw and percent-decoded), `password=`/`sslpassword=` query
+    /// parameters and keywords.
+    static func redactingSecrets(of connectionString: String, in message: String) -> String {
+        var secrets: [String] = []
+        func add(_ secret: Substring) {
+            guard !secret.isEmpty else { return }
+            secrets.append(String(secret))
+            if let decoded = String(secret).removingPercentEncoding, !decoded.isEmpty { secrets.append(decoded) }
+        }
+        if let schemeEnd = connectionString.range(of: "://") {
+            let rest = connectionString[schemeEnd.upperBound...]
+            let authority = rest.prefix { $0 != "/" && $0 != "?" }
+            if let at = authority.lastIndex(of: "@") {
+                let userInfo = authority[..<at]
+                if let colon = userInfo.firstIndex(of: ":") { add(userInfo[userInfo.index(after: colon)...]) }
+            }
+            if let query = rest.firstIndex(of: "?") {
+                for pair in rest[rest.index(after: query)...].split(separator: "&") {
+                    let parts = pair.split(separator: "=", maxSplits: 1)
+                    if parts.count == 2, secretKeys.contains(String(parts[0])) { add(parts[1]) }
+                }
+            }
+        }
+        // key=value form: password = value, password='quoted value' (this finds sslpassword too)
+        var searchStart = connectionString.startIndex
+        while let keyword = connectionString.range(of: "password", range: searchStart..<connectionString.endIndex) {
+            searchStart = keyword.upperBound
+            var cursor = connectionString[keyword.upperBound...].drop { $0 == " " }
+            guard cursor.first == "=" else { continue }
+            cursor = cursor.dropFirst().drop { $0 == " " }
+            if cursor.first == "'" {
+                add(cursor.dropFirst().prefix { $0 != "'" })
+            } else {
+                add(cursor.prefix { $0 != " " })
+            }
+        }
+        var result = message
+        for secret in secrets.sorted(by: { $0.count > $1.count }) {
+            result = result.replacingOccurrences(of: secret, with: "***")
+        }
+        return result
     }
 
     /// The value of a keyword, if set.
@@ -63,9 +110,12 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
     /// The configuration with secrets replaced, safe for logs.
     public var description: String {
         parameters.map { key, value in
-            key == "password" ? "\(key)=***" : "\(key)=\(value)"
+            Self.secretKeys.contains(key) ? "\(key)=***" : "\(key)=\(value)"
         }.joined(separator: " ")
     }
+
+    /// Keywords whose values are secrets: the password, and the passphrase of the client key.
+    static let secretKeys: Set<String> = ["password", "sslpassword"]
 }
 
 extension String {

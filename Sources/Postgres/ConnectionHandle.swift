@@ -1,5 +1,6 @@
 import CLibPQ
 import Foundation
+import Logging
 
 /// Owns one libpq `PGconn`, freeing it exactly once.
 ///
@@ -10,10 +11,15 @@ import Foundation
 /// there; the serial queue, not the type system, guarantees one caller at a time.
 final class ConnectionHandle: @unchecked Sendable {
     private(set) var pointer: OpaquePointer?
+    /// Set when the server announced a FATAL error outside of any statement (an administrator
+    /// terminated the backend, the server is shutting down): the connection is as good as
+    /// closed, even while libpq has not yet read the end of the socket.
+    private var serverSaidFatal = false
+    private let logger: Logger
 
     /// Opens a connection with `PQconnectdbParams`. `PQfinish` runs on failure too, because
     /// libpq allocates a `PGconn` even for a failed attempt.
-    init(configuration: ConnectionConfiguration) throws {
+    init(configuration: ConnectionConfiguration, logger: Logger = Logger(label: "subsync.postgres")) throws {
         let parameters = configuration.effectiveParameters
         let connection: OpaquePointer? = withCStringArray(parameters.map(\.key)) { keywords in
             withCStringArray(parameters.map(\.value)) { values in
@@ -29,6 +35,39 @@ final class ConnectionHandle: @unchecked Sendable {
             throw PostgresError(.connectionFailed, message: message)
         }
         self.pointer = connection
+        self.logger = logger
+        // Notices (and errors the server sends while no statement runs) go to our logger
+        // instead of libpq's default, which prints to stderr. libpq calls the receiver only
+        // from inside calls made on this connection's queue. The context is unretained: the
+        // receiver is uninstalled with the PGconn by `close()`, which runs before `self` is freed.
+        PQsetNoticeReceiver(
+            connection,
+            { context, result in
+                guard let context, let result else { return }
+                Unmanaged<ConnectionHandle>.fromOpaque(context).takeUnretainedValue().receivedNotice(result)
+            },
+            Unmanaged.passUnretained(self).toOpaque()
+        )
+    }
+
+    private func receivedNotice(_ result: OpaquePointer) {
+        func field(_ code: UInt8) -> String? {
+            PQresultErrorField(result, Int32(code)).map { String(cString: $0) }
+        }
+        let severity = field(UInt8(ascii: "V")) ?? field(UInt8(ascii: "S")) ?? "NOTICE"
+        // The primary message only: DETAIL can quote row values.
+        let message = field(UInt8(ascii: "M")) ?? ""
+        var metadata: Logger.Metadata = ["severity": "\(severity)", "backend_pid": "\(backendPID)"]
+        if let code = field(UInt8(ascii: "C")) { metadata["sqlstate"] = "\(code)" }
+        switch severity {
+        case "FATAL", "PANIC":
+            serverSaidFatal = true
+            logger.info("PostgreSQL closed the connection: \(message)", metadata: metadata)
+        case "WARNING":
+            logger.warning("PostgreSQL: \(message)", metadata: metadata)
+        default:
+            logger.debug("PostgreSQL: \(message)", metadata: metadata)
+        }
     }
 
     deinit {
@@ -43,7 +82,7 @@ final class ConnectionHandle: @unchecked Sendable {
     }
 
     var isOK: Bool {
-        guard let pointer else { return false }
+        guard let pointer, !serverSaidFatal else { return false }
         return PQstatus(pointer) == CONNECTION_OK
     }
 
@@ -58,12 +97,21 @@ final class ConnectionHandle: @unchecked Sendable {
     }
 
     func connectionLostError() -> PostgresError {
-        PostgresError(.connectionLost, message: errorMessage)
+        let message = errorMessage
+        return PostgresError(.connectionLost, message: message.isEmpty ? "the server closed the connection" : message)
+    }
+
+    /// The connection, or the error to throw: `.closed` after `close()`, `.connectionLost`
+    /// once the server has said it is closing the connection.
+    private func openPointer() throws -> OpaquePointer {
+        guard let pointer else { throw PostgresError(.closed, message: "connection is closed") }
+        guard !serverSaidFatal else { throw connectionLostError() }
+        return pointer
     }
 
     /// Runs `PQexecParams` (or `PQexecPrepared` when `preparedName` is given) and checks the result.
     func execute(_ sql: String, binds: [PostgresValue], preparedName: String?) throws -> QueryResult {
-        guard let pointer else { throw PostgresError(.closed, message: "connection is closed") }
+        let pointer = try openPointer()
         let count = binds.count
         var lengths = [Int32](repeating: 0, count: count)
         var formats = [Int32](repeating: 0, count: count)
@@ -97,14 +145,14 @@ final class ConnectionHandle: @unchecked Sendable {
 
     /// Sends `PQprepare` for a statement with `count` untyped parameters.
     func prepare(_ sql: String, name: String, parameterCount: Int) throws {
-        guard let pointer else { throw PostgresError(.closed, message: "connection is closed") }
+        let pointer = try openPointer()
         let result = PQprepare(pointer, name, sql, Int32(parameterCount), nil)
         _ = try check(result)
     }
 
     /// Runs a parameterless command such as `BEGIN`, `COMMIT` or `LISTEN "x"`.
     func executeSimple(_ sql: String) throws -> QueryResult {
-        guard let pointer else { throw PostgresError(.closed, message: "connection is closed") }
+        let pointer = try openPointer()
         return try check(PQexec(pointer, sql))
     }
 
@@ -153,7 +201,7 @@ final class ConnectionHandle: @unchecked Sendable {
 
     /// Quotes an identifier (channel or table name) with libpq's escaping.
     func escapeIdentifier(_ identifier: String) throws -> String {
-        guard let pointer else { throw PostgresError(.closed, message: "connection is closed") }
+        let pointer = try openPointer()
         let length = identifier.utf8.count
         guard let escaped = PQescapeIdentifier(pointer, identifier, length) else {
             throw PostgresError(.encoding, message: errorMessage)
@@ -165,28 +213,35 @@ final class ConnectionHandle: @unchecked Sendable {
     /// Checks, without blocking, that an idle connection is still alive.
     ///
     /// An idle connection should have nothing to read. If the server went away it has sent
-    /// a FATAL message and closed the socket, which shows up as readable data here.
+    /// a FATAL message and closed the socket, which shows up as readable data here. The message
+    /// and the end of the stream can take two reads to see, so this reads until nothing is left.
     func isAliveWhenIdle() -> Bool {
-        guard let pointer, PQstatus(pointer) == CONNECTION_OK else { return false }
+        guard let pointer, isOK else { return false }
         let socket = PQsocket(pointer)
         guard socket >= 0 else { return false }
-        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&descriptor, 1, 0)
-        if ready == 0 { return true }
-        if ready < 0 { return false }
-        // Something arrived on an idle connection: a notice we can drop, or the server leaving.
-        guard PQconsumeInput(pointer) == 1, PQstatus(pointer) == CONNECTION_OK else { return false }
+        for _ in 0..<8 {
+            var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, 0)
+            if ready == 0 { break }
+            if ready < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            if descriptor.revents & Int16(POLLERR | POLLNVAL) != 0 { return false }
+            // Something arrived on an idle connection: a notice we can drop, or the server leaving.
+            guard PQconsumeInput(pointer) == 1, isOK else { return false }
+        }
         guard PQisBusy(pointer) == 0 else { return false }
         if let stray = PQgetResult(pointer) {
             PQclear(stray)
             return false
         }
-        return true
+        return isOK
     }
 
     /// Waits up to `timeout` seconds for a NOTIFY and returns those that arrived.
-    func waitForNotifications(timeout: Double) throws -> [Notification] {
-        guard let pointer else { throw PostgresError(.closed, message: "connection is closed") }
+    func waitForNotifications(timeout: Double) throws -> [PostgresNotification] {
+        let pointer = try openPointer()
         var notifications = drainNotifications(pointer)
         if !notifications.isEmpty { return notifications }
         let socket = PQsocket(pointer)
@@ -199,15 +254,15 @@ final class ConnectionHandle: @unchecked Sendable {
             guard PQconsumeInput(pointer) == 1 else { throw connectionLostError() }
             notifications = drainNotifications(pointer)
         }
-        guard PQstatus(pointer) == CONNECTION_OK else { throw connectionLostError() }
+        guard isOK else { throw connectionLostError() }
         return notifications
     }
 
-    private func drainNotifications(_ pointer: OpaquePointer) -> [Notification] {
-        var notifications: [Notification] = []
+    private func drainNotifications(_ pointer: OpaquePointer) -> [PostgresNotification] {
+        var notifications: [PostgresNotification] = []
         while let notify = PQnotifies(pointer) {
             notifications.append(
-                Notification(
+                PostgresNotification(
                     channel: String(cString: notify.pointee.relname),
                     payload: String(cString: notify.pointee.extra),
                     backendPID: notify.pointee.be_pid
@@ -230,7 +285,7 @@ final class ConnectionHandle: @unchecked Sendable {
 }
 
 /// A NOTIFY message received on a listening connection.
-public struct Notification: Sendable, Hashable {
+public struct PostgresNotification: Sendable, Hashable {
     public var channel: String
     public var payload: String
     public var backendPID: Int32

@@ -144,7 +144,9 @@ public actor ConnectionPool {
     private func release(_ connection: Connection, after error: (any Error)?) async {
         let broken = (error as? PostgresError)?.isConnectionLoss ?? false
         let reusable = !broken && !isClosed ? await connection.isReusable() : false
-        guard reusable else {
+        // `isReusable()` suspends: the pool may have been closed meanwhile, and a connection
+        // parked in `idle` after `close()` would never be closed.
+        guard reusable, !isClosed else {
             openCount -= 1
             await connection.close()
             wakeNextWaiterToConnect()

@@ -20,7 +20,7 @@ public actor NotificationListener {
 
     /// Waits up to `timeout` for notifications; returns an empty array on timeout.
     /// Throws only when (re)connecting fails, so a caller can back off and retry.
-    public func wait(timeout: Duration) async throws -> [Notification] {
+    public func wait(timeout: Duration) async throws -> [PostgresNotification] {
         let connection = try await connected()
         let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
         do {

@@ -13,9 +13,15 @@ extension PostgresDecodable {
         throw PostgresError(.decoding, message: "column \"\(column)\" is NULL but \(Self.self) is not optional")
     }
 
+    /// The cell's text is data (it may be personal), so it goes into `detail`, which only
+    /// `debugDescription` shows, not into the message.
     static func failure(_ bytes: UnsafeBufferPointer<UInt8>) -> PostgresError {
         let preview = String(decoding: bytes.prefix(40), as: UTF8.self)
-        return PostgresError(.decoding, message: "cannot read \(Self.self) from \"\(preview)\"")
+        return PostgresError(
+            .decoding,
+            message: "cannot read \(Self.self) from a \(bytes.count)-byte value",
+            detail: "value starts with \"\(preview)\""
+        )
     }
 }
 

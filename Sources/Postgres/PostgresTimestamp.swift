@@ -7,24 +7,45 @@ import Foundation
 /// they are on every row's hot path, and `DateFormatter` is neither fast nor `Sendable`.
 /// Precision is the server's, one microsecond.
 enum PostgresTimestamp {
+    /// Seconds between 1970-01-01 and `Date`'s reference date, 2001-01-01.
+    private static let referenceDateUnixSeconds: Int64 = 978_307_200
+    /// Beyond about three billion years there is no calendar text worth sending; such a
+    /// (non-)date is sent as `infinity`/`-infinity`, as are the infinite Doubles.
+    private static let largestFormattableInterval = 1.0e17
+
+    /// Formats a date as `timestamptz` text in UTC, rounded to the microsecond.
+    ///
+    /// `Date.distantFuture`/`.distantPast` become `infinity`/`-infinity` (and parse back to
+    /// them). Years before 1 AD use PostgreSQL's ` BC` suffix; years past 9999 get more digits.
+    /// Dates outside PostgreSQL's range (4713 BC to 294276 AD) are formatted all the same, so
+    /// the server rejects them rather than storing something else.
     static func format(_ date: Date) -> String {
-        let totalMicros = (date.timeIntervalSince1970 * 1_000_000).rounded()
-        guard totalMicros.isFinite, abs(totalMicros) < 9.0e15 else {
-            return totalMicros > 0 ? "infinity" : "-infinity"
+        if date == .distantFuture { return "infinity" }
+        if date == .distantPast { return "-infinity" }
+        // Work from the reference date, which is what `Date` stores, so no extra rounding
+        // creeps in; whole seconds and the fraction are split exactly.
+        let interval = date.timeIntervalSinceReferenceDate
+        guard interval.isFinite, abs(interval) < largestFormattableInterval else {
+            return interval > 0 ? "infinity" : "-infinity"
         }
-        let micros = Int64(totalMicros)
-        var days = micros / 86_400_000_000
-        var microsOfDay = micros % 86_400_000_000
-        if microsOfDay < 0 {
-            microsOfDay += 86_400_000_000
+        var wholeSeconds = interval.rounded(.down)
+        var micros = Int64(((interval - wholeSeconds) * 1_000_000).rounded())
+        if micros >= 1_000_000 {
+            wholeSeconds += 1
+            micros -= 1_000_000
+        }
+        let unixSeconds = Int64(wholeSeconds) + referenceDateUnixSeconds
+        var days = unixSeconds / 86_400
+        var secondsOfDay = unixSeconds % 86_400
+        if secondsOfDay < 0 {
+            secondsOfDay += 86_400
             days -= 1
         }
         let (year, month, day) = civilDate(fromDaysSinceEpoch: days)
-        let secondsOfDay = microsOfDay / 1_000_000
-        let fraction = microsOfDay % 1_000_000
         var text = ""
         text.reserveCapacity(32)
-        appendPadded(&text, year, width: 4)
+        // Astronomical year 0 is 1 BC, -1 is 2 BC, ...
+        appendPadded(&text, year > 0 ? year : 1 - year, width: 4)
         text += "-"
         appendPadded(&text, month, width: 2)
         text += "-"
@@ -35,15 +56,16 @@ enum PostgresTimestamp {
         appendPadded(&text, (secondsOfDay / 60) % 60, width: 2)
         text += ":"
         appendPadded(&text, secondsOfDay % 60, width: 2)
-        if fraction != 0 {
+        if micros != 0 {
             text += "."
-            appendPadded(&text, fraction, width: 6)
+            appendPadded(&text, micros, width: 6)
         }
         text += "+00"
+        if year <= 0 { text += " BC" }
         return text
     }
 
-    /// Parses `YYYY-MM-DD HH:MM:SS[.ffffff][+HH[:MM[:SS]]]`; also accepts `T` as separator.
+    /// Parses `YYYY-MM-DD[( |T)HH:MM:SS[.ffffff]][(+|-)HH[:MM[:SS]]|Z][ BC]`.
     static func parse<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Date? where Bytes.Index == Int {
         var reader = DigitReader(bytes: bytes)
         if bytes.elementsEqual("infinity".utf8) { return .distantFuture }
@@ -57,33 +79,52 @@ enum PostgresTimestamp {
         if reader.skip(" ") || reader.skip("T") {
             guard let hour = reader.number(digits: 2), reader.skip(":"),
                 let minute = reader.number(digits: 2), reader.skip(":"),
-                let second = reader.number(digits: 2)
+                let second = reader.number(digits: 2),
+                hour <= 24, minute <= 59, second <= 60
             else { return nil }
             seconds = hour * 3600 + minute * 60 + second
             if reader.skip(".") {
                 var scale: Int64 = 100_000
+                var sawDigit = false
                 while let digit = reader.digit() {
                     micros += digit * scale
                     scale /= 10
+                    sawDigit = true
                 }
+                guard sawDigit else { return nil }
             }
         }
         var offsetSeconds: Int64 = 0
         if let sign = reader.sign() {
             guard let hours = reader.number(digits: 2) else { return nil }
             var offset = hours * 3600
-            if reader.skip(":"), let minutes = reader.number(digits: 2) {
+            if reader.skip(":") {
+                guard let minutes = reader.number(digits: 2) else { return nil }
                 offset += minutes * 60
-                if reader.skip(":"), let secs = reader.number(digits: 2) { offset += secs }
+                if reader.skip(":") {
+                    guard let secs = reader.number(digits: 2) else { return nil }
+                    offset += secs
+                }
             }
             offsetSeconds = sign * offset
         } else if reader.skip("Z") {
             offsetSeconds = 0
         }
+        var astronomicalYear = year
+        if reader.skip(" ") {
+            guard reader.skip("B"), reader.skip("C"), year >= 1 else { return nil }
+            astronomicalYear = 1 - year
+        }
         guard reader.atEnd, (1...12).contains(month), (1...31).contains(day) else { return nil }
-        let days = daysSinceEpoch(year: year, month: month, day: day)
-        let whole = days * 86_400 + seconds - offsetSeconds
-        return Date(timeIntervalSince1970: Double(whole) + Double(micros) / 1_000_000)
+        let days = daysSinceEpoch(year: astronomicalYear, month: month, day: day)
+        let sinceReference = days * 86_400 + seconds - offsetSeconds - referenceDateUnixSeconds
+        // One rounding when the microsecond count fits a Double exactly (about ±285 years
+        // around 2001), so every microsecond the server sends comes back as the nearest Date.
+        let (totalMicros, overflow) = sinceReference.multipliedReportingOverflow(by: 1_000_000)
+        if !overflow, abs(totalMicros) < 1 << 53 {
+            return Date(timeIntervalSinceReferenceDate: Double(totalMicros + micros) / 1_000_000)
+        }
+        return Date(timeIntervalSinceReferenceDate: Double(sinceReference) + Double(micros) / 1_000_000)
     }
 
     // Howard Hinnant's days_from_civil / civil_from_days, proleptic Gregorian calendar.

@@ -12,6 +12,8 @@ public final class QueryResult: @unchecked Sendable {
     public let columns: [String]
     /// Rows affected by INSERT/UPDATE/DELETE (0 when the command reports none).
     public let affectedRows: Int
+    /// The command tag the server answered with, such as `INSERT 0 1` or `COMMIT`.
+    public let commandTag: String
 
     init(taking result: OpaquePointer) {
         self.result = result
@@ -19,6 +21,7 @@ public final class QueryResult: @unchecked Sendable {
         let columnCount = Int(PQnfields(result))
         self.columns = (0..<columnCount).map { String(cString: PQfname(result, Int32($0))) }
         self.affectedRows = Int(String(cString: PQcmdTuples(result))) ?? 0
+        self.commandTag = PQcmdStatus(result).map { String(cString: $0) } ?? ""
     }
 
     deinit {

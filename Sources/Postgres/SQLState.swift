@@ -41,6 +41,7 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let adminShutdown = SQLState(rawValue: "57P01")
     public static let crashShutdown = SQLState(rawValue: "57P02")
     public static let cannotConnectNow = SQLState(rawValue: "57P03")
+    public static let inFailedSQLTransaction = SQLState(rawValue: "25P02")
     public static let lockNotAvailable = SQLState(rawValue: "55P03")
     public static let connectionFailure = SQLState(rawValue: "08006")
 }

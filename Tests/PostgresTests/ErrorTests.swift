@@ -67,6 +67,19 @@ import Testing
         #expect(!postgresError.message.contains(password))
     }
 
+    @Test func descriptionRedactsEverySecretKeyword() throws {
+        let configuration = try ConnectionConfiguration(
+            url: "postgresql://someone:pw-secret@127.0.0.1:5432/db?sslpassword=ssl-secret&application_name=visible"
+        )
+        #expect(configuration["sslpassword"] == "ssl-secret")
+        #expect(!configuration.description.contains("pw-secret"))
+        #expect(!configuration.description.contains("ssl-secret"))
+        #expect(configuration.description.contains("application_name=visible"))
+        let keyValue = try ConnectionConfiguration(url: "host=/tmp password='kv secret' dbname=app")
+        #expect(keyValue["password"] == "kv secret")
+        #expect(!keyValue.description.contains("kv secret"))
+    }
+
     @Test func unknownDatabaseIsAConnectionFailure() async throws {
         var configuration = try TestDatabase.configuration()
         configuration["dbname"] = "pgt_no_such_database"
@@ -84,6 +97,8 @@ import Testing
         "postgresql://user:pass-secret@[::1/db",
         "host=localhost password=pass-secret nosuchkey=1",
         "host=localhost password='pass-secret",
+        "postgresql://user@localhost/db?password=pass-secret&nosuchoption=1",
+        "postgresql://user@localhost/db?sslpassword=pass-secret&nosuchoption=1",
     ])
     func unparsableURLsNeverEchoThePassword(url: String) async throws {
         let secretFragment = url.contains("%zz") ? "zzss-secret" : "pass-secret"

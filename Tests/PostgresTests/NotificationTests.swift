@@ -21,7 +21,7 @@ import Testing
             try await sender.notify(channel: "pgt_some_other_channel", payload: "ignored")
         }
         let start = ContinuousClock.now
-        var received: [Postgres.Notification] = []
+        var received: [PostgresNotification] = []
         while received.isEmpty, secondsSince(start) < 10 {
             received += try await listener.wait(timeout: .seconds(5))
         }
@@ -62,7 +62,7 @@ import Testing
                 try await connection.notify(channel: channel, payload: "committed")
             }
         }
-        var received: [Postgres.Notification] = []
+        var received: [PostgresNotification] = []
         let start = ContinuousClock.now
         while received.isEmpty, secondsSince(start) < 5 {
             received += try await listener.wait(timeout: .seconds(2))

@@ -35,6 +35,8 @@ import Testing
         let pool = ConnectionPool(
             configuration: .init(connection: server.connectionConfiguration, maximumConnections: 3, leaseTimeout: .seconds(10))
         )
+        let listener = NotificationListener(configuration: server.connectionConfiguration, channels: ["pgt_wakeup"])
+        _ = try await listener.wait(timeout: .milliseconds(10))
         let before = try await Self.backendPIDs(pool, concurrently: 3)
         #expect(before.count == 3)
         #expect(await pool.statistics.idle == 3)
@@ -58,6 +60,24 @@ import Testing
         #expect(outcomes.suffix(5).allSatisfy { $0 }, "the last queries succeed: \(outcomes)")
         #expect(after.isDisjoint(with: before), "a connection from before the restart was reused")
         #expect(await pool.statistics.open <= 3)
+
+        // The listener notices the loss, reconnects, LISTENs again and receives new notifications.
+        var listenerFailures = 0
+        var received: [PostgresNotification] = []
+        let listenStart = ContinuousClock.now
+        while received.isEmpty, secondsSince(listenStart) < 15 {
+            do {
+                _ = try await listener.wait(timeout: .milliseconds(10))
+                try await pool.withConnection { try await $0.notify(channel: "pgt_wakeup", payload: "after restart") }
+                received += try await listener.wait(timeout: .seconds(2))
+            } catch {
+                listenerFailures += 1
+                #expect(Self.isConnectionError(error), "\(error)")
+            }
+        }
+        #expect(received.map(\.payload) == ["after restart"])
+        #expect(listenerFailures <= 1)
+        await listener.close()
 
         // A statement in flight when the server stops fails promptly; so do new ones.
         let inFlight = Task { await thrownError { try await pool.query("SELECT pg_sleep(30)") } }

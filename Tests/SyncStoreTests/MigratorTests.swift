@@ -71,7 +71,7 @@ import Testing
             let recorded = try await Self.recorded(first)
             #expect(recorded.map(\.name) == names)
             // The advisory lock was released by both.
-            let locks = try await first.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+            let locks = try await first.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
             #expect(try locks[0].decode(Int.self, at: 0) == 0)
             await first.close()
             await second.close()
@@ -162,7 +162,7 @@ import Testing
                 #expect(!tables.contains("later"), "a migration after the failed one ran")
                 #expect(try await connection.query("SELECT count(*) FROM good")[0].decode(Int.self, at: 0) == 0)
                 #expect(try await Self.recorded(connection).map(\.version) == [1])
-                let locks = try await connection.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+                let locks = try await connection.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
                 #expect(try locks[0].decode(Int.self, at: 0) == 0)
 
                 // Fixing the file lets the run continue where it stopped.

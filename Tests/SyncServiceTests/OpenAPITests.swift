@@ -1,0 +1,69 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@Suite("OpenAPI document and metrics")
+struct OpenAPITests {
+    /// `(method, path)` of every operation in the document, read from its text.
+    static func documentedOperations(_ yaml: String) -> [(String, String)] {
+        var operations: [(String, String)] = []
+        var currentPath: String?
+        var inPaths = false
+        for line in yaml.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("paths:") { inPaths = true; continue }
+            if inPaths, !line.hasPrefix(" "), !line.isEmpty { inPaths = false }
+            guard inPaths else { continue }
+            if line.hasPrefix("  /"), line.hasSuffix(":") {
+                currentPath = String(line.dropFirst(2).dropLast())
+            } else if let currentPath, line.hasPrefix("    "), !line.hasPrefix("     ") {
+                let method = line.trimmingCharacters(in: .whitespaces).dropLast()
+                if ["get", "post", "put", "patch", "delete"].contains(String(method)) {
+                    operations.append((String(method), currentPath))
+                }
+            }
+        }
+        return operations
+    }
+
+    @Test("GET /openapi.yaml serves the document, and every documented route exists")
+    func everyDocumentedRouteExists() async throws {
+        try await TestEnvironment.withFresh { env in
+            try await env.application(workers: 0).test(.router) { client in
+                let yaml = try await client.execute(uri: "/openapi.yaml", method: .get) { response in
+                    #expect(response.status == .ok)
+                    return String(buffer: response.body)
+                }
+                #expect(yaml.hasPrefix("openapi: 3"))
+                let operations = Self.documentedOperations(yaml)
+                #expect(operations.count >= 7)
+                for (method, path) in operations {
+                    let uri = path.replacingOccurrences(of: "{account_id}", with: "acct-1")
+                        .replacingOccurrences(of: "{feature}", with: "video_calling")
+                    let httpMethod: HTTPRequest.Method = method == "post" ? .post : .get
+                    try await client.execute(uri: uri, method: httpMethod, headers: [.authorization: "Bearer \(TestCredentials.adminKey)"], body: ByteBuffer(string: "{}")) { response in
+                        // The router's own 404/405 means the route is missing.
+                        #expect(response.status != .notFound && response.status != .methodNotAllowed, "\(method.uppercased()) \(path) → \(response.status)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("GET /metrics exposes request, queue and resolution metrics in Prometheus format")
+    func metrics() async throws {
+        try await TestEnvironment.withFresh { env in
+            try await env.application(workers: 1).test(.live) { client in
+                _ = try await client.sync(account: "m1", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("r1")]).data)
+                try await client.execute(uri: "/metrics", method: .get) { response in
+                    #expect(response.status == .ok)
+                    #expect(response.headers[.contentType]?.hasPrefix("text/plain") == true)
+                    let text = String(buffer: response.body)
+                    for name in ["subsync_reports_accepted_total", "subsync_reports_resolved_total", "subsync_resolution_batch_reports", "hb_requests"] {
+                        #expect(text.contains(name), "missing \(name)")
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,213 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Postgres
+import ServiceLifecycle
+import SyncCore
+import SyncService
+import SyncStore
+import Testing
+
+/// The worker pool and sweeper against a real database, several of them at once.
+@Suite("Resolution pipeline")
+struct PipelineTests {
+    /// Random reports for `accounts` accounts: several devices, renewals, stale reports, refunds.
+    static func randomReports(accounts: Int, perAccount: Int, seed: UInt64) -> [(account: String, device: String, report: Report)] {
+        var generator = SplitMix(seed: seed)
+        let products = ["voip.basic.monthly", "voip.premium.monthly", "voip.business.yearly", "voip.premium.3months", "voip.unknown"]
+        let base = SyncAPITests.start.addingTimeInterval(-40 * 86_400)
+        var result: [(String, String, Report)] = []
+        for account in 0..<accounts {
+            for index in 0..<perAccount {
+                let transaction = Int(generator.next() % 4)
+                let device = "device-\(generator.next() % 3)"
+                let purchased = base.addingTimeInterval(Double(transaction) * 15 * 86_400)
+                let expiry = purchased.addingTimeInterval(Double(20 + Int(generator.next() % 20)) * 86_400)
+                let revoked = generator.next() % 12 == 0 ? purchased.addingTimeInterval(86_400) : nil
+                let report = Report(
+                    reportID: "a\(account)-r\(index)",
+                    deviceID: device,
+                    observedAt: purchased.addingTimeInterval(Double(generator.next() % 1000) * 60),
+                    productID: products[Int(generator.next() % UInt64(products.count))],
+                    originalTransactionID: "a\(account)-t\(transaction)",
+                    transactionID: "a\(account)-t\(transaction)",
+                    purchasedAt: purchased,
+                    expiresAt: expiry,
+                    revokedAt: revoked,
+                    willAutoRenew: generator.next() % 2 == 0
+                )
+                result.append(("acct-\(account)", device, report))
+            }
+        }
+        return result
+    }
+
+    @Test("two worker pools on one database with many concurrent devices equal a sequential resolution")
+    func concurrentPoolsMatchSequentialResolution() async throws {
+        try await TestEnvironment.withFresh(poolSize: 16) { env in
+            let reports = Self.randomReports(accounts: 40, perAccount: 12, seed: 7)
+            let clock = SyncAPITests.start
+            let appA = env.application(workers: 2, batchSize: 7, clock: { clock })
+            let appB = env.application(workers: 2, batchSize: 13, clock: { clock })
+            try await appA.test(.live) { clientA in
+                try await appB.test(.live) { clientB in
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        // Each device sends its reports in chunks of 1–3, half to each process.
+                        let byDevice = Dictionary(grouping: reports) { "\($0.account)|\($0.device)" }
+                        for (key, items) in byDevice {
+                            let account = String(key.split(separator: "|")[0])
+                            let device = items[0].device
+                            group.addTask {
+                                var index = 0
+                                while index < items.count {
+                                    let chunk = items[index..<min(index + 1 + index % 3, items.count)].map(\.report)
+                                    let client: any TestClientProtocol = index % 2 == 0 ? clientA : clientB
+                                    let result = try await client.sync(account: account, body: try SyncBody(device: device, reports: chunk).data, waitMilliseconds: nil)
+                                    #expect(result.status == .accepted)
+                                    index += chunk.count
+                                }
+                            }
+                        }
+                        try await group.waitForAll()
+                    }
+                    try await Self.waitUntilDrained(env.pool)
+                }
+            }
+
+            // Every report was resolved exactly once.
+            let statuses = try await env.pool.query("SELECT status, attempts, count(*) FROM reports GROUP BY 1, 2")
+            let summary = try statuses.map { "\(try $0.decode(String.self, at: 0))/\(try $0.decode(Int.self, at: 1))=\(try $0.decode(Int.self, at: 2))" }
+            #expect(summary == ["resolved/1=\(reports.count)"])
+
+            // Persisted state equals a resolution of the same reports from scratch.
+            let byAccount = Dictionary(grouping: reports, by: \.account)
+            for (account, items) in byAccount {
+                let expected = Resolver.resolve(reports: items.map(\.report), catalogue: .default, now: clock)
+                let rows = try await env.pool.query("SELECT state FROM account_states WHERE account_id = \(account)")
+                let stored = try rows[0].decode(JSONColumn<AccountState>.self, at: 0).value
+                #expect(stored == expected, "account \(account)")
+                let aggregates = try await env.pool.query("SELECT aggregate FROM transactions WHERE account_id = \(account) ORDER BY transaction_id")
+                    .map { try $0.decode(JSONColumn<TransactionAggregate>.self, at: 0).value }
+                #expect(aggregates == TransactionAggregate.aggregate(items.map(\.report)), "aggregates of \(account)")
+            }
+
+            // Sequence numbers are 1...n per account, no gaps or duplicates, and match last_sequence.
+            let gaps = try await env.pool.query(
+                """
+                SELECT e.account_id FROM events e JOIN account_states s USING (account_id)
+                GROUP BY e.account_id, s.last_sequence
+                HAVING count(*) <> max(e.sequence) OR min(e.sequence) <> 1 OR max(e.sequence) <> s.last_sequence
+                   OR count(DISTINCT e.sequence) <> count(*)
+                """
+            )
+            #expect(gaps.count == 0)
+            let accountsWithEvents = try await env.pool.query("SELECT count(DISTINCT account_id) FROM events")
+            #expect(try accountsWithEvents[0].decode(Int.self, at: 0) > 0)
+        }
+    }
+
+    @Test("a worker that dies mid-batch loses nothing: its claim is released and another worker resolves the reports")
+    func workerKilledMidBatch() async throws {
+        try await TestEnvironment.withFresh { env in
+            let reports = (0..<20).map { SyncAPITests.report("r\($0)", observed: Double($0)) }
+            try await env.application(workers: 0).test(.router) { client in
+                _ = try await client.sync(account: "zoe", body: try SyncBody(device: "iphone", reports: reports).data, waitMilliseconds: nil)
+            }
+            // A "worker" claims the whole batch and dies before committing.
+            let doomed = try await Connection.connect(configuration: env.connection)
+            try await doomed.execute(script: "BEGIN")
+            let claimed = try await doomed.query("SELECT report_id FROM reports WHERE status = 'pending' ORDER BY arrival LIMIT 100 FOR UPDATE SKIP LOCKED")
+            #expect(claimed.count == 20)
+            try await doomed.query("UPDATE reports SET status = 'resolved' WHERE account_id = 'zoe'")  // uncommitted work
+            try await env.pool.query("SELECT pg_terminate_backend(\(doomed.backendPID))")
+            await doomed.close()
+
+            #expect(try await env.pool.query("SELECT count(*) FROM reports WHERE status = 'pending'")[0].decode(Int.self, at: 0) == 20)
+            try await env.application(workers: 1).test(.live) { _ in
+                try await Self.waitUntilDrained(env.pool)
+            }
+            let resolved = try await env.pool.query("SELECT count(*) FROM reports WHERE account_id = 'zoe' AND status = 'resolved' AND attempts = 1")
+            #expect(try resolved[0].decode(Int.self, at: 0) == 20)
+            let state = try await env.pool.query("SELECT tier FROM account_states WHERE account_id = 'zoe'")
+            #expect(try state[0].decode(String.self, at: 0) == "premium")
+        }
+    }
+
+    @Test("the expiry sweeper expires an entitlement on time and emits entitlement.expired")
+    func sweeperExpiresOnTime() async throws {
+        try await TestEnvironment.withFresh { env in
+            let now = Date()
+            let expiry = now.addingTimeInterval(2)
+            let report = Report(
+                reportID: "short", deviceID: "iphone", observedAt: now, productID: "voip.basic.monthly",
+                originalTransactionID: "t1", transactionID: "t1", purchasedAt: now.addingTimeInterval(-60),
+                expiresAt: expiry, willAutoRenew: false
+            )
+            try await env.application(workers: 1, sweepInterval: .milliseconds(100)).test(.live) { client in
+                let (_, json) = try await client.sync(account: "sam", body: try SyncBody(device: "iphone", reports: [report]).data)
+                #expect(SyncAPITests.entitlement(json, "basic")?["status"] as? String == "active")
+                var expiredAt: Date?
+                for _ in 0..<100 {
+                    try await Task.sleep(for: .milliseconds(100))
+                    let rows = try await env.pool.query("SELECT occurred_at FROM events WHERE account_id = 'sam' AND type = 'entitlement.expired'")
+                    if let row = rows.first {
+                        expiredAt = try row.decode(Date.self, at: 0)
+                        break
+                    }
+                }
+                let when = try #require(expiredAt, "no entitlement.expired event within 10 s")
+                #expect(when >= expiry)
+                #expect(when.timeIntervalSince(expiry) < 3, "expired \(when.timeIntervalSince(expiry)) s late")
+                let read = try await client.getJSON("/v1/accounts/sam").json
+                #expect(read["tier"] as? String == "free")
+                let origin = try await env.pool.query("SELECT origin FROM events WHERE account_id = 'sam' AND type = 'entitlement.expired'")
+                #expect(try origin[0].decode(String.self, at: 0) == "sweeper")
+            }
+        }
+    }
+
+    @Test("a report that keeps failing is quarantined and does not block others")
+    func poisonReportIsQuarantined() async throws {
+        try await TestEnvironment.withFresh { env in
+            try await env.application(workers: 0).test(.router) { client in
+                _ = try await client.sync(account: "good", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("g1")]).data, waitMilliseconds: nil)
+                _ = try await client.sync(account: "poison", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("p1")]).data, waitMilliseconds: nil)
+            }
+            // Corrupt the poison account's stored state so resolving it throws a decoding error.
+            try await env.pool.query("INSERT INTO account_states (account_id, tier, state) VALUES ('poison', 'free', '{\"broken\": true}')")
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            for _ in 0..<5 { _ = try await engine.resolvePendingBatch(limit: 10, maximumAttempts: 3) }
+            let rows = try await env.pool.query("SELECT account_id, status, attempts, last_error FROM reports ORDER BY account_id")
+            let good = try #require(rows.first { try $0.decode(String.self, at: 0) == "good" })
+            let poison = try #require(rows.first { try $0.decode(String.self, at: 0) == "poison" })
+            #expect(try good.decode(String.self, at: 1) == "resolved")
+            #expect(try poison.decode(String.self, at: 1) == "quarantined")
+            #expect(try poison.decode(Int.self, at: 2) == 3)
+            #expect(try poison.decode(String?.self, at: 3)?.isEmpty == false)
+        }
+    }
+
+    /// Waits until no report is pending (at most 30 s).
+    static func waitUntilDrained(_ pool: ConnectionPool) async throws {
+        for _ in 0..<300 {
+            let rows = try await pool.query("SELECT count(*) FROM reports WHERE status = 'pending'")
+            if try rows[0].decode(Int.self, at: 0) == 0 { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        Issue.record("reports still pending after 30 s")
+    }
+}
+
+/// A small deterministic generator for test data.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
