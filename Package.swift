@@ -125,6 +125,7 @@ let package = Package(
             name: "SyncCoreTests",
             dependencies: [
                 "SyncCore",
+                "TestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: swiftSettings

@@ -126,6 +126,19 @@ let resolveOnly = fastest {
     return active
 }
 
+// Baseline, same data, same run: group every account's reports by transaction id in a plain
+// Dictionary. It is the least any join must do, so the ratio below says how much the join
+// costs beyond bookkeeping, whatever the machine's speed today.
+let baseline = fastest {
+    var groups = 0
+    for reports in accounts {
+        var byTransaction: [String: Int] = [:]
+        for report in reports { byTransaction[report.transactionID, default: 0] += 1 }
+        groups &+= byTransaction.count
+    }
+    return groups
+}
+
 func rate(_ count: Int, _ seconds: Double) -> String {
     String(format: "%.0f", Double(count) / seconds)
 }
@@ -134,4 +147,6 @@ print("joins/s: \(rate(reportCount, joins.seconds))  (ledger: grouped by transac
 print("bare joins/s: \(rate(reportCount, bareJoins.seconds))  (into one aggregate)")
 print("resolutions/s: \(rate(accountCount, resolutions.seconds))  (join all reports + resolve; target >= 100000)")
 print("resolve-only/s: \(rate(accountCount, resolveOnly.seconds))  (from stored aggregates)")
-print("checksum: \(joins.checksum &+ bareJoins.checksum &+ resolutions.checksum &+ resolveOnly.checksum)")
+print("baseline grouping/s: \(rate(reportCount, baseline.seconds))  (Dictionary grouping of the same reports)")
+print("joins / baseline: \(String(format: "%.2f", baseline.seconds / joins.seconds))")
+print("checksum: \(baseline.checksum &+ joins.checksum &+ bareJoins.checksum &+ resolutions.checksum &+ resolveOnly.checksum)")

@@ -128,9 +128,24 @@ public actor ConnectionPool {
             await self?.expireWaiter(id)
         }
         defer { timer.cancel() }
-        return try await withCheckedThrowingContinuation { continuation in
-            waiters.append(Waiter(id: id, continuation: continuation))
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                if Task.isCancelled {
+                    continuation.resume(throwing: CancellationError())
+                } else {
+                    waiters.append(Waiter(id: id, continuation: continuation))
+                }
+            }
+        } onCancel: {
+            Task { [weak self] in await self?.cancelWaiter(id) }
         }
+    }
+
+    /// A cancelled caller stops waiting at once instead of at the lease timeout. Removing the
+    /// waiter before resuming it means a connection handed out meanwhile is never resumed twice.
+    private func cancelWaiter(_ id: UInt64) {
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return }
+        waiters.remove(at: index).continuation.resume(throwing: CancellationError())
     }
 
     private func expireWaiter(_ id: UInt64) {
@@ -180,5 +195,8 @@ public actor ConnectionPool {
 
     private func connectFailed() {
         openCount -= 1
+        // The next waiter tries too: with the server down, waiters learn it now rather than
+        // at their lease timeout.
+        wakeNextWaiterToConnect()
     }
 }

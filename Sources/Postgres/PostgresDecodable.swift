@@ -146,21 +146,18 @@ public struct JSONColumn<Value: Decodable>: PostgresDecodable {
     }
 }
 
-/// A `Encodable` value bound as JSON text; cast it in SQL (`$1::jsonb`).
-public struct JSONParameter<Value: Encodable & Sendable>: PostgresEncodable {
-    public var value: Value
+/// An `Encodable` value bound as JSON text; cast it in SQL (`$1::jsonb`).
+///
+/// Encoding happens in the initializer, which throws, so a value that cannot be encoded fails
+/// where it is built instead of reaching the database as something else.
+public struct JSONParameter: PostgresEncodable {
+    public let text: String
 
-    public init(_ value: Value) {
-        self.value = value
+    public init(_ value: some Encodable) throws {
+        text = String(decoding: try JSONEncoder.postgres.encode(value), as: UTF8.self)
     }
 
-    public var postgresValue: PostgresValue {
-        // Encoding a value built by our own code cannot fail for the types we store; if it does,
-        // sending NULL would silently lose data, so the text "null" makes the mistake visible
-        // as a NOT NULL violation instead.
-        guard let data = try? JSONEncoder.postgres.encode(value) else { return .text("null") }
-        return .text(String(decoding: data, as: UTF8.self))
-    }
+    public var postgresValue: PostgresValue { .text(text) }
 }
 
 extension JSONDecoder {

@@ -183,8 +183,14 @@ private struct DigitReader<Bytes: Collection<UInt8>> where Bytes.Index == Int {
             guard let next = digit() else { return nil }
             value = value * 10 + next
         }
-        // Years beyond 9999 have more digits.
-        while count == 4, let next = digit() { value = value * 10 + next }
+        // Years beyond 9999 have more digits; PostgreSQL's range ends in year 294276, so more
+        // than six digits is not a date (and would overflow the arithmetic below).
+        var extraDigits = 0
+        while count == 4, let next = digit() {
+            extraDigits += 1
+            guard extraDigits <= 2 else { return nil }
+            value = value * 10 + next
+        }
         return value
     }
 

@@ -18,7 +18,20 @@ extension ISODuration {
             civil.day = min(civil.day, CivilDate.daysInMonth(year: civil.year, month: civil.month))
         }
         let newDayNumber = civil.daysSince1970 + days
-        return Date(timeIntervalSince1970: Double(newDayNumber) * 86_400 + secondOfDay)
+        return Date(timeIntervalSince1970: Double(newDayNumber) * 86_400 + secondOfDay).roundedToMicroseconds
+    }
+}
+
+extension Date {
+    /// This instant rounded to the microsecond, PostgreSQL's precision.
+    ///
+    /// Computed dates (a purchase plus a duration) carry floating-point residue that a
+    /// `timestamptz` cannot hold; a stored state read back would then differ from the same state
+    /// recomputed, and every re-resolution would look like a change. Rounding exactly as the
+    /// database layer parses (`microseconds / 1e6` from the reference date) makes a computed
+    /// date survive the round trip unchanged.
+    public var roundedToMicroseconds: Date {
+        Date(timeIntervalSinceReferenceDate: (timeIntervalSinceReferenceDate * 1_000_000).rounded() / 1_000_000)
     }
 }
 

@@ -179,7 +179,7 @@ import Testing
             at: Date(timeIntervalSince1970: 1_700_000_000.123_456), nested: ["x": 1.5, "y": -0.25], missing: nil
         )
         try await TestDatabase.withConnection { connection in
-            let rows = try await connection.query("SELECT \(JSONParameter(payload))::jsonb, \(JSONParameter(payload))::json")
+            let rows = try await connection.query("SELECT \(try JSONParameter(payload))::jsonb, \(try JSONParameter(payload))::json")
             #expect(try rows[0].decode(JSONColumn<Payload>.self, at: 0).value == payload)
             #expect(try rows[0].decode(JSONColumn<Payload>.self, at: 1).value == payload)
             let built = try await connection.query(

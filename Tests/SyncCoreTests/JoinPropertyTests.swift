@@ -2,6 +2,7 @@ import Foundation
 import PropertyBased
 import SyncCore
 import Testing
+import TestSupport
 
 /// Properties of the per-transaction join and of resolution over random report sets.
 @Suite struct JoinPropertyTests {
@@ -14,7 +15,7 @@ import Testing
             let products = RandomReports.products(indices)
             let reports = RandomReports.reports(specs, products: products)
             let reference = TransactionAggregate.aggregate(reports)
-            var rng = SplitMix64(seed: seed)
+            var rng = SeededGenerator(seed: seed)
 
             // Any permutation.
             let shuffled = reports.shuffled(using: &rng)
@@ -57,7 +58,7 @@ import Testing
                 report.transactionID = "t0"
                 return report
             }
-            var rng = SplitMix64(seed: seed)
+            var rng = SeededGenerator(seed: seed)
             var parts: [[Report]] = [[], [], []]
             for report in reports { parts[Int.random(in: 0..<3, using: &rng)].append(report) }
             // Each part needs at least one report to form an aggregate.
@@ -175,7 +176,7 @@ import Testing
 /// would pass vacuously).
 @Suite struct RandomReportCoverageTests {
     @Test func generatedSetsCoverRevocationsReversalsUpgradesAndEveryStatus() {
-        var rng = SplitMix64(seed: 42)
+        var rng = SeededGenerator(seed: 42)
         var revoked = 0
         var reinstated = 0
         var upgraded = 0

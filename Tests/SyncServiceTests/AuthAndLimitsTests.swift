@@ -12,6 +12,13 @@ struct AuthAndLimitsTests {
         try SyncBody(device: "iphone", reports: reports ?? [SyncAPITests.report("r1")]).data
     }
 
+    /// A valid body whose first report's `observed_at` is `text`.
+    static func bodyWithObservedAt(_ text: String) -> Data {
+        let json = (try? body()).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        let pattern = #/"observed_at":"[^"]*"/#
+        return Data(json.replacing(pattern, with: "\"observed_at\":\"\(text)\"", maxReplacements: 1).utf8)
+    }
+
     @Test("missing, malformed, wrong and expired credentials are 401; another account's token is 403; nothing is stored")
     func authentication() async throws {
         try await TestEnvironment.withFresh { env in
@@ -63,6 +70,8 @@ struct AuthAndLimitsTests {
                     ("alice", Data("{\"device\": {\"id\": \"x\"}}".utf8), .badRequest, "invalid_request", "reports is required"),
                     ("alice", Data("{\"device\": {\"id\": \"bad id\"}, \"reports\": []}".utf8), .badRequest, "invalid_request", "device.id"),
                     ("alice", Data("not json".utf8), .badRequest, "invalid_request", "not valid JSON"),
+                    ("alice", Self.bodyWithObservedAt("99999999999999999999-01-01T00:00:00Z"), .badRequest, "invalid_request", "reports[0].observed_at"),
+                    ("alice", Self.bodyWithObservedAt("2026-02-30T25:61:00Z"), .badRequest, "invalid_request", "reports[0].observed_at"),
                     ("alice", huge, .contentTooLarge, "body_too_large", nil),
                     ("null%20OR%201=1", try Self.body(), .badRequest, "invalid_account_id", nil),
                     (String(repeating: "a", count: 129), try Self.body(), .badRequest, "invalid_account_id", nil),

@@ -8,13 +8,14 @@ import SyncCore
 import SyncService
 import SyncStore
 import Testing
+import TestSupport
 
 /// The worker pool and sweeper against a real database, several of them at once.
 @Suite("Resolution pipeline")
 struct PipelineTests {
     /// Random reports for `accounts` accounts: several devices, renewals, stale reports, refunds.
     static func randomReports(accounts: Int, perAccount: Int, seed: UInt64) -> [(account: String, device: String, report: Report)] {
-        var generator = SplitMix(seed: seed)
+        var generator = SeededGenerator(seed: seed)
         let products = ["voip.basic.monthly", "voip.premium.monthly", "voip.business.yearly", "voip.premium.3months", "voip.unknown"]
         let base = SyncAPITests.start.addingTimeInterval(-40 * 86_400)
         var result: [(String, String, Report)] = []
@@ -199,15 +200,58 @@ struct PipelineTests {
     }
 }
 
-/// A small deterministic generator for test data.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+@Suite("Resolution engine: time and round trips")
+struct ResolutionEngineTests {
+    @Test("a stored state read back equals the same state recomputed: re-resolving writes no event")
+    func storedStateRoundTrips() async throws {
+        try await TestEnvironment.withFresh { env in
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            var generator = SeededGenerator(seed: 99)
+            // Purchases with millisecond residue, passes whose end is computed (stacked), an
+            // auto-renewable without expiry (purchase + catalogue duration).
+            var reports: [Report] = []
+            for index in 0..<30 {
+                let millis = Double(generator.next() % 1_000_000_000) / 1000
+                let purchased = Date().addingTimeInterval(-86_400 * 10 + millis.truncatingRemainder(dividingBy: 86_400))
+                let product = ["voip.premium.pass.3m", "voip.basic.pass.6m", "voip.business.monthly"][index % 3]
+                reports.append(Report(
+                    reportID: "r\(index)", deviceID: "d", observedAt: purchased, productID: product,
+                    originalTransactionID: "t\(index)", transactionID: "t\(index)", purchasedAt: purchased
+                ))
+            }
+            let outcome = try await env.pool.withTransaction { connection in
+                try await engine.resolve(accounts: ["round"], newReports: ["round": reports], origin: .worker, on: connection)
+            }
+            #expect(outcome.eventsWritten > 0)
+            let again = try await env.pool.withTransaction { connection in
+                try await engine.resolve(accounts: ["round"], newReports: [:], origin: .sweeper, on: connection)
+            }
+            #expect(again.eventsWritten == 0)
+        }
+    }
+
+    @Test("a resolver whose clock is behind never moves an account's state back in time")
+    func clockNeverGoesBack() async throws {
+        try await TestEnvironment.withFresh { env in
+            let now = Date()
+            let expiry = now.addingTimeInterval(60)
+            let report = Report(
+                reportID: "r1", deviceID: "d", observedAt: now.addingTimeInterval(-60), productID: "voip.basic.monthly",
+                originalTransactionID: "t1", transactionID: "t1", purchasedAt: now.addingTimeInterval(-3600), expiresAt: expiry
+            )
+            // A process whose clock is past the expiry resolves first...
+            let ahead = ResolutionEngine(pool: env.pool, catalogue: .default, clock: { expiry.addingTimeInterval(1) })
+            _ = try await env.pool.withTransaction { connection in
+                try await ahead.resolve(accounts: ["acct"], newReports: ["acct": [report]], origin: .worker, on: connection)
+            }
+            // ...then one with a clock before the expiry: the account must stay expired.
+            let behind = ResolutionEngine(pool: env.pool, catalogue: .default, clock: { now })
+            let outcome = try await env.pool.withTransaction { connection in
+                try await behind.resolve(accounts: ["acct"], newReports: [:], origin: .sweeper, on: connection)
+            }
+            #expect(outcome.eventsWritten == 0)
+            let status = try await env.pool.query("SELECT status FROM entitlements WHERE account_id = 'acct'")
+            #expect(try status[0].decode(String.self, at: 0) == "expired")
+        }
     }
 }

@@ -7,8 +7,9 @@ import Postgres
 /// Gives every failure the JSON error shape and the right status:
 /// - ``APIError``: as thrown (client mistakes are 4xx);
 /// - Hummingbird's `HTTPError` (e.g. 413 from a capped body): same status, JSON body;
-/// - a lost or unreachable database, or a pool that stayed busy: 503 with `Retry-After`, so
-///   clients back off instead of seeing an internal error;
+/// - a lost or unreachable database, a pool that stayed busy, or contention (deadlock,
+///   serialization failure, lock or statement timeout): 503 with `Retry-After`, so clients
+///   retry instead of seeing an internal error;
 /// - anything else: 500 `internal`, logged with its (log-safe) description.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     let logger: Logger
@@ -22,7 +23,9 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             throw APIError(error.status, code: Self.code(for: error.status), message: error.body ?? error.status.reasonPhrase)
         } catch is NIOTooManyBytesError {
             throw APIError(.contentTooLarge, code: "body_too_large", message: "the body is larger than the limit of this endpoint")
-        } catch let error as PostgresError where error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed {
+        } catch let error as PostgresError where error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed
+            || error.sqlState?.isTransient == true || error.sqlState == .lockNotAvailable || error.sqlState == .queryCanceled
+        {
             logger.warning("database unavailable", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
             throw APIError.unavailable("the database is unavailable; retry shortly", retryAfterSeconds: 2)
         } catch {

@@ -84,7 +84,8 @@ struct AccountController: Sendable {
     }
 
     /// Waits until none of the reports is pending, or the time is up. Wakes on this process's
-    /// workers' signal and polls every 25 ms for workers of other processes.
+    /// workers' signal and polls every 100 ms for workers of other processes (more often would
+    /// take database connections from the workers that must resolve these very reports).
     private func waitUntilResolved(accountID: String, reportIDs: [String], milliseconds: Int) async throws -> Bool {
         let deadline = ContinuousClock.now + .milliseconds(milliseconds)
         while true {
@@ -92,7 +93,7 @@ struct AccountController: Sendable {
             if try await inbox.pendingCount(accountID: accountID, reportIDs: reportIDs) == 0 { return true }
             let remaining = deadline - ContinuousClock.now
             if remaining <= .zero { return false }
-            await resolutions.wait(after: seen, timeout: min(remaining, .milliseconds(25)))
+            await resolutions.wait(after: seen, timeout: min(remaining, .milliseconds(100)))
         }
     }
 }

@@ -118,7 +118,16 @@ public struct ServiceConfiguration: Sendable {
             configuration.sweepInterval = .milliseconds(try parseInt(text, name: "SUBSYNC_SWEEP_INTERVAL_MS", range: 10...60_000))
         }
         if let path = environment["SUBSYNC_CATALOGUE"], !path.isEmpty { configuration.cataloguePath = path }
+        if environment["SUBSYNC_DB_POOL_SIZE"] == nil {
+            configuration.databasePoolSize = configuration.recommendedPoolSize
+        }
         return configuration
+    }
+
+    /// Enough connections for every worker plus the sweeper, the metrics sampler and requests:
+    /// workers must never wait for the pool behind the requests that wait for them.
+    public var recommendedPoolSize: Int {
+        max(10, workers + 6)
     }
 
     /// Two resolution workers per core: each spends much of its time waiting on the database.

@@ -28,24 +28,8 @@ struct ReportPayload: Decodable {
     var environment: StoreEnvironment?
     var signedTransaction: String?
 
-    enum CodingKeys: String, CodingKey {
-        case reportID = "report_id"
-        case deviceID = "device_id"
-        case observedAt = "observed_at"
-        case productID = "product_id"
-        case originalTransactionID = "original_transaction_id"
-        case transactionID = "transaction_id"
-        case purchasedAt = "purchased_at"
-        case expiresAt = "expires_at"
-        case gracePeriodExpiresAt = "grace_period_expires_at"
-        case revokedAt = "revoked_at"
-        case revocationReason = "revocation_reason"
-        case isUpgraded = "is_upgraded"
-        case willAutoRenew = "will_auto_renew"
-        case inBillingRetry = "in_billing_retry"
-        case environment
-        case signedTransaction = "signed_transaction"
-    }
+    /// The same wire keys as ``Report``, so the two cannot drift apart.
+    typealias CodingKeys = Report.CodingKeys
 
     /// The domain report. Device reports are unverified until signature checking exists.
     func report(defaultDeviceID: String) -> Report {

@@ -58,8 +58,11 @@ public struct ReportInbox: Sendable {
 
     /// Inserts reports with one statement (`unnest` of column arrays) and returns the ids that
     /// were new. Also used for store notifications and operator commands.
-    public func insert(accountID: String, reports: [Report], on connection: Connection) async throws -> [String] {
-        guard !reports.isEmpty else { return [] }
+    public func insert(accountID: String, reports unordered: [Report], on connection: Connection) async throws -> [String] {
+        guard !unordered.isEmpty else { return [] }
+        // Insert in key order: two concurrent requests carrying the same report ids in different
+        // orders would otherwise wait on each other's rows and deadlock.
+        let reports = unordered.sorted { $0.reportID < $1.reportID }
         let rows = try await connection.preparedQuery(
             """
             INSERT INTO reports (

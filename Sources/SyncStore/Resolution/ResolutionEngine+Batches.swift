@@ -12,34 +12,71 @@ extension ResolutionEngine {
     /// retried on its own, so one bad account cannot hold up the others; that account's reports
     /// get their attempt counted and, after `maximumAttempts`, are quarantined with the error.
     public func resolvePendingBatch(limit: Int, maximumAttempts: Int = 5) async throws -> Outcome {
+        var claimedAccounts: [String] = []
         do {
             return try await pool.withTransaction { connection in
                 let claimed = try await claim(limit: limit, onlyAccount: nil, on: connection)
+                claimedAccounts = Array(claimed.reports.keys).sorted()
                 return try await resolveClaimed(claimed, on: connection)
             }
-        } catch let error as PostgresError where error.isConnectionLoss || error.sqlState?.isTransient == true {
-            throw error
         } catch {
+            guard !Self.isRetryable(error), !claimedAccounts.isEmpty else { throw error }
             logger.warning("batch failed; retrying its accounts one by one", metadata: ["error": "\(error)"])
-            return try await resolveAccountsSeparately(limit: limit, maximumAttempts: maximumAttempts, firstError: error)
+            return try await resolveAccountsSeparately(claimedAccounts, limit: limit, maximumAttempts: maximumAttempts)
         }
+    }
+
+    /// Errors that say nothing about the reports: the connection, the pool, or contention.
+    /// They are retried as they are, never counted against a report.
+    static func isRetryable(_ error: any Error) -> Bool {
+        if error is CancellationError { return true }
+        guard let error = error as? PostgresError else { return false }
+        if error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed { return true }
+        guard let state = error.sqlState else { return false }
+        return state.isTransient || state == .lockNotAvailable || state == .queryCanceled
     }
 
     /// Resolves the accounts whose state changes with time alone (`next_transition_at` due), at
     /// most `limit` of them, skipping accounts another process is resolving right now.
     public func resolveDueAccounts(limit: Int) async throws -> Outcome {
-        try await pool.withTransaction { connection in
-            let due = try await connection.preparedQuery(
-                """
-                SELECT account_id FROM account_states
-                WHERE next_transition_at <= \(clock())
-                ORDER BY next_transition_at
-                LIMIT \(limit)
-                FOR UPDATE SKIP LOCKED
-                """
-            )
-            let accounts = try due.map { try $0.decode(String.self, at: 0) }
-            return try await resolve(accounts: accounts, newReports: [:], origin: .sweeper, on: connection)
+        var dueAccounts: [String] = []
+        do {
+            return try await pool.withTransaction { connection in
+                let due = try await connection.preparedQuery(
+                    """
+                    SELECT account_id FROM account_states
+                    WHERE next_transition_at <= \(clock())
+                    ORDER BY next_transition_at
+                    LIMIT \(limit)
+                    FOR UPDATE SKIP LOCKED
+                    """
+                )
+                dueAccounts = try due.map { try $0.decode(String.self, at: 0) }
+                return try await resolve(accounts: dueAccounts, newReports: [:], origin: .sweeper, on: connection)
+            }
+        } catch {
+            guard !Self.isRetryable(error), !dueAccounts.isEmpty else { throw error }
+            // One account that cannot be resolved must not stop the sweep for everyone: retry
+            // one by one, and push a failing account's next attempt a minute later.
+            var total = Outcome()
+            for accountID in dueAccounts {
+                do {
+                    total = total + (try await pool.withTransaction { connection in
+                        try await resolve(accounts: [accountID], newReports: [:], origin: .sweeper, on: connection)
+                    })
+                } catch where !Self.isRetryable(error) {
+                    total.accountsFailed += 1
+                    logger.error("expiry sweep could not resolve an account; retrying in a minute",
+                                 metadata: ["account": "\(accountID)", "error": "\(error)"])
+                    try await pool.preparedQuery(
+                        """
+                        UPDATE account_states SET next_transition_at = \(clock().addingTimeInterval(60))
+                        WHERE account_id = \(accountID)
+                        """
+                    )
+                }
+            }
+            return total
         }
     }
 
@@ -94,35 +131,27 @@ extension ResolutionEngine {
         return outcome
     }
 
-    /// The slow path after a failed batch: one transaction per account.
-    private func resolveAccountsSeparately(limit: Int, maximumAttempts: Int, firstError: any Error) async throws -> Outcome {
-        let rows = try await pool.preparedQuery(
-            """
-            SELECT DISTINCT account_id FROM (
-                SELECT account_id FROM reports WHERE status = 'pending' ORDER BY arrival LIMIT \(limit)
-            ) AS pending
-            """
-        )
+    /// The slow path after a failed batch: the same accounts again, one transaction each.
+    private func resolveAccountsSeparately(_ accounts: [String], limit: Int, maximumAttempts: Int) async throws -> Outcome {
         var total = Outcome()
-        for row in rows {
-            let accountID = try row.decode(String.self, at: 0)
+        for accountID in accounts {
+            var claimedIDs: [String] = []
             do {
                 total = total + (try await pool.withTransaction { connection in
                     let claimed = try await claim(limit: limit, onlyAccount: accountID, on: connection)
+                    claimedIDs = claimed.keys.reportIDs
                     return try await resolveClaimed(claimed, on: connection)
                 })
-            } catch let error as PostgresError where error.isConnectionLoss {
-                throw error
-            } catch {
+            } catch where !Self.isRetryable(error) && !claimedIDs.isEmpty {
                 total.accountsFailed += 1
-                try await recordFailure(accountID: accountID, error: error, maximumAttempts: maximumAttempts)
+                try await recordFailure(accountID: accountID, reportIDs: claimedIDs, error: error, maximumAttempts: maximumAttempts)
             }
         }
         return total
     }
 
     /// Counts a failed attempt on an account's pending reports; quarantines them at the limit.
-    private func recordFailure(accountID: String, error: any Error, maximumAttempts: Int) async throws {
+    private func recordFailure(accountID: String, reportIDs: [String], error: any Error, maximumAttempts: Int) async throws {
         // `description` of our errors is log-safe (no DETAIL, no secrets).
         let message = String(describing: error).prefix(1000)
         let result = try await pool.preparedQuery(
@@ -131,7 +160,7 @@ extension ResolutionEngine {
                 attempts = attempts + 1,
                 last_error = \(String(message)),
                 status = CASE WHEN attempts + 1 >= \(maximumAttempts) THEN 'quarantined' ELSE 'pending' END
-            WHERE account_id = \(accountID) AND status = 'pending'
+            WHERE account_id = \(accountID) AND report_id = ANY(\(reportIDs)::text[]) AND status = 'pending'
             RETURNING status
             """
         )

@@ -76,31 +76,38 @@ public struct ResolutionEngine: Sendable {
     ) async throws -> Outcome {
         let accountIDs = Array(Set(accounts)).sorted()
         guard !accountIDs.isEmpty else { return Outcome() }
-        let now = clock()
-        let baseState = Resolver.resolve(transactions: [], catalogue: catalogue, now: now)
+        let baseState = Resolver.resolve(transactions: [], catalogue: catalogue, now: clock())
 
         // 1. Lock (creating placeholders in sorted order, so concurrent inserts cannot deadlock).
+        //    A placeholder's resolved_at is -infinity: it has never been resolved.
         try await connection.preparedQuery(
             """
-            INSERT INTO account_states (account_id, tier, state)
-            SELECT account_id, \(baseState.tier), \(JSONParameter(baseState))::jsonb
+            INSERT INTO account_states (account_id, tier, state, resolved_at)
+            SELECT account_id, \(baseState.tier), \(try JSONParameter(baseState))::jsonb, '-infinity'
             FROM unnest(\(accountIDs)::text[]) AS account_id
             ON CONFLICT (account_id) DO NOTHING
             """
         )
         let locked = try await connection.preparedQuery(
             """
-            SELECT account_id, state, last_sequence FROM account_states
+            SELECT account_id, state, last_sequence, resolved_at FROM account_states
             WHERE account_id = ANY(\(accountIDs)::text[])
             ORDER BY account_id
             FOR UPDATE
             """
         )
+        // The clock is read only once the locks are held, and never goes back for an account:
+        // a worker that waited on a lock must not resolve at an instant older than the one the
+        // previous holder (another process, maybe with a skewed clock) already resolved at,
+        // or an expired subscription would flap back to active.
+        var now = clock()
         var previousStates: [String: (state: AccountState, sequence: Int64)] = [:]
         for row in locked {
             let accountID = try row.decode(String.self, at: 0)
             let state = try row.decode(JSONColumn<AccountState>.self, at: 1).value
             previousStates[accountID] = (state, try row.decode(Int64.self, at: 2))
+            let resolvedAt = try row.decode(Date.self, at: 3)
+            if resolvedAt != .distantPast, resolvedAt > now { now = resolvedAt }
         }
 
         // 2. Load every aggregate of these accounts and join the new reports in.
@@ -150,7 +157,7 @@ public struct ResolutionEngine: Sendable {
 
         // 4. Write everything.
         try await writeTransactions(changedTransactions, on: connection)
-        try await writeStates(states, on: connection)
+        try await writeStates(states, resolvedAt: now, on: connection)
         try await writeEvents(events, origin: origin, on: connection)
         return outcome
     }
@@ -195,6 +202,7 @@ public struct ResolutionEngine: Sendable {
 
     private func writeStates(
         _ states: [(accountID: String, state: AccountState, lastSequence: Int64)],
+        resolvedAt: Date,
         on connection: Connection
     ) async throws {
         let accountIDs = states.map(\.accountID)
@@ -205,7 +213,7 @@ public struct ResolutionEngine: Sendable {
                 state = v.state::jsonb,
                 last_sequence = v.last_sequence,
                 next_transition_at = v.next_transition_at,
-                resolved_at = now(),
+                resolved_at = \(resolvedAt),
                 updated_at = CASE WHEN s.state = v.state::jsonb THEN s.updated_at ELSE now() END
             FROM unnest(
                 \(accountIDs)::text[],

@@ -66,6 +66,9 @@ struct Serve: AsyncParsableCommand {
                 throw ExitCodes.usage
             }
             configuration.workers = workers
+            if ProcessInfo.processInfo.environment["SUBSYNC_DB_POOL_SIZE"] == nil {
+                configuration.databasePoolSize = configuration.recommendedPoolSize
+            }
         }
         let catalogue = try loadCatalogue(path: configuration.cataloguePath)
 

@@ -1,0 +1,38 @@
+-- wrk script: POST /v1/accounts/{id}/sync with 5 new reports per request, spread over
+-- BENCH_ACCOUNTS accounts. WRK_DELAY_MS paces each connection (for a target request rate).
+local counter = 0
+local key = os.getenv("SUBSYNC_ADMIN_KEY")
+local accounts = tonumber(os.getenv("BENCH_ACCOUNTS") or "10000")
+local pause = tonumber(os.getenv("WRK_DELAY_MS") or "0")
+local headers = { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. key }
+
+function setup(thread)
+  thread:set("tid", tostring(math.random(1, 1000000000)))
+end
+
+function request()
+  counter = counter + 1
+  local account = "bench-" .. math.random(1, accounts)
+  local tx = tostring(math.random(1, 3))
+  local reports = {}
+  for i = 1, 5 do
+    reports[i] = string.format(
+      '{"report_id":"%s-%d-%d","observed_at":"2026-11-%02dT10:00:00Z","product_id":"voip.premium.monthly",' ..
+      '"original_transaction_id":"%s-%s","transaction_id":"%s-%s","purchased_at":"2026-11-01T10:00:00Z",' ..
+      '"expires_at":"2026-12-%02dT10:00:00Z","will_auto_renew":true}',
+      tid, counter, i, math.random(1, 20), account, tx, account, tx, math.random(1, 28))
+  end
+  local body = '{"device":{"id":"bench-device","platform":"ios","app_version":"1.0"},"reports":[' .. table.concat(reports, ",") .. ']}'
+  return wrk.format("POST", "/v1/accounts/" .. account .. "/sync", headers, body)
+end
+
+function delay()
+  return pause
+end
+
+function done(summary, latency, requests)
+  io.write(string.format("BENCH requests=%d duration_s=%.2f rps=%.1f p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f max_ms=%.2f non2xx=%d errors=%d\n",
+    summary.requests, summary.duration / 1e6, summary.requests / (summary.duration / 1e6),
+    latency:percentile(50) / 1000, latency:percentile(90) / 1000, latency:percentile(99) / 1000, latency.max / 1000,
+    summary.errors.status, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+end
