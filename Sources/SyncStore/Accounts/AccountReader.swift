@@ -43,52 +43,42 @@ public struct AccountReader: Sendable {
         public var pendingReports: Int
     }
 
-    /// The account's snapshot. An unknown account reads as the free tier with no devices.
+    /// The account's snapshot, in one round trip. An unknown account reads as the free tier.
     public func snapshot(accountID: String, now: Date = Date()) async throws -> Snapshot {
-        try await pool.withConnection { connection in
-            let stateRows = try await connection.preparedQuery(
-                """
-                SELECT state, last_sequence, resolved_at,
-                       (SELECT count(*) FROM reports WHERE account_id = \(accountID) AND status = 'pending')
-                FROM account_states WHERE account_id = \(accountID)
-                """
-            )
-            let deviceRows = try await connection.preparedQuery(
-                """
-                SELECT device_id, platform, app_version, first_seen_at, last_seen_at
-                FROM devices WHERE account_id = \(accountID) ORDER BY last_seen_at DESC, device_id
-                """
-            )
-            let devices = try deviceRows.map { row in
-                Device(
-                    id: try row.decode(String.self, at: 0),
-                    platform: try row.decode(String?.self, at: 1),
-                    appVersion: try row.decode(String?.self, at: 2),
-                    firstSeenAt: try row.decode(Date.self, at: 3),
-                    lastSeenAt: try row.decode(Date.self, at: 4)
-                )
-            }
-            guard let row = stateRows.first else {
-                let pending = try await connection.preparedQuery(
-                    "SELECT count(*) FROM reports WHERE account_id = \(accountID) AND status = 'pending'"
-                )
-                return Snapshot(
-                    accountID: accountID,
-                    state: Resolver.resolve(transactions: [], catalogue: catalogue, now: now),
-                    devices: devices,
-                    lastSequence: 0,
-                    resolvedAt: nil,
-                    pendingReports: try pending[0].decode(Int.self, at: 0)
-                )
-            }
+        let rows = try await pool.preparedQuery(
+            """
+            SELECT s.state, s.last_sequence, s.resolved_at,
+                   (SELECT count(*) FROM reports r WHERE r.account_id = k.id AND r.status = 'pending'),
+                   (SELECT COALESCE(json_agg(json_build_object(
+                        'id', d.device_id, 'platform', d.platform, 'app_version', d.app_version,
+                        'first_seen_at', d.first_seen_at, 'last_seen_at', d.last_seen_at)
+                        ORDER BY d.last_seen_at DESC, d.device_id), '[]')
+                    FROM devices d WHERE d.account_id = k.id)
+            FROM (SELECT \(accountID)::text AS id) AS k
+            LEFT JOIN account_states s ON s.account_id = k.id
+            """
+        )
+        let row = rows[0]
+        let devices = try row.decode(JSONColumn<[Device]>.self, at: 4).value
+        let pending = try row.decode(Int.self, at: 3)
+        guard let state = try row.decode(JSONColumn<AccountState>?.self, at: 0)?.value else {
             return Snapshot(
                 accountID: accountID,
-                state: try row.decode(JSONColumn<AccountState>.self, at: 0).value,
+                state: Resolver.resolve(transactions: [], catalogue: catalogue, now: now),
                 devices: devices,
-                lastSequence: try row.decode(Int64.self, at: 1),
-                resolvedAt: try row.decode(Date.self, at: 2),
-                pendingReports: try row.decode(Int.self, at: 3)
+                lastSequence: 0,
+                resolvedAt: nil,
+                pendingReports: pending
             )
         }
+        let resolvedAt = try row.decode(Date.self, at: 2)
+        return Snapshot(
+            accountID: accountID,
+            state: state,
+            devices: devices,
+            lastSequence: try row.decode(Int64.self, at: 1),
+            resolvedAt: resolvedAt == .distantPast ? nil : resolvedAt,
+            pendingReports: pending
+        )
     }
 }

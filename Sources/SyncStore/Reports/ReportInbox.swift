@@ -22,83 +22,106 @@ public struct ReportInbox: Sendable {
         public var duplicates: [String]
     }
 
-    /// Stores `reports` for `accountID` in one transaction, idempotently on
-    /// `(account_id, report_id)`, records the device as seen, and wakes the workers.
-    /// The reports must have passed validation.
-    public func submit(accountID: String, device: DeviceInfo, reports: [Report]) async throws -> Submission {
-        try await pool.withTransaction { connection in
-            try await connection.preparedQuery(
-                """
+    /// Stores `reports` for `accountID`, idempotently on `(account_id, report_id)`, records the
+    /// device as seen, and wakes the workers. The reports must have passed validation.
+    ///
+    /// It is one statement, so one round trip and atomic on its own: the device upsert, the
+    /// report insert and the NOTIFY (sent at commit, only when something new was stored) are
+    /// parts of a single `WITH` query.
+    public func submit(accountID: String, device: DeviceInfo, reports unordered: [Report]) async throws -> Submission {
+        // Key order: concurrent requests with overlapping ids then lock rows in the same order.
+        let reports = unordered.sorted { $0.reportID < $1.reportID }
+        let sql = """
+            WITH device AS (
                 INSERT INTO devices (account_id, device_id, platform, app_version)
-                VALUES (\(accountID), \(device.id), \(device.platform), \(device.appVersion))
+                VALUES ($1, $2, $3, $4)
                 ON CONFLICT (account_id, device_id) DO UPDATE
                 SET last_seen_at = now(),
                     platform = COALESCE(EXCLUDED.platform, devices.platform),
                     app_version = COALESCE(EXCLUDED.app_version, devices.app_version)
-                """
+                RETURNING 1
+            ), inserted AS (
+                \(Self.insertSQL(firstArrayParameter: 5))
+            ), notified AS (
+                SELECT pg_notify('\(Self.channel)', $1) FROM (SELECT 1 FROM inserted LIMIT 1) AS anything
             )
-            let inserted = try await insert(accountID: accountID, reports: reports, on: connection)
-            if !inserted.isEmpty {
-                try await connection.notify(channel: Self.channel, payload: accountID)
+            SELECT report_id, (SELECT count(*) FROM notified), (SELECT count(*) FROM device) FROM inserted
+            """
+        let binds: [PostgresValue] = [
+            accountID.postgresValue, device.id.postgresValue, device.platform.postgresValue, device.appVersion.postgresValue,
+        ] + Self.arrays(of: reports)
+        let rows = try await pool.preparedQuery(PostgresQuery(sql, binds: binds))
+        let insertedSet = Set(try rows.map { try $0.decode(String.self, at: 0) })
+        // Keep the caller's order; a report id repeated inside one request counts once.
+        var seen = Set<String>()
+        var submission = Submission(accepted: [], duplicates: [])
+        for report in unordered where seen.insert(report.reportID).inserted {
+            if insertedSet.contains(report.reportID) {
+                submission.accepted.append(report.reportID)
+            } else {
+                submission.duplicates.append(report.reportID)
             }
-            let insertedSet = Set(inserted)
-            // Keep the caller's order; a report id repeated inside one request counts once.
-            var seen = Set<String>()
-            var submission = Submission(accepted: [], duplicates: [])
-            for report in reports where seen.insert(report.reportID).inserted {
-                if insertedSet.contains(report.reportID) {
-                    submission.accepted.append(report.reportID)
-                } else {
-                    submission.duplicates.append(report.reportID)
-                }
-            }
-            return submission
         }
+        return submission
     }
 
-    /// Inserts reports with one statement (`unnest` of column arrays) and returns the ids that
-    /// were new. Also used for store notifications and operator commands.
+    /// Inserts reports with one statement and returns the ids that were new; for store
+    /// notifications and operator commands, inside the caller's transaction.
     public func insert(accountID: String, reports unordered: [Report], on connection: Connection) async throws -> [String] {
         guard !unordered.isEmpty else { return [] }
-        // Insert in key order: two concurrent requests carrying the same report ids in different
-        // orders would otherwise wait on each other's rows and deadlock.
         let reports = unordered.sorted { $0.reportID < $1.reportID }
         let rows = try await connection.preparedQuery(
-            """
-            INSERT INTO reports (
-                account_id, report_id, device_id, source, observed_at, product_id,
-                original_transaction_id, transaction_id, purchased_at, expires_at,
-                grace_period_expires_at, revoked_at, revocation_reason, is_upgraded,
-                will_auto_renew, in_billing_retry, environment, signed_transaction,
-                verified, signed_date, admin_action
-            )
-            SELECT \(accountID), * FROM unnest(
-                \(reports.map(\.reportID))::text[],
-                \(reports.map(\.deviceID))::text[],
-                \(reports.map(\.trust.source.rawValue))::text[],
-                \(reports.map(\.observedAt))::timestamptz[],
-                \(reports.map(\.productID))::text[],
-                \(reports.map(\.originalTransactionID))::text[],
-                \(reports.map(\.transactionID))::text[],
-                \(reports.map(\.purchasedAt))::timestamptz[],
-                \(reports.map(\.expiresAt))::timestamptz[],
-                \(reports.map(\.gracePeriodExpiresAt))::timestamptz[],
-                \(reports.map(\.revokedAt))::timestamptz[],
-                \(reports.map { $0.revocationReason?.rawValue })::text[],
-                \(reports.map(\.isUpgraded))::boolean[],
-                \(reports.map(\.willAutoRenew))::boolean[],
-                \(reports.map(\.inBillingRetry))::boolean[],
-                \(reports.map { $0.environment?.rawValue })::text[],
-                \(reports.map(\.signedTransaction))::text[],
-                \(reports.map(\.trust.isVerified))::boolean[],
-                \(reports.map(\.trust.signedDate))::timestamptz[],
-                \(reports.map { $0.trust.adminAction?.rawValue })::text[]
-            )
+            PostgresQuery(Self.insertSQL(firstArrayParameter: 2), binds: [accountID.postgresValue] + Self.arrays(of: reports))
+        )
+        return try rows.map { try $0.decode(String.self, at: 0) }
+    }
+
+    /// The report columns and their array types, in bind order.
+    private static let columns: [(name: String, type: String)] = [
+        ("report_id", "text"), ("device_id", "text"), ("source", "text"), ("observed_at", "timestamptz"),
+        ("product_id", "text"), ("original_transaction_id", "text"), ("transaction_id", "text"),
+        ("purchased_at", "timestamptz"), ("expires_at", "timestamptz"), ("grace_period_expires_at", "timestamptz"),
+        ("revoked_at", "timestamptz"), ("revocation_reason", "text"), ("is_upgraded", "boolean"),
+        ("will_auto_renew", "boolean"), ("in_billing_retry", "boolean"), ("environment", "text"),
+        ("signed_transaction", "text"), ("verified", "boolean"), ("signed_date", "timestamptz"), ("admin_action", "text"),
+    ]
+
+    /// `INSERT ... SELECT $1, * FROM unnest($n::text[], ...)`: the account is `$1`, the column
+    /// arrays start at `$firstArrayParameter`.
+    private static func insertSQL(firstArrayParameter: Int) -> String {
+        let arrays = columns.enumerated().map { "$\(firstArrayParameter + $0.offset)::\($0.element.type)[]" }
+        return """
+            INSERT INTO reports (account_id, \(columns.map(\.name).joined(separator: ", ")))
+            SELECT $1, * FROM unnest(\(arrays.joined(separator: ", ")))
             ON CONFLICT (account_id, report_id) DO NOTHING
             RETURNING report_id
             """
-        )
-        return try rows.map { try $0.decode(String.self, at: 0) }
+    }
+
+    /// One array bind per column of ``columns``, in the same order.
+    private static func arrays(of reports: [Report]) -> [PostgresValue] {
+        [
+            reports.map(\.reportID).postgresValue,
+            reports.map(\.deviceID).postgresValue,
+            reports.map(\.trust.source.rawValue).postgresValue,
+            reports.map(\.observedAt).postgresValue,
+            reports.map(\.productID).postgresValue,
+            reports.map(\.originalTransactionID).postgresValue,
+            reports.map(\.transactionID).postgresValue,
+            reports.map(\.purchasedAt).postgresValue,
+            reports.map(\.expiresAt).postgresValue,
+            reports.map(\.gracePeriodExpiresAt).postgresValue,
+            reports.map(\.revokedAt).postgresValue,
+            reports.map { $0.revocationReason?.rawValue }.postgresValue,
+            reports.map(\.isUpgraded).postgresValue,
+            reports.map(\.willAutoRenew).postgresValue,
+            reports.map(\.inBillingRetry).postgresValue,
+            reports.map { $0.environment?.rawValue }.postgresValue,
+            reports.map(\.signedTransaction).postgresValue,
+            reports.map(\.trust.isVerified).postgresValue,
+            reports.map(\.trust.signedDate).postgresValue,
+            reports.map { $0.trust.adminAction?.rawValue }.postgresValue,
+        ]
     }
 
     /// How many of `reportIDs` of `accountID` are still waiting to be resolved.
