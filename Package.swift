@@ -49,7 +49,10 @@ let package = Package(
         ),
         .target(
             name: "Curl",
-            dependencies: ["CCurl"],
+            dependencies: [
+                "CCurl",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
 
@@ -119,6 +122,14 @@ let package = Package(
         .testTarget(
             name: "PostgresTests",
             dependencies: ["Postgres", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CurlTests",
+            dependencies: [
+                "Curl",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
