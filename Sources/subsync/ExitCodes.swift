@@ -3,7 +3,15 @@ import ArgumentParser
 /// Exit codes scripts can rely on (see the README). They follow BSD sysexits where one fits.
 enum ExitCodes {
     static let failure = ExitCode(1)
+    /// `reconcile --dry-run` found drift (for monitoring: the database needs a repair).
+    static let drift = ExitCode(2)
+    /// Done in part: `prune` kept reports the current state depends on (see its help).
+    static let partial = ExitCode(3)
+    /// Interrupted by SIGINT after saving a checkpoint (`reconcile --all --resume` goes on).
+    static let interrupted = ExitCode(130)
     static let usage = ExitCode(64)
+    /// The named thing (endpoint, delivery, account) does not exist.
+    static let notFound = ExitCode(66)
     static let dataError = ExitCode(65)
     static let unavailable = ExitCode(69)
 }

@@ -6,9 +6,11 @@ struct Subsync: AsyncParsableCommand {
         commandName: "subsync",
         abstract: "Keeps one truth about every account's subscriptions across its devices.",
         discussion: """
-            Exit codes: 0 success; 1 failure; 64 bad usage; 65 data error (for example a changed \
-            migration file); 69 database unavailable.
+            Exit codes: 0 success; 1 failure; 2 drift found (reconcile --dry-run); 3 done in part \
+            (prune kept reports the state depends on); 64 bad usage; 65 data error (a changed \
+            migration file, an invalid value); 66 not found; 69 database unavailable; 130 \
+            interrupted (reconcile --all --resume continues).
             """,
-        subcommands: [Serve.self, Migrate.self, Tokens.self]
+        subcommands: [Serve.self, Migrate.self, Tokens.self, Endpoints.self, Deliveries.self, Replay.self, Reconcile.self, Accounts.self, Revoke.self, Unrevoke.self, Events.self, Stats.self, Reports.self, Prune.self]
     )
 }

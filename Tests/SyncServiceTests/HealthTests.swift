@@ -20,7 +20,9 @@ struct HealthTests {
             authenticator: await Authenticator(adminKey: nil, tokenSecret: nil),
             metricsRegistry: TestMetrics.registry
         )
-        return buildApplication(configuration: .init(port: 0, workers: 0), dependencies: dependencies, logger: logger)
+        var configuration = ServiceConfiguration(port: 0, workers: 0)
+        configuration.deliveryWorkers = 0
+        return buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
     }
 
     @Test("GET /healthz answers 200 without touching the database")

@@ -1,6 +1,8 @@
 import Foundation
 import Postgres
+import SyncService
 import Testing
+import TestSupport
 
 /// Runs the real `subsync` binary: the one-command path a new user takes.
 @Suite("subsync serve and migrate, as processes", .serialized)
@@ -45,6 +47,72 @@ struct ServeCommandTests {
         #expect(log.contains("embedded PostgreSQL"))
         // The embedded server was stopped with the service: its pid file is gone.
         #expect(!FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("postgres/postmaster.pid").path))
+    }
+
+    @Test("no secret appears in the logs, even at trace level")
+    func secretsNeverLogged() async throws {
+        let base = try TestDatabase.configuration()
+        let host = base["host"] ?? "127.0.0.1"
+        let port = base["port"] ?? "5432"
+        let database = base["dbname"] ?? "subsync"
+        let password = "db-password-\(UUID().uuidString)"
+        let adminKey = "admin-key-\(UUID().uuidString)"
+        let tokenSecret = "token-secret-\(UUID().uuidString)-\(UUID().uuidString)"
+        let httpPort = freeTCPPort()
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = ["serve", "--port", String(httpPort), "--workers", "1"]
+        var environment = ProcessInfo.processInfo.environment
+        // Trust authentication ignores the password, so it only has to stay out of the logs.
+        environment["DATABASE_URL"] = "postgresql://subsync:\(password)@\(host):\(port)/\(database)"
+        environment["SUBSYNC_ADMIN_KEY"] = adminKey
+        environment["SUBSYNC_TOKEN_SECRET"] = tokenSecret
+        environment["SUBSYNC_LOG_LEVEL"] = "trace"
+        process.environment = environment
+        let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("subsync-log-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: logFile) }
+        let handle = try FileHandle(forWritingTo: logFile)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        for _ in 0..<100 where await httpStatus("http://127.0.0.1:\(httpPort)/readyz") != 200 {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+
+        let token = try await curl(["-X", "POST", "-H", "Authorization: Bearer \(adminKey)", "-H", "content-type: application/json",
+                                    "-d", #"{"url": "https://example.com/hook"}"#, "http://127.0.0.1:\(httpPort)/v1/webhook-endpoints"])
+        let webhookSecret = try #require(token.range(of: #"whsec_[A-Za-z0-9+/=]+"#, options: .regularExpression).map { String(token[$0]) })
+        let authenticator = await Authenticator(adminKey: nil, tokenSecret: tokenSecret)
+        let deviceToken = try await authenticator.mint(accountID: "logged", validFor: 600)
+        let body = #"{"device": {"id": "d1"}, "reports": [{"report_id": "r1", "observed_at": "2026-01-01T00:00:00Z", "product_id": "voip.basic.monthly", "original_transaction_id": "t", "transaction_id": "t", "purchased_at": "2026-01-01T00:00:00Z", "expires_at": "2026-02-01T00:00:00Z"}]}"#
+        for credential in [adminKey, deviceToken, deviceToken + "x", "not-a-token"] {
+            _ = try await curl(["-X", "POST", "-H", "Authorization: Bearer \(credential)", "-H", "content-type: application/json",
+                                "-d", body, "http://127.0.0.1:\(httpPort)/v1/accounts/logged/sync?wait_ms=500"])
+        }
+        process.terminate()
+        for _ in 0..<100 where process.isRunning { try await Task.sleep(for: .milliseconds(100)) }
+        try handle.close()
+        let log = try String(contentsOf: logFile, encoding: .utf8)
+        #expect(log.contains("trace") || log.contains("debug") || log.count > 200, "expected verbose logs")
+        for (name, secret) in [("admin key", adminKey), ("token secret", tokenSecret), ("device token", deviceToken),
+                               ("webhook secret", webhookSecret), ("database password", password)] {
+            #expect(!log.contains(secret), "the \(name) appears in the logs")
+        }
+    }
+
+    func curl(_ arguments: [String]) async throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        process.arguments = ["-s", "--max-time", "5"] + arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        for _ in 0..<100 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        return String(decoding: data, as: UTF8.self)
     }
 
     @Test("migrate without a database is a usage error (64) with a message")

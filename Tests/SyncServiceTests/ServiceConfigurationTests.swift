@@ -10,7 +10,7 @@ struct ServiceConfigurationTests {
         #expect(configuration.databaseURL == nil)
         #expect(configuration.host == "127.0.0.1")
         #expect(configuration.port == 8080)
-        #expect(configuration.databasePoolSize == 10)
+        #expect(configuration.databasePoolSize == max(10, configuration.workers + configuration.deliveryWorkers + 6))
         #expect(configuration.logLevel == .info)
     }
 

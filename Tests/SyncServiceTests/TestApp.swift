@@ -1,3 +1,4 @@
+import Curl
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -60,9 +61,21 @@ struct TestEnvironment: Sendable {
         batchSize: Int = 100,
         sweepInterval: Duration = .milliseconds(100),
         catalogue: Catalogue = .default,
+        deliveryWorkers: Int = 0,
+        webhookGuard: AddressGuard? = nil,
+        retrySchedule: RetrySchedule = .standard,
+        webhookTimeout: Duration = .seconds(5),
+        accountRateLimit: RateLimiter.Limit? = nil,
+        deviceRateLimit: RateLimiter.Limit? = nil,
         clock: @escaping @Sendable () -> Date = { Date() }
     ) -> some ApplicationProtocol {
         var configuration = ServiceConfiguration(port: 0)
+        configuration.accountRateLimit = accountRateLimit
+        configuration.deviceRateLimit = deviceRateLimit
+        configuration.deliveryWorkers = deliveryWorkers
+        configuration.webhookAddressGuard = webhookGuard ?? .publicOnly
+        configuration.webhookRetrySchedule = retrySchedule
+        configuration.webhookTimeout = webhookTimeout
         configuration.workers = workers
         configuration.batchSize = batchSize
         configuration.pollInterval = .milliseconds(200)

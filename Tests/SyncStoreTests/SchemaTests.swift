@@ -23,7 +23,7 @@ import Testing
                     ORDER BY 1
                     """
                 )
-                let exempt: Set<String> = ["webhook_endpoints", "schema_migrations"]
+                let exempt: Set<String> = ["webhook_endpoints", "schema_migrations", "reconcile_checkpoints"]
                 var checked = 0
                 for row in rows {
                     let table = try row.decode(String.self, at: 0)

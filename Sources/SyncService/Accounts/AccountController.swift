@@ -16,6 +16,9 @@ struct AccountController: Sendable {
     /// Raised by workers after each committed batch; `wait_ms` waits on it.
     let resolutions: WakeSignal
     let clock: @Sendable () -> Date
+    /// Per account and per device; admin callers (the app's backend) are not limited.
+    let accountLimiter: RateLimiter?
+    let deviceLimiter: RateLimiter?
 
     func addRoutes(to router: Router<some RequestContext>) {
         let accounts = router.group("v1/accounts/:account_id")
@@ -44,14 +47,28 @@ struct AccountController: Sendable {
         guard let accountID = context.parameters.get("account_id"), Identifier.isValid(accountID) else {
             throw APIError(.badRequest, code: "invalid_account_id", message: "account_id must be 1–128 characters of letters, digits and ._:@-")
         }
+        guard !Identifier.isBlockedAccountID(accountID) else {
+            throw APIError(.badRequest, code: "blocked_account_id",
+                           message: "\"\(accountID)\" is not a real account id (an unset value on the client?)")
+        }
         return accountID
     }
 
+    /// 429 with Retry-After when the caller's bucket is empty.
+    private func checkRate(_ limiter: RateLimiter?, key: String, what: String) async throws {
+        guard let limiter, let wait = await limiter.take(key) else { return }
+        let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
+        throw APIError(.tooManyRequests, code: "rate_limited", message: "too many requests for this \(what); retry in \(seconds) s",
+                       headers: [.retryAfter: String(seconds)])
+    }
+
     private func sync(_ request: Request, accountID: String) async throws -> Response {
-        _ = try await authenticator.authorize(request, accountID: accountID)
+        let principal = try await authenticator.authorize(request, accountID: accountID)
+        if principal != .admin { try await checkRate(accountLimiter, key: accountID, what: "account") }
         let waitMilliseconds = try waitParameter(request)
         let body = try await request.body.collect(upTo: SyncLimits.maximumBodyBytes)
         let (device, reports) = try SyncRequest.decode(Data(buffer: body))
+        if principal != .admin { try await checkRate(deviceLimiter, key: accountID + "\u{0}" + device.id, what: "device") }
 
         let submission = try await inbox.submit(accountID: accountID, device: device, reports: reports)
         ServiceMetrics.reportsAccepted.increment(by: submission.accepted.count)

@@ -1,3 +1,4 @@
+import Curl
 import Foundation
 import Hummingbird
 import Logging
@@ -77,8 +78,11 @@ public func buildApplication(
         authenticator: dependencies.authenticator,
         arrivals: arrivals,
         resolutions: resolutions,
-        clock: dependencies.clock
+        clock: dependencies.clock,
+        accountLimiter: configuration.accountRateLimit.map { RateLimiter(limit: $0) },
+        deviceLimiter: configuration.deviceRateLimit.map { RateLimiter(limit: $0) }
     ).addRoutes(to: router)
+    EndpointController(store: EndpointStore(pool: pool), authenticator: dependencies.authenticator).addRoutes(to: router)
 
     var services: [any Service] = [DatabaseService(pool: pool, logger: logger)]
     if configuration.workers > 0 {
@@ -96,6 +100,26 @@ public func buildApplication(
         )
         services.append(ExpirySweeper(engine: engine, interval: configuration.sweepInterval, resolutions: resolutions, logger: logger))
         services.append(MetricsSampler(pool: pool, logger: logger))
+    }
+    if configuration.deliveryWorkers > 0 {
+        var delivery = DeliveryWorker.Configuration()
+        delivery.schedule = configuration.webhookRetrySchedule
+        delivery.disableAfter = configuration.webhookDisableAfter
+        delivery.totalTimeout = configuration.webhookTimeout
+        delivery.connectTimeout = min(configuration.webhookTimeout, .seconds(5))
+        delivery.pollInterval = configuration.pollInterval
+        for index in 0..<configuration.deliveryWorkers {
+            delivery.partition = (index, configuration.deliveryWorkers)
+            services.append(
+                DeliveryWorker(
+                    store: DeliveryStore(pool: pool),
+                    client: CurlClient(configuration: .init(addressGuard: configuration.webhookAddressGuard)),
+                    listenerConfiguration: dependencies.connectionConfiguration,
+                    configuration: delivery,
+                    logger: logger
+                )
+            )
+        }
     }
 
     return Application(

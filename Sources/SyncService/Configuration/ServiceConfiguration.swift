@@ -1,3 +1,4 @@
+import Curl
 import Foundation
 import Logging
 
@@ -34,6 +35,21 @@ public struct ServiceConfiguration: Sendable {
     public var sweepInterval: Duration
     /// `SUBSYNC_CATALOGUE`: path of the catalogue JSON; nil uses the built-in default.
     public var cataloguePath: String?
+    /// `SUBSYNC_WEBHOOK_ALLOW`: CIDRs webhooks may reach although not public (e.g. `127.0.0.0/8`).
+    public var webhookAddressGuard: AddressGuard = .publicOnly
+    /// `SUBSYNC_WEBHOOK_RETRY_SCHEDULE`: seconds between attempts (default: about three days).
+    public var webhookRetrySchedule: RetrySchedule = .standard
+    /// `SUBSYNC_WEBHOOK_DISABLE_AFTER_SECONDS`: an endpoint failing this long is disabled.
+    public var webhookDisableAfter: TimeInterval = 5 * 86_400
+    /// `SUBSYNC_WEBHOOK_TIMEOUT_MS`: total time one delivery attempt may take.
+    public var webhookTimeout: Duration = .seconds(15)
+    /// `SUBSYNC_RATE_LIMIT_ACCOUNT`: sync requests per account (device tokens only); nil: none.
+    public var accountRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 2, burst: 60)
+    /// `SUBSYNC_RATE_LIMIT_DEVICE`: sync requests per device of an account; nil: none.
+    public var deviceRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 1, burst: 30)
+    /// `SUBSYNC_DELIVERY_WORKERS`: webhook delivery loops in this process (0: none). Each owns a
+    /// libcurl multi handle on its own thread and a share of the accounts.
+    public var deliveryWorkers: Int = 4
 
     public init(
         databaseURL: String? = nil,
@@ -118,6 +134,31 @@ public struct ServiceConfiguration: Sendable {
             configuration.sweepInterval = .milliseconds(try parseInt(text, name: "SUBSYNC_SWEEP_INTERVAL_MS", range: 10...60_000))
         }
         if let path = environment["SUBSYNC_CATALOGUE"], !path.isEmpty { configuration.cataloguePath = path }
+        if let text = environment["SUBSYNC_WEBHOOK_ALLOW"] {
+            do {
+                configuration.webhookAddressGuard = try AddressGuard(allowList: text)
+            } catch {
+                throw ConfigurationError(variable: "SUBSYNC_WEBHOOK_ALLOW", message: error.description)
+            }
+        }
+        if let text = environment["SUBSYNC_WEBHOOK_RETRY_SCHEDULE"] {
+            configuration.webhookRetrySchedule = try RetrySchedule(parsing: text)
+        }
+        if let text = environment["SUBSYNC_WEBHOOK_DISABLE_AFTER_SECONDS"] {
+            configuration.webhookDisableAfter = TimeInterval(try parseInt(text, name: "SUBSYNC_WEBHOOK_DISABLE_AFTER_SECONDS", range: 1...31_536_000))
+        }
+        if let text = environment["SUBSYNC_WEBHOOK_TIMEOUT_MS"] {
+            configuration.webhookTimeout = .milliseconds(try parseInt(text, name: "SUBSYNC_WEBHOOK_TIMEOUT_MS", range: 100...120_000))
+        }
+        if let text = environment["SUBSYNC_RATE_LIMIT_ACCOUNT"] {
+            configuration.accountRateLimit = text == "off" ? nil : try RateLimiter.Limit(parsing: text, variable: "SUBSYNC_RATE_LIMIT_ACCOUNT")
+        }
+        if let text = environment["SUBSYNC_RATE_LIMIT_DEVICE"] {
+            configuration.deviceRateLimit = text == "off" ? nil : try RateLimiter.Limit(parsing: text, variable: "SUBSYNC_RATE_LIMIT_DEVICE")
+        }
+        if let text = environment["SUBSYNC_DELIVERY_WORKERS"] {
+            configuration.deliveryWorkers = try parseInt(text, name: "SUBSYNC_DELIVERY_WORKERS", range: 0...16)
+        }
         if environment["SUBSYNC_DB_POOL_SIZE"] == nil {
             configuration.databasePoolSize = configuration.recommendedPoolSize
         }
@@ -127,7 +168,7 @@ public struct ServiceConfiguration: Sendable {
     /// Enough connections for every worker plus the sweeper, the metrics sampler and requests:
     /// workers must never wait for the pool behind the requests that wait for them.
     public var recommendedPoolSize: Int {
-        max(10, workers + 6)
+        max(10, workers + deliveryWorkers + 6)
     }
 
     /// Two resolution workers per core: each spends much of its time waiting on the database.

@@ -66,6 +66,17 @@ enum SyncLimits {
 
 /// Identifiers in paths and bodies: 1–128 characters of letters, digits and `._:@-`.
 enum Identifier {
+    /// Account ids that are really a client bug (an unset variable serialised as text); taking
+    /// them would merge unrelated users into one account.
+    static let blockedAccountIDs: Set<String> = [
+        "null", "nil", "none", "undefined", "nan", "anonymous", "unknown", "guest", "0", "-1",
+        "[object object]", "object", "true", "false", "default", "user", "test",
+    ]
+
+    static func isBlockedAccountID(_ text: String) -> Bool {
+        blockedAccountIDs.contains(text.lowercased())
+    }
+
     static func isValid(_ text: String) -> Bool {
         guard (1...128).contains(text.utf8.count) else { return false }
         return text.utf8.allSatisfy { byte in

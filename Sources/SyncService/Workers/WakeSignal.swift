@@ -1,3 +1,6 @@
+import Logging
+import Postgres
+
 /// Wakes waiting tasks: workers when reports arrive, `wait_ms` requests when reports resolve.
 ///
 /// A waiter remembers the generation it last saw; a signal raised since then (even while the
@@ -41,5 +44,22 @@ public actor WakeSignal {
 
     private func release(_ id: UInt64) {
         waiters.removeValue(forKey: id)?.resume()
+    }
+}
+
+extension WakeSignal {
+    /// Listens on `channels` over a dedicated connection and raises this signal for every
+    /// notification, until the task is cancelled. A lost connection is retried every second;
+    /// the short wait keeps shutdown prompt (a blocking wait cannot be cancelled).
+    func forwardNotifications(from configuration: ConnectionConfiguration, channels: [String], logger: Logger) async {
+        let listener = NotificationListener(configuration: configuration, channels: channels, logger: logger)
+        while !Task.isCancelled {
+            do {
+                if try await !listener.wait(timeout: .seconds(1)).isEmpty { signal() }
+            } catch {
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+        await listener.close()
     }
 }

@@ -87,16 +87,7 @@ public struct WorkerPool: Service {
     }
 
     private func listen() async {
-        let listener = NotificationListener(configuration: listenerConfiguration, channels: [ReportInbox.channel], logger: logger)
-        while !Task.isCancelled {
-            do {
-                let notifications = try await listener.wait(timeout: .seconds(5))
-                if !notifications.isEmpty { await arrivals.signal() }
-            } catch {
-                try? await Task.sleep(for: .seconds(1))
-            }
-        }
-        await listener.close()
+        await arrivals.forwardNotifications(from: listenerConfiguration, channels: [ReportInbox.channel], logger: logger)
     }
 }
 

@@ -74,6 +74,40 @@ public struct ResolutionEngine: Sendable {
         origin: Origin,
         on connection: Connection
     ) async throws -> Outcome {
+        try await resolve(accounts: accounts, aggregates: .join(newReports), origin: origin, on: connection)
+    }
+
+    /// Resolves `accounts` like ``resolve(accounts:newReports:origin:on:)``, but with their
+    /// aggregates *replaced* by `ledgers` (an account missing from `ledgers` has none) instead of
+    /// joined: reconciliation's repair, which rebuilds aggregates from the stored reports because
+    /// the persisted ones may be wrong. Stored transactions absent from a ledger are deleted.
+    /// `reportCounts` (account → transaction → count) sets `report_count` of transactions that
+    /// had no row; existing rows keep theirs (it counts what was ever joined, pruned or not).
+    @discardableResult
+    public func resolve(
+        accounts: [String],
+        replacingAggregatesWith ledgers: [String: TransactionLedger],
+        reportCounts: [String: [String: Int]] = [:],
+        origin: Origin,
+        on connection: Connection
+    ) async throws -> Outcome {
+        try await resolve(accounts: accounts, aggregates: .replace(ledgers, reportCounts), origin: origin, on: connection)
+    }
+
+    /// How a resolution gets its aggregates.
+    private enum AggregateInput {
+        /// Join these new reports into the stored aggregates (workers).
+        case join([String: [Report]])
+        /// Use these ledgers instead of the stored aggregates (reconciliation).
+        case replace([String: TransactionLedger], [String: [String: Int]])
+    }
+
+    private func resolve(
+        accounts: [String],
+        aggregates input: AggregateInput,
+        origin: Origin,
+        on connection: Connection
+    ) async throws -> Outcome {
         let accountIDs = Array(Set(accounts)).sorted()
         guard !accountIDs.isEmpty else { return Outcome() }
         let baseState = Resolver.resolve(transactions: [], catalogue: catalogue, now: clock())
@@ -110,17 +144,33 @@ public struct ResolutionEngine: Sendable {
             if resolvedAt != .distantPast, resolvedAt > now { now = resolvedAt }
         }
 
-        // 2. Load every aggregate of these accounts and join the new reports in.
-        let stored = try await connection.preparedQuery(
-            "SELECT account_id, aggregate FROM transactions WHERE account_id = ANY(\(accountIDs)::text[])"
-        )
+        // 2. Load every aggregate of these accounts and join the new reports in (or, when
+        //    reconciling, take the rebuilt ledgers as they are).
         var ledgers: [String: TransactionLedger] = [:]
-        for row in stored {
-            let accountID = try row.decode(String.self, at: 0)
-            ledgers[accountID, default: TransactionLedger()].add(try row.decode(JSONColumn<TransactionAggregate>.self, at: 1).value)
-        }
         var changedTransactions: [(accountID: String, aggregate: TransactionAggregate, reportCount: Int)] = []
         var outcome = Outcome()
+        let newReports: [String: [Report]]
+        switch input {
+        case .join(let reports):
+            newReports = reports
+            let stored = try await connection.preparedQuery(
+                "SELECT account_id, aggregate FROM transactions WHERE account_id = ANY(\(accountIDs)::text[])"
+            )
+            for row in stored {
+                let accountID = try row.decode(String.self, at: 0)
+                ledgers[accountID, default: TransactionLedger()].add(try row.decode(JSONColumn<TransactionAggregate>.self, at: 1).value)
+            }
+        case .replace(let replacements, let reportCounts):
+            newReports = [:]
+            for accountID in accountIDs {
+                guard let ledger = replacements[accountID] else { continue }
+                ledgers[accountID] = ledger
+                for aggregate in ledger.unorderedAggregates {
+                    changedTransactions.append((accountID, aggregate, reportCounts[accountID]?[aggregate.transactionID] ?? 0))
+                }
+            }
+            try await deleteTransactions(notIn: ledgers, of: accountIDs, on: connection)
+        }
         for accountID in accountIDs {
             guard let reports = newReports[accountID], !reports.isEmpty else { continue }
             var counts: [String: Int] = [:]
@@ -160,6 +210,27 @@ public struct ResolutionEngine: Sendable {
         try await writeStates(states, resolvedAt: now, on: connection)
         try await writeEvents(events, origin: origin, on: connection)
         return outcome
+    }
+
+    /// Deletes the stored transactions of `accountIDs` that `ledgers` do not have.
+    private func deleteTransactions(notIn ledgers: [String: TransactionLedger], of accountIDs: [String], on connection: Connection) async throws {
+        var keptAccounts: [String] = []
+        var keptTransactions: [String] = []
+        for (accountID, ledger) in ledgers {
+            for aggregate in ledger.unorderedAggregates {
+                keptAccounts.append(accountID)
+                keptTransactions.append(aggregate.transactionID)
+            }
+        }
+        try await connection.preparedQuery(
+            """
+            DELETE FROM transactions AS t
+            WHERE t.account_id = ANY(\(accountIDs)::text[])
+              AND NOT EXISTS (
+                SELECT 1 FROM unnest(\(keptAccounts)::text[], \(keptTransactions)::text[]) AS k(a, id)
+                WHERE k.a = t.account_id AND k.id = t.transaction_id)
+            """
+        )
     }
 
     private func writeTransactions(

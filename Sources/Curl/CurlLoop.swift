@@ -1,0 +1,258 @@
+import CCurl
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The multi handle's address, for `curl_multi_wakeup` from other threads.
+///
+/// `@unchecked Sendable`: libcurl documents `curl_multi_wakeup` as callable from any thread; that is
+/// the only use of this value off the loop thread, and it happens under `CurlSubmissionQueue`'s lock
+/// while the queue is open, i.e. strictly before the loop thread can call `curl_multi_cleanup`.
+struct CurlMultiHandle: @unchecked Sendable {
+    let pointer: UnsafeMutableRawPointer
+}
+
+/// What callers hand to the loop thread: new transfers, cancelled transfers, and shutdown.
+final class CurlSubmissionQueue: Sendable {
+    struct Batch {
+        var submitted: [CurlTransfer] = []
+        var cancelled: [CurlTransfer] = []
+        var isShutDown = false
+    }
+
+    private struct State {
+        /// Present while the loop runs; cleared by `shutDown`, after which nothing wakes the handle.
+        var multi: CurlMultiHandle?
+        var batch = Batch()
+    }
+
+    private let state: CurlLock<State>
+
+    init(multi: CurlMultiHandle?) {
+        state = CurlLock(State(multi: multi, batch: Batch(isShutDown: multi == nil)))
+    }
+
+    /// Queues a transfer for the loop. False when the client is shut down.
+    func submit(_ transfer: CurlTransfer) -> Bool {
+        state.withLock { state in
+            guard !state.batch.isShutDown, let multi = state.multi else { return false }
+            state.batch.submitted.append(transfer)
+            curl_multi_wakeup(multi.pointer)
+            return true
+        }
+    }
+
+    /// Asks the loop to drop a transfer. After shutdown the loop fails it with `.shutDown` anyway.
+    func cancel(_ transfer: CurlTransfer) {
+        state.withLock { state in
+            guard !state.batch.isShutDown, let multi = state.multi else { return }
+            state.batch.cancelled.append(transfer)
+            curl_multi_wakeup(multi.pointer)
+        }
+    }
+
+    func shutDown() {
+        state.withLock { state in
+            guard !state.batch.isShutDown else { return }
+            state.batch.isShutDown = true
+            if let multi = state.multi {
+                curl_multi_wakeup(multi.pointer)
+            }
+            state.multi = nil
+        }
+    }
+
+    /// Everything queued since the last call (loop thread).
+    func take() -> Batch {
+        state.withLock { state in
+            let batch = state.batch
+            state.batch.submitted.removeAll()
+            state.batch.cancelled.removeAll()
+            return batch
+        }
+    }
+}
+
+/// The loop thread's own state: the multi handle and the transfers it drives.
+/// Not Sendable: created by `start`, then used by the loop thread alone.
+final class CurlLoop {
+    private let multi: UnsafeMutableRawPointer
+    private let queue: CurlSubmissionQueue
+    private let maximumConcurrentTransfers: Int
+    private let logger: Logger
+    /// Transfers added to the multi handle, by easy handle.
+    private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+    /// Transfers waiting for a free slot, oldest first (from `waitingHead` on).
+    private var waiting: [CurlTransfer] = []
+    private var waitingHead = 0
+
+    private init(multi: UnsafeMutableRawPointer, queue: CurlSubmissionQueue, configuration: CurlClient.Configuration) {
+        self.multi = multi
+        self.queue = queue
+        self.maximumConcurrentTransfers = configuration.maximumConcurrentTransfers
+        self.logger = configuration.logger
+    }
+
+    /// Creates the multi handle and its thread. If either fails, the returned queue is already shut
+    /// down, so every request fails with `.shutDown` (and the failure is logged).
+    static func start(configuration: CurlClient.Configuration) -> CurlSubmissionQueue {
+        guard let multi = curl_multi_init() else {
+            configuration.logger.error("curl_multi_init failed; the HTTP client cannot send anything")
+            return CurlSubmissionQueue(multi: nil)
+        }
+        _ = subsync_curl_multi_setopt_long(
+            multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maximumConnectionsPerHost)
+        // The connection cache keeps up to this many idle connections for reuse.
+        _ = subsync_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, configuration.maximumConcurrentTransfers)
+
+        let queue = CurlSubmissionQueue(multi: CurlMultiHandle(pointer: multi))
+        let loop = CurlLoop(multi: multi, queue: queue, configuration: configuration)
+        // The thread owns the loop: this +1 is taken back by `takeRetainedValue` in the thread's
+        // entry point, or right below if the thread cannot be created.
+        let context = Unmanaged.passRetained(loop).toOpaque()
+        #if canImport(Darwin)
+        var thread: pthread_t?
+        #else
+        var thread = pthread_t()
+        #endif
+        let created = pthread_create(&thread, nil, { context in
+            #if canImport(Darwin)
+            let loop = Unmanaged<CurlLoop>.fromOpaque(context).takeRetainedValue()
+            #else
+            guard let context else { return nil }
+            let loop = Unmanaged<CurlLoop>.fromOpaque(context).takeRetainedValue()
+            #endif
+            loop.run()
+            return nil
+        }, context)
+        guard created == 0 else {
+            configuration.logger.error("could not start the HTTP client thread", metadata: ["errno": "\(created)"])
+            Unmanaged<CurlLoop>.fromOpaque(context).release()
+            queue.shutDown()
+            curl_multi_cleanup(multi)
+            return queue
+        }
+        #if canImport(Darwin)
+        if let thread { pthread_detach(thread) }
+        #else
+        pthread_detach(thread)
+        #endif
+        return queue
+    }
+
+    private func run() {
+        subsync_set_thread_name("subsync-curl")
+        logger.debug("HTTP client loop started")
+        while true {
+            let batch = queue.take()
+            waiting.append(contentsOf: batch.submitted)
+            for transfer in batch.cancelled {
+                cancel(transfer)
+            }
+            if batch.isShutDown {
+                break
+            }
+            startWaiting()
+            var running: Int32 = 0
+            let performed = curl_multi_perform(multi, &running)
+            if performed != CURLM_OK {
+                logger.error("curl_multi_perform failed: \(String(cString: curl_multi_strerror(performed)))")
+            }
+            if readFinished() && hasWaiting {
+                continue  // slots came free: start the next transfers before sleeping
+            }
+            // Sleeps until a socket is ready, libcurl's next timeout, or `curl_multi_wakeup`.
+            var ready: Int32 = 0
+            let polled = curl_multi_poll(multi, nil, 0, 1000, &ready)
+            if polled != CURLM_OK {
+                logger.error("curl_multi_poll failed: \(String(cString: curl_multi_strerror(polled)))")
+            }
+        }
+        failEverything()
+        logger.debug("HTTP client loop stopped")
+    }
+
+    private var hasWaiting: Bool { waitingHead < waiting.count }
+
+    private func popWaiting() -> CurlTransfer? {
+        guard hasWaiting else { return nil }
+        let transfer = waiting[waitingHead]
+        waitingHead += 1
+        if waitingHead >= 64 && waitingHead * 2 >= waiting.count {
+            waiting.removeFirst(waitingHead)
+            waitingHead = 0
+        }
+        return transfer
+    }
+
+    private func startWaiting() {
+        while active.count < maximumConcurrentTransfers, let transfer = popWaiting() {
+            guard transfer.isWanted else { continue }  // cancelled while it waited; already resumed
+            let easy: UnsafeMutableRawPointer
+            do {
+                easy = try transfer.start()
+            } catch {
+                transfer.finish(.failure(error))
+                continue
+            }
+            let added = curl_multi_add_handle(multi, easy)
+            guard added == CURLM_OK else {
+                transfer.cleanup()
+                transfer.finish(
+                    .failure(
+                        CurlError.other(
+                            code: Int(added.rawValue),
+                            message: "curl_multi_add_handle failed: \(String(cString: curl_multi_strerror(added)))")))
+                continue
+            }
+            active[easy] = transfer
+        }
+    }
+
+    /// Handles every transfer libcurl reports done. Returns whether there was any.
+    private func readFinished() -> Bool {
+        var finishedAny = false
+        var left: Int32 = 0
+        while let message = curl_multi_info_read(multi, &left) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            // Read before remove_handle, which invalidates the message.
+            let code = subsync_curl_msg_result(message)
+            guard let transfer = active.removeValue(forKey: easy) else { continue }
+            let result = transfer.complete(code)
+            curl_multi_remove_handle(multi, easy)
+            transfer.cleanup()
+            transfer.finish(result)
+            finishedAny = true
+        }
+        return finishedAny
+    }
+
+    private func cancel(_ transfer: CurlTransfer) {
+        if let easy = transfer.easy, active.removeValue(forKey: easy) != nil {
+            curl_multi_remove_handle(multi, easy)
+            transfer.cleanup()
+        }
+        // A transfer still in `waiting` is skipped when it comes up (it is no longer wanted).
+        transfer.finish(.failure(CancellationError()))
+    }
+
+    private func failEverything() {
+        for (easy, transfer) in active {
+            curl_multi_remove_handle(multi, easy)
+            transfer.cleanup()
+            transfer.finish(.failure(CurlError.shutDown))
+        }
+        active.removeAll()
+        while let transfer = popWaiting() {
+            transfer.finish(.failure(CurlError.shutDown))
+        }
+        // The queue is shut down, so nobody calls `curl_multi_wakeup` on the handle any more.
+        curl_multi_cleanup(multi)
+    }
+}

@@ -1,0 +1,33 @@
+/// The answer to a `CurlRequest`: any HTTP status, including 3xx (redirects are never followed).
+public struct CurlResponse: Sendable {
+    /// The HTTP status code.
+    public var status: Int
+    /// The headers of the final response (not of any 1xx before it), names lowercased, in order.
+    public var headers: [(name: String, value: String)]
+    /// The response body, at most `maximumResponseBytes` of it.
+    public var body: [UInt8]
+    /// Whether the body was longer than `maximumResponseBytes` and was cut.
+    public var truncated: Bool
+    /// The whole transfer's duration as libcurl measured it (`CURLINFO_TOTAL_TIME_T`).
+    public var totalTime: Duration
+
+    public init(
+        status: Int,
+        headers: [(name: String, value: String)] = [],
+        body: [UInt8] = [],
+        truncated: Bool = false,
+        totalTime: Duration = .zero
+    ) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.truncated = truncated
+        self.totalTime = totalTime
+    }
+
+    /// The value of the first header called `name`, compared case-insensitively.
+    public func header(_ name: String) -> String? {
+        let wanted = name.lowercased()
+        return headers.first { $0.name == wanted }?.value
+    }
+}

@@ -1,0 +1,51 @@
+/// Why a StoreKit 2 JWS (a signed transaction, renewal info or App Store Server Notification) was
+/// rejected by ``StoreKitVerifier``. Each case has a stable ``code`` for API responses and logs.
+public enum StoreKitVerificationError: Error, Sendable, Equatable, Hashable {
+    /// The JWS signature does not verify with the leaf certificate's key (tampered header or payload,
+    /// or signed by another key).
+    case badSignature
+    /// The `x5c` chain is missing, not three certificates long, does not lead to a trusted root, or
+    /// lacks Apple's certificate policy OIDs. The associated text is for logs only.
+    case untrustedChain(String)
+    /// The payload's bundle id is not the configured one (or is missing where the payload must carry it).
+    case wrongBundle(String?)
+    /// The payload's environment is missing, unknown or not among the allowed ones.
+    case wrongEnvironment(String?)
+    /// A certificate of the chain was not valid at the payload's signed date.
+    case certificateExpired
+    /// The token is not a well-formed compact JWS, or its header or payload does not decode.
+    /// The associated text is for logs only.
+    case malformed(String)
+    /// The header's `alg` is not `ES256`.
+    case unsupportedAlgorithm(String?)
+    /// The payload's app Apple id is not the configured one.
+    case wrongApp(Int64?)
+
+    /// The stable machine-readable code of the error.
+    public var code: String {
+        switch self {
+        case .badSignature: "bad_signature"
+        case .untrustedChain: "untrusted_chain"
+        case .wrongBundle: "wrong_bundle"
+        case .wrongEnvironment: "wrong_environment"
+        case .certificateExpired: "certificate_expired"
+        case .malformed: "malformed"
+        case .unsupportedAlgorithm: "unsupported_algorithm"
+        case .wrongApp: "wrong_app"
+        }
+    }
+}
+
+extension StoreKitVerificationError: CustomStringConvertible {
+    /// The code followed by the detail, for logs.
+    public var description: String {
+        switch self {
+        case .badSignature, .certificateExpired: code
+        case .untrustedChain(let reason), .malformed(let reason): "\(code): \(reason)"
+        case .wrongBundle(let bundle): "\(code): \(bundle ?? "none")"
+        case .wrongEnvironment(let environment): "\(code): \(environment ?? "none")"
+        case .unsupportedAlgorithm(let alg): "\(code): \(alg ?? "none")"
+        case .wrongApp(let app): "\(code): \(app.map(String.init) ?? "none")"
+        }
+    }
+}

@@ -1,0 +1,260 @@
+import Foundation
+import JWTKit
+import SyncCore
+@_spi(FixedExpiryValidationTime) @_spi(DisableValidityCheck) import X509
+
+/// Verifies StoreKit 2 JWS: signed transactions, signed renewal info and App Store Server
+/// Notifications V2 (DESIGN §3, "verified reports").
+///
+/// A token is accepted only when all of these hold, checked in this order:
+/// 1. it is a compact JWS whose header and payload decode (else ``StoreKitVerificationError/malformed(_:)``);
+/// 2. its `alg` is `ES256` (else ``StoreKitVerificationError/unsupportedAlgorithm(_:)``);
+/// 3. its `x5c` header holds three certificates (leaf, intermediate, root) that chain to a configured
+///    trusted root under RFC 5280, with Apple's policy OIDs on leaf and intermediate
+///    (else ``StoreKitVerificationError/untrustedChain(_:)``), every certificate valid at the payload's
+///    `signedDate` (else ``StoreKitVerificationError/certificateExpired``);
+/// 4. the signature verifies with the leaf's key (else ``StoreKitVerificationError/badSignature``);
+/// 5. the bundle id, the app Apple id (when configured and carried) and the environment match the
+///    configuration (else `wrongBundle`, `wrongApp`, `wrongEnvironment`).
+///
+/// Chain building and RFC 5280 checks are jwt-kit's `X5CVerifier` and swift-certificates' `Verifier`.
+public struct StoreKitVerifier: Sendable {
+    /// The bundle id every transaction and notification must carry.
+    public let bundleID: String
+    /// The environments accepted.
+    public let allowedEnvironments: Set<StoreEnvironment>
+    /// The app Apple id notifications must carry, when configured.
+    public let appAppleID: Int64?
+    /// The trusted roots.
+    public let rootCertificates: [Certificate]
+    private let x5cVerifier: X5CVerifier
+    private let now: @Sendable () -> Date
+
+    /// The decoder of StoreKit payloads: dates are milliseconds since 1970, possibly fractional.
+    public static var payloadDecoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .millisecondsSince1970
+        return decoder
+    }
+
+    /// Creates a verifier.
+    /// - Parameters:
+    ///   - rootCertificates: the trusted roots (Apple Root CA G3 in production).
+    ///   - bundleID: the app's bundle id.
+    ///   - allowedEnvironments: the StoreKit environments accepted.
+    ///   - appAppleID: the app's Apple id, checked against notifications that carry one.
+    ///   - now: the clock, used only for notifications that carry no `signedDate`.
+    public init(
+        rootCertificates: [Certificate],
+        bundleID: String,
+        allowedEnvironments: Set<StoreEnvironment>,
+        appAppleID: Int64? = nil,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) throws(StoreKitVerifierConfigurationError) {
+        guard !bundleID.isEmpty else { throw .emptyBundleID }
+        guard !allowedEnvironments.isEmpty else { throw .noEnvironments }
+        do {
+            x5cVerifier = try X5CVerifier(rootCertificates: rootCertificates)
+        } catch {
+            throw .noRootCertificates
+        }
+        self.rootCertificates = rootCertificates
+        self.bundleID = bundleID
+        self.allowedEnvironments = allowedEnvironments
+        self.appAppleID = appAppleID
+        self.now = now
+    }
+
+    /// Creates a verifier from root certificate files, each DER or PEM (e.g. `AppleRootCA-G3.cer`).
+    public init(
+        rootCertificatePaths: [String],
+        bundleID: String,
+        allowedEnvironments: Set<StoreEnvironment>,
+        appAppleID: Int64? = nil
+    ) throws(StoreKitVerifierConfigurationError) {
+        var certificates: [Certificate] = []
+        for path in rootCertificatePaths {
+            let bytes: [UInt8]
+            do {
+                bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+            } catch {
+                throw .unreadableCertificate(source: path, reason: "\(error)")
+            }
+            certificates.append(try Self.certificate(fromDERorPEM: bytes, source: path))
+        }
+        try self.init(
+            rootCertificates: certificates, bundleID: bundleID,
+            allowedEnvironments: allowedEnvironments, appAppleID: appAppleID)
+    }
+
+    /// Parses one certificate given as DER or PEM bytes.
+    public static func certificate(
+        fromDERorPEM bytes: [UInt8], source: String
+    ) throws(StoreKitVerifierConfigurationError) -> Certificate {
+        do {
+            let text = String(decoding: bytes, as: UTF8.self)
+            if text.contains("-----BEGIN") {
+                return try Certificate(pemEncoded: text)
+            }
+            return try Certificate(derEncoded: bytes)
+        } catch {
+            throw .unreadableCertificate(source: source, reason: "\(error)")
+        }
+    }
+
+    /// Verifies a StoreKit 2 signed transaction (`signed_transaction` of a report).
+    public func verifyTransaction(_ jws: String) async throws(StoreKitVerificationError) -> VerifiedTransaction {
+        let (payload, environment) = try await verifiedPayload(jws, as: JWSTransactionPayload.self)
+        return VerifiedTransaction(payload: payload, environment: environment, jws: jws)
+    }
+
+    /// Verifies a signed renewal info (no bundle id is carried, so it is not checked).
+    public func verifyRenewalInfo<Payload: StoreKitSignedPayload>(
+        _ jws: String, as _: Payload.Type = JWSRenewalInfoPayload.self
+    ) async throws(StoreKitVerificationError) -> Payload {
+        try await verifiedPayload(jws, as: Payload.self).payload
+    }
+
+    /// Verifies an App Store Server Notification V2 `signedPayload`.
+    public func verifyNotification<Payload: StoreKitSignedPayload>(
+        _ signedPayload: String, as _: Payload.Type = NotificationPayload.self
+    ) async throws(StoreKitVerificationError) -> Payload {
+        try await verifiedPayload(signedPayload, as: Payload.self).payload
+    }
+
+    /// Verifies any StoreKit JWS and returns its payload.
+    public func verify<Payload: StoreKitSignedPayload>(
+        _ jws: String, as _: Payload.Type
+    ) async throws(StoreKitVerificationError) -> Payload {
+        try await verifiedPayload(jws, as: Payload.self).payload
+    }
+
+    // MARK: - Steps
+
+    private struct Header: Decodable {
+        var alg: String?
+        var x5c: [String]?
+    }
+
+    private func verifiedPayload<Payload: StoreKitSignedPayload>(
+        _ jws: String, as _: Payload.Type
+    ) async throws(StoreKitVerificationError) -> (payload: Payload, environment: StoreEnvironment) {
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else {
+            throw .malformed("expected 3 dot-separated parts, found \(parts.count)")
+        }
+        guard let headerData = Self.base64URLDecoded(parts[0]),
+            let header = try? JSONDecoder().decode(Header.self, from: headerData)
+        else {
+            throw .malformed("the header does not decode")
+        }
+        guard header.alg == "ES256" else { throw .unsupportedAlgorithm(header.alg) }
+        guard let payloadData = Self.base64URLDecoded(parts[1]) else {
+            throw .malformed("the payload is not base64url")
+        }
+        let claims: Payload
+        do {
+            claims = try Self.payloadDecoder.decode(Payload.self, from: payloadData)
+        } catch {
+            throw .malformed("the payload does not decode: \(error)")
+        }
+        guard !parts[2].isEmpty, Self.base64URLDecoded(parts[2]) != nil else {
+            throw .malformed("the signature is missing or not base64url")
+        }
+        guard let x5c = header.x5c else { throw .untrustedChain("no x5c header") }
+        guard x5c.count == 3 else {
+            throw .untrustedChain("x5c holds \(x5c.count) certificates, expected 3")
+        }
+        var certificates: [Certificate] = []
+        for encoded in x5c {
+            guard let der = Data(base64Encoded: encoded),
+                let certificate = try? Certificate(derEncoded: [UInt8](der))
+            else {
+                throw .malformed("an x5c entry is not a base64 DER certificate")
+            }
+            certificates.append(certificate)
+        }
+
+        let validationTime = claims.signedAt ?? now()
+        try await verifyChain(certificates, at: validationTime)
+        let payload = try await verifySignature(jws, as: Payload.self, at: validationTime)
+        let environment = try checkClaims(payload)
+        return (payload, environment)
+    }
+
+    /// Chain to a trusted root with Apple's OIDs at `date`; when that fails, tells an expired
+    /// chain (which would verify ignoring validity periods) from an untrusted one.
+    private func verifyChain(_ certificates: [Certificate], at date: Date) async throws(StoreKitVerificationError) {
+        let atDate: CertificateValidationResult
+        let ignoringTime: CertificateValidationResult
+        do {
+            atDate = try await x5cVerifier.verifyChain(certificates: certificates) {
+                AppleCertificatePolicy()
+                RFC5280Policy(fixedExpiryValidationTime: date)
+            }
+            guard case .couldNotValidate(let failures) = atDate else { return }
+            ignoringTime = try await x5cVerifier.verifyChain(certificates: certificates) {
+                AppleCertificatePolicy()
+                RFC5280Policy.withValidityCheckDisabled()
+            }
+            if case .validCertificate = ignoringTime { throw StoreKitVerificationError.certificateExpired }
+            let reasons = failures.map { $0.policyFailureReason.description }
+            throw StoreKitVerificationError.untrustedChain(
+                reasons.isEmpty ? "no chain to a trusted root" : reasons.joined(separator: "; "))
+        } catch let error as StoreKitVerificationError {
+            throw error
+        } catch {
+            throw .untrustedChain("\(error)")
+        }
+    }
+
+    /// The signature, with jwt-kit's `X5CVerifier` (which re-validates the chain at `date`).
+    private func verifySignature<Payload: StoreKitSignedPayload>(
+        _ jws: String, as _: Payload.Type, at date: Date
+    ) async throws(StoreKitVerificationError) -> Payload {
+        do {
+            return try await x5cVerifier.verifyJWS(
+                Array(jws.utf8), as: Payload.self, jsonDecoder: Self.payloadDecoder,
+                validationTime: .fixed(date), policy: { AppleCertificatePolicy() })
+        } catch let error as JWTError {
+            switch error.errorType {
+            case .invalidX5CChain, .missingX5CHeader: throw .untrustedChain(error.reason ?? "\(error)")
+            case .malformedToken: throw .malformed(error.reason ?? "\(error)")
+            case .unsupportedAlgorithm: throw .unsupportedAlgorithm(error.reason)
+            default: throw .badSignature
+            }
+        } catch {
+            throw .badSignature
+        }
+    }
+
+    /// Bundle, app and environment, in that order.
+    private func checkClaims(_ payload: some StoreKitSignedPayload) throws(StoreKitVerificationError) -> StoreEnvironment {
+        let rawEnvironment = payload.signedEnvironment
+        let environment = rawEnvironment.flatMap { StoreEnvironment(rawValue: $0.lowercased()) }
+        if type(of: payload).carriesBundleID, payload.signedBundleID != bundleID {
+            throw .wrongBundle(payload.signedBundleID)
+        }
+        if let appAppleID {
+            if let carried = payload.signedAppAppleID, carried != appAppleID {
+                throw .wrongApp(carried)
+            }
+            if payload.signedAppAppleID == nil, type(of: payload).carriesAppAppleID, environment == .production {
+                throw .wrongApp(nil)
+            }
+        }
+        guard let environment, allowedEnvironments.contains(environment) else {
+            throw .wrongEnvironment(rawEnvironment)
+        }
+        return environment
+    }
+
+    /// Decodes unpadded base64url.
+    static func base64URLDecoded(_ text: Substring) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        let remainder = base64.count % 4
+        if remainder == 1 { return nil }
+        if remainder > 0 { base64 += String(repeating: "=", count: 4 - remainder) }
+        return Data(base64Encoded: base64)
+    }
+}

@@ -1,0 +1,201 @@
+import Curl
+import Foundation
+import Logging
+import Metrics
+import Postgres
+import ServiceLifecycle
+import SyncStore
+
+/// Sends due webhook deliveries through libcurl and records every attempt.
+///
+/// Each round claims a batch of due deliveries (leased, so a crash only delays them), sends
+/// them concurrently, but in sequence order within one account and endpoint, and records the
+/// results in one transaction. Wakes on NOTIFY from the resolution workers and polls as a
+/// fallback. Signing, retries, 410 and endpoint health follow DESIGN §4.
+public struct DeliveryWorker: Service {
+    public struct Configuration: Sendable {
+        public var batchSize: Int = 500
+        public var schedule: RetrySchedule = .standard
+        /// How long a claimed delivery is reserved for its sender.
+        public var lease: TimeInterval = 120
+        /// An endpoint whose every delivery failed for this long is disabled.
+        public var disableAfter: TimeInterval = 5 * 86_400
+        public var connectTimeout: Duration = .seconds(5)
+        public var totalTimeout: Duration = .seconds(15)
+        public var pollInterval: Duration = .seconds(1)
+        /// This loop's share of the accounts: (index, count) over the process's delivery loops.
+        public var partition: (index: Int, count: Int) = (0, 1)
+
+        public init() {}
+    }
+
+    let store: DeliveryStore
+    let client: CurlClient
+    let listenerConfiguration: ConnectionConfiguration
+    let configuration: Configuration
+    let wakeups: WakeSignal
+    let logger: Logger
+
+    public init(
+        store: DeliveryStore,
+        client: CurlClient,
+        listenerConfiguration: ConnectionConfiguration,
+        configuration: Configuration,
+        logger: Logger
+    ) {
+        self.store = store
+        self.client = client
+        self.listenerConfiguration = listenerConfiguration
+        self.configuration = configuration
+        self.wakeups = WakeSignal()
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await listen() }
+                group.addTask { await deliverLoop() }
+            }
+        }
+        client.shutdown()
+    }
+
+    private func deliverLoop() async {
+        var backoff = Duration.milliseconds(100)
+        while !Task.isCancelled {
+            let seen = await wakeups.current
+            do {
+                let sent = try await deliverBatch()
+                backoff = .milliseconds(100)
+                if sent >= configuration.batchSize { continue }
+                await wakeups.wait(after: seen, timeout: configuration.pollInterval)
+            } catch {
+                logger.warning("webhook delivery round failed; backing off", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
+
+    /// Claims, sends and records one batch; returns how many deliveries it attempted.
+    func deliverBatch() async throws -> Int {
+        let claimed = try await store.claimDue(limit: configuration.batchSize, lease: configuration.lease, partition: configuration.partition)
+        guard !claimed.isEmpty else { return 0 }
+        // One sequence per (account, endpoint), in event order; the sequences run concurrently.
+        var groups: [[DeliveryStore.Claimed]] = []
+        var index: [String: Int] = [:]
+        for delivery in claimed {
+            let key = "\(delivery.accountID)\u{0}\(delivery.endpointID)"
+            if let position = index[key] {
+                groups[position].append(delivery)
+            } else {
+                index[key] = groups.count
+                groups.append([delivery])
+            }
+        }
+        let results = await withTaskGroup(of: [DeliveryStore.AttemptResult].self) { taskGroup in
+            for group in groups {
+                taskGroup.addTask {
+                    var results: [DeliveryStore.AttemptResult] = []
+                    for delivery in group { results.append(await attempt(delivery)) }
+                    return results
+                }
+            }
+            var all: [DeliveryStore.AttemptResult] = []
+            for await results in taskGroup { all.append(contentsOf: results) }
+            return all
+        }
+        try await store.record(results, disableAfter: configuration.disableAfter)
+        return claimed.count
+    }
+
+    /// One attempt at one delivery.
+    func attempt(_ delivery: DeliveryStore.Claimed) async -> DeliveryStore.AttemptResult {
+        let attemptNumber = delivery.attempts + 1
+        let now = Date()
+        let timestamp = Int(now.timeIntervalSince1970)
+        let body = WebhookSigner.body(type: delivery.eventType, occurredAt: delivery.occurredAt, payload: delivery.payload)
+        let eventID = delivery.eventID.uuidString.lowercased()
+        let request = CurlRequest(
+            url: delivery.url,
+            method: "POST",
+            headers: [
+                ("content-type", "application/json"),
+                ("webhook-id", eventID),
+                ("webhook-timestamp", String(timestamp)),
+                ("webhook-signature", WebhookSigner.signature(id: eventID, timestamp: timestamp, body: body, secrets: delivery.secrets)),
+            ],
+            body: body,
+            connectTimeout: configuration.connectTimeout,
+            totalTimeout: configuration.totalTimeout,
+            maximumResponseBytes: 4096
+        )
+        let started = ContinuousClock.now
+        var statusCode: Int?
+        var failure: String?
+        var excerpt: String?
+        var retryAfter: TimeInterval?
+        do {
+            let response = try await client.execute(request)
+            statusCode = response.status
+            excerpt = String(decoding: response.body.prefix(4096), as: UTF8.self)
+            if response.status == 429 || response.status == 503 {
+                retryAfter = RetrySchedule.retryAfter(response.header("retry-after"), now: now)
+            }
+        } catch {
+            self.logger.debug("webhook transfer failed", metadata: ["endpoint": "\(delivery.endpointID)", "error": "\(error)"])
+            // CurlError descriptions name the address and the failure, never the secret.
+            failure = String(describing: error)
+        }
+        let elapsed = ContinuousClock.now - started
+        let latency = Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
+
+        let outcome: DeliveryStore.AttemptResult.Outcome
+        var nextAttemptAt = now
+        if let statusCode, (200..<300).contains(statusCode) {
+            outcome = .succeeded
+            WebhookMetrics.succeeded.increment()
+        } else if statusCode == 410 {
+            outcome = .gone
+            WebhookMetrics.failed.increment()
+        } else {
+            WebhookMetrics.failed.increment()
+            var generator = SystemRandomNumberGenerator()
+            if let delay = configuration.schedule.delay(afterAttempt: attemptNumber, using: &generator) {
+                outcome = .retry
+                nextAttemptAt = now.addingTimeInterval(max(delay, retryAfter ?? 0))
+            } else {
+                outcome = .dead
+                WebhookMetrics.dead.increment()
+            }
+            if failure == nil, let statusCode { failure = "HTTP \(statusCode)" }
+        }
+        WebhookMetrics.latency.recordMilliseconds(latency)
+        return DeliveryStore.AttemptResult(
+            accountID: delivery.accountID,
+            deliveryID: delivery.deliveryID,
+            endpointID: delivery.endpointID,
+            attempt: attemptNumber,
+            outcome: outcome,
+            nextAttemptAt: nextAttemptAt,
+            statusCode: statusCode,
+            latencyMilliseconds: latency,
+            error: failure.map { String($0.prefix(1000)) },
+            responseExcerpt: excerpt,
+            attemptedAt: now
+        )
+    }
+
+    private func listen() async {
+        await wakeups.forwardNotifications(from: listenerConfiguration, channels: [ResolutionEngine.deliveriesChannel], logger: logger)
+    }
+}
+
+/// Delivery metrics.
+enum WebhookMetrics {
+    static let succeeded = Counter(label: "subsync_webhook_deliveries_succeeded_total")
+    static let failed = Counter(label: "subsync_webhook_attempts_failed_total")
+    static let dead = Counter(label: "subsync_webhook_deliveries_dead_total")
+    static let latency = Metrics.Timer(label: "subsync_webhook_attempt_duration_seconds", preferredDisplayUnit: .seconds)
+}

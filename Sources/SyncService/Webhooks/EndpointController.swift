@@ -1,0 +1,134 @@
+import Foundation
+import Hummingbird
+import SyncStore
+
+/// `/v1/webhook-endpoints`: the app's backend registers where events go. Admin key only.
+struct EndpointController: Sendable {
+    let store: EndpointStore
+    let authenticator: Authenticator
+
+    /// The JSON of an endpoint, with its secret only when it was just created or rotated.
+    struct EndpointBody: Encodable {
+        var endpoint: WebhookEndpoint
+        var secret: String?
+
+        enum CodingKeys: String, CodingKey {
+            case secret
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            try endpoint.encode(to: encoder)
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodeIfPresent(secret, forKey: .secret)
+        }
+    }
+
+    struct CreateRequest: Decodable {
+        var url: String
+        var description: String?
+        var eventTypes: [String]?
+
+        enum CodingKeys: String, CodingKey {
+            case url, description
+            case eventTypes = "event_types"
+        }
+    }
+
+    struct UpdateRequest: Decodable {
+        var url: String?
+        var description: String?
+        /// Present and null: all events; absent: unchanged.
+        var eventTypes: [String]??
+        var enabled: Bool?
+
+        enum CodingKeys: String, CodingKey {
+            case url, description, enabled
+            case eventTypes = "event_types"
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            url = try container.decodeIfPresent(String.self, forKey: .url)
+            description = try container.decodeIfPresent(String.self, forKey: .description)
+            enabled = try container.decodeIfPresent(Bool.self, forKey: .enabled)
+            if container.contains(.eventTypes) {
+                eventTypes = .some(try container.decodeIfPresent([String].self, forKey: .eventTypes))
+            }
+        }
+    }
+
+    struct ListBody: Encodable {
+        var data: [EndpointBody]
+    }
+
+    func addRoutes(to router: Router<some RequestContext>) {
+        let endpoints = router.group("v1/webhook-endpoints")
+        endpoints.post { request, _ in
+            try await requireAdmin(request)
+            let body: CreateRequest = try await decode(request)
+            let (endpoint, secret) = try await validated { try await store.create(url: body.url, description: body.description ?? "", eventTypes: body.eventTypes) }
+            return try JSONResponse.make(EndpointBody(endpoint: endpoint, secret: secret.text), status: .created)
+        }
+        endpoints.get { request, _ in
+            try await requireAdmin(request)
+            return try JSONResponse.make(ListBody(data: try await store.list().map { EndpointBody(endpoint: $0) }))
+        }
+        endpoints.get(":endpoint_id") { request, context in
+            try await requireAdmin(request)
+            guard let endpoint = try await store.get(try endpointID(context)) else { throw Self.notFound }
+            return try JSONResponse.make(EndpointBody(endpoint: endpoint))
+        }
+        endpoints.patch(":endpoint_id") { request, context in
+            try await requireAdmin(request)
+            let id = try endpointID(context)
+            let body: UpdateRequest = try await decode(request)
+            let updated = try await validated {
+                try await store.update(id, url: body.url, description: body.description, eventTypes: body.eventTypes, enabled: body.enabled)
+            }
+            guard let updated else { throw Self.notFound }
+            return try JSONResponse.make(EndpointBody(endpoint: updated))
+        }
+        endpoints.delete(":endpoint_id") { request, context in
+            try await requireAdmin(request)
+            guard try await store.delete(try endpointID(context)) else { throw Self.notFound }
+            return Response(status: .noContent)
+        }
+        endpoints.post(":endpoint_id/rotate-secret") { request, context in
+            try await requireAdmin(request)
+            guard let (endpoint, secret) = try await store.rotateSecret(try endpointID(context)) else { throw Self.notFound }
+            return try JSONResponse.make(EndpointBody(endpoint: endpoint, secret: secret.text))
+        }
+    }
+
+    static let notFound = APIError(.notFound, code: "endpoint_not_found", message: "no webhook endpoint with that id")
+
+    private func requireAdmin(_ request: Request) async throws {
+        guard try await authenticator.authenticate(request) == .admin else {
+            throw APIError(.forbidden, code: "forbidden", message: "webhook endpoints need the admin key")
+        }
+    }
+
+    private func endpointID(_ context: some RequestContext) throws -> UUID {
+        guard let text = context.parameters.get("endpoint_id"), let id = UUID(uuidString: text) else {
+            throw APIError(.badRequest, code: "invalid_endpoint_id", message: "endpoint_id must be a UUID")
+        }
+        return id
+    }
+
+    private func decode<T: Decodable>(_ request: Request) async throws -> T {
+        let body = try await request.body.collect(upTo: 64 * 1024)
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(buffer: body))
+        } catch let error as DecodingError {
+            throw APIError(.badRequest, code: "invalid_request", message: error.fieldMessage)
+        }
+    }
+
+    private func validated<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as EndpointStore.ValidationError {
+            throw APIError(.unprocessableContent, code: "invalid_endpoint", message: error.description)
+        }
+    }
+}

@@ -1,0 +1,453 @@
+import Foundation
+import Logging
+import Postgres
+import SyncCore
+
+/// `subsync reconcile`: recomputes accounts from their stored reports and compares, or repairs.
+///
+/// **What is compared.** From an account's *resolved* reports (pending ones are the workers'
+/// job; quarantined ones were never joined) the reconciler rebuilds each transaction's aggregate
+/// with the same join the workers use, then:
+/// 1. compares the rebuilt aggregates with `transactions` (the JSON and its column copies); this
+///    is independent of time;
+/// 2. resolves the rebuilt aggregates **at the instant the stored state was resolved**
+///    (`account_states.resolved_at`) and compares the result with `account_states` and
+///    `entitlements`. The workers resolve at exactly that instant (the engine stores the `now` it
+///    resolved at), so a healthy account agrees exactly, and time passing since its last
+///    resolution (an expiry the sweeper has not reached yet) is not reported as drift: that is
+///    the sweeper's job, not damage. Resolving both sides at one common later `now` would hide a
+///    corrupted `account_states.state` (nothing of it would be compared); resolving at the stored
+///    instant compares everything that is persisted and still ignores the clock.
+/// 3. checks that `account_states.last_sequence` is not behind the account's events, since the
+///    next event would then collide with an existing sequence number.
+///
+/// **Consistency while workers run.** The check reads a batch in one REPEATABLE READ snapshot.
+/// Workers write reports' status, aggregates and state in one transaction, so a snapshot shows
+/// either all or nothing of a worker's batch: no false drift, and no locks taken.
+///
+/// **Repair** takes the same locks as the workers (`account_states` rows `FOR UPDATE` in sorted
+/// order, creating missing rows first), checks again under the lock, and re-resolves the drifted
+/// accounts through ``ResolutionEngine`` with their aggregates *replaced* by the rebuilt ones.
+/// State, entitlements, events (`origin = 'reconcile'`) and deliveries are then written exactly
+/// as a worker writes them, resolved at the current time, so webhook consumers converge too. An
+/// account whose state row was lost gets it back with the event counter at its last event and,
+/// as "previous" state, the snapshot of that last event (what consumers were last told).
+public struct Reconciler: Sendable {
+    public let pool: ConnectionPool
+    public let catalogue: Catalogue
+    let engine: ResolutionEngine
+    let clock: @Sendable () -> Date
+    let logger: Logger
+
+    public init(
+        pool: ConnectionPool,
+        catalogue: Catalogue,
+        clock: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger = Logger(label: "subsync.reconcile")
+    ) {
+        self.pool = pool
+        self.catalogue = catalogue
+        self.clock = clock
+        self.logger = logger
+        self.engine = ResolutionEngine(pool: pool, catalogue: catalogue, clock: clock, logger: logger)
+    }
+
+    /// What reconciling one batch of accounts came to.
+    public struct BatchResult: Sendable {
+        public var accountsChecked = 0
+        /// Every difference found (for a repair: found under the lock, just before repairing).
+        public var differences: [Difference] = []
+        /// Accounts with at least one difference.
+        public var accountsWithDrift = 0
+        /// Accounts re-resolved from their reports.
+        public var accountsRepaired = 0
+        /// Events the repair wrote (`origin = 'reconcile'`).
+        public var eventsWritten = 0
+
+        public init() {}
+    }
+
+    /// Checks `accounts` and, when `repair` is true, repairs those that drifted.
+    public func reconcile(accounts: [String], repair: Bool) async throws -> BatchResult {
+        var result = BatchResult()
+        guard !accounts.isEmpty else { return result }
+        result.accountsChecked = accounts.count
+        let checked = try await pool.withTransaction(isolation: .repeatableRead) { connection in
+            try await inspect(accounts, on: connection)
+        }
+        let drifted = accounts.filter { !(checked[$0]?.differences.isEmpty ?? true) }
+        guard !drifted.isEmpty else { return result }
+        guard repair else {
+            result.accountsWithDrift = drifted.count
+            result.differences = drifted.flatMap { checked[$0]?.differences ?? [] }
+            return result
+        }
+        let repaired = try await withTransientRetries { try await self.repair(drifted) }
+        result.accountsWithDrift = repaired.accounts
+        result.accountsRepaired = repaired.accounts
+        result.differences = repaired.differences
+        result.eventsWritten = repaired.events
+        return result
+    }
+
+    /// Re-checks `accounts` under the workers' locks and re-resolves the ones still drifted.
+    private func repair(_ accounts: [String]) async throws -> (accounts: Int, differences: [Difference], events: Int) {
+        try await pool.withTransaction { connection in
+            let base = Resolver.resolve(transactions: [], catalogue: catalogue, now: clock())
+            // Missing state rows first, in sorted order like the workers' placeholders, so
+            // concurrent inserts cannot deadlock. Such a row restarts from the account's last
+            // event: its counter (no sequence is reused) and its snapshot (what consumers know).
+            try await connection.preparedQuery(
+                """
+                INSERT INTO account_states (account_id, tier, state, last_sequence, resolved_at)
+                SELECT k.id, COALESCE(e.payload->'state'->>'tier', \(base.tier)),
+                       COALESCE(e.payload->'state', \(try JSONParameter(base))::jsonb), COALESCE(e.sequence, 0), '-infinity'
+                FROM unnest(\(accounts)::text[]) AS k(id)
+                LEFT JOIN LATERAL (
+                    SELECT payload, sequence FROM events WHERE account_id = k.id ORDER BY sequence DESC LIMIT 1
+                ) AS e ON true
+                ORDER BY k.id
+                ON CONFLICT (account_id) DO NOTHING
+                """
+            )
+            try await connection.preparedQuery(
+                """
+                SELECT account_id FROM account_states WHERE account_id = ANY(\(accounts)::text[])
+                ORDER BY account_id FOR UPDATE
+                """
+            )
+            let inspections = try await inspect(accounts, on: connection)
+            let drifted = accounts.filter { !(inspections[$0]?.differences.isEmpty ?? true) }
+            guard !drifted.isEmpty else { return (0, [], 0) }
+            // A counter behind the events would make the next event collide with an old one.
+            try await connection.preparedQuery(
+                """
+                UPDATE account_states AS s SET last_sequence = m.last
+                FROM (SELECT account_id, max(sequence) AS last FROM events
+                      WHERE account_id = ANY(\(drifted)::text[]) GROUP BY account_id) AS m
+                WHERE s.account_id = m.account_id AND s.last_sequence < m.last
+                """
+            )
+            var ledgers: [String: TransactionLedger] = [:]
+            var counts: [String: [String: Int]] = [:]
+            for accountID in drifted {
+                guard let inspection = inspections[accountID] else { continue }
+                ledgers[accountID] = inspection.ledger
+                counts[accountID] = inspection.countsOfMissingTransactions
+            }
+            let outcome = try await engine.resolve(
+                accounts: drifted, replacingAggregatesWith: ledgers, reportCounts: counts, origin: .reconcile, on: connection)
+            return (drifted.count, drifted.flatMap { inspections[$0]?.differences ?? [] }, outcome.eventsWritten)
+        }
+    }
+
+    /// Retries `body` when it fails on a deadlock or serialization failure (contention with
+    /// workers), which says nothing about the data.
+    private func withTransientRetries<T>(_ body: () async throws -> T) async throws -> T {
+        var attempt = 0
+        while true {
+            do {
+                return try await body()
+            } catch let error as PostgresError where attempt < 5 && (error.sqlState?.isTransient ?? false) && !error.isConnectionLoss {
+                attempt += 1
+                logger.notice("reconcile repair hit contention; retrying", metadata: ["error": "\(error)"])
+                try await Task.sleep(for: .milliseconds(20 * attempt))
+            }
+        }
+    }
+
+    // MARK: - Inspection
+
+    /// What reconciliation knows about one account after reading it.
+    struct Inspection {
+        var differences: [Difference] = []
+        /// The aggregates rebuilt from the resolved reports.
+        var ledger = TransactionLedger()
+        /// Reports per rebuilt transaction that has no stored row (its `report_count`).
+        var countsOfMissingTransactions: [String: Int] = [:]
+    }
+
+    /// A `transactions` row.
+    private struct StoredTransaction {
+        var columns: [(name: String, value: String?)]
+        var aggregateText: String
+    }
+
+    /// An `account_states` row.
+    private struct StoredState {
+        var stateText: String
+        var tier: String
+        var nextTransitionAt: Date?
+        var lastSequence: Int64
+        var resolvedAt: Date
+    }
+
+    /// An `entitlements` row.
+    private struct StoredEntitlement {
+        var columns: [(name: String, value: String?)]
+        var stateText: String
+        /// Its `state` equals (as jsonb) the entitlement in `account_states.state`, which is
+        /// compared anyway: then it need not be decoded (the common case, and a hot path).
+        var equalsStateCopy: Bool
+    }
+
+    /// Reads `accounts` on `connection` and compares (see the type's documentation).
+    func inspect(_ accounts: [String], on connection: Connection) async throws -> [String: Inspection] {
+        var inspections: [String: Inspection] = [:]
+        var reportCounts: [String: [String: Int]] = [:]
+        for row in try await connection.preparedQuery(
+            """
+            SELECT account_id, \(unescaped: Report.columns) FROM reports
+            WHERE account_id = ANY(\(accounts)::text[]) AND status = 'resolved'
+            """
+        ) {
+            let accountID = try row.decode(String.self, at: 0)
+            let report = try Report(row: row, offset: 1)
+            inspections[accountID, default: Inspection()].ledger.add(report)
+            reportCounts[accountID, default: [:]][report.transactionID, default: 0] += 1
+        }
+
+        var transactions: [String: [String: StoredTransaction]] = [:]
+        for row in try await connection.preparedQuery(
+            """
+            SELECT account_id, transaction_id, original_transaction_id, product_id, expires_at,
+                   grace_period_expires_at, revoked, is_upgraded, aggregate::text
+            FROM transactions WHERE account_id = ANY(\(accounts)::text[])
+            """
+        ) {
+            let columns: [(String, String?)] = [
+                ("original_transaction_id", try row.decode(String.self, at: 2)),
+                ("product_id", try row.decode(String.self, at: 3)),
+                ("expires_at", FieldComparison.render(try row.decode(Date?.self, at: 4))),
+                ("grace_period_expires_at", FieldComparison.render(try row.decode(Date?.self, at: 5))),
+                ("revoked", String(try row.decode(Bool.self, at: 6))),
+                ("is_upgraded", String(try row.decode(Bool.self, at: 7))),
+            ]
+            transactions[try row.decode(String.self, at: 0), default: [:]][try row.decode(String.self, at: 1)] =
+                StoredTransaction(columns: columns, aggregateText: try row.decode(String.self, at: 8))
+        }
+
+        var states: [String: StoredState] = [:]
+        for row in try await connection.preparedQuery(
+            """
+            SELECT account_id, state::text, tier, next_transition_at, last_sequence, resolved_at
+            FROM account_states WHERE account_id = ANY(\(accounts)::text[])
+            """
+        ) {
+            states[try row.decode(String.self, at: 0)] = StoredState(
+                stateText: try row.decode(String.self, at: 1), tier: try row.decode(String.self, at: 2),
+                nextTransitionAt: try row.decode(Date?.self, at: 3), lastSequence: try row.decode(Int64.self, at: 4),
+                resolvedAt: try row.decode(Date.self, at: 5))
+        }
+
+        var entitlements: [String: [String: StoredEntitlement]] = [:]
+        for row in try await connection.preparedQuery(
+            """
+            SELECT e.account_id, e.entitlement_id, e.status, e.expires_at, e.product_id, e.source_transaction_id,
+                   e.will_renew, e.state::text,
+                   COALESCE(e.state = ANY(ARRAY(SELECT jsonb_array_elements(s.state->'entitlements'))), false)
+            FROM entitlements e LEFT JOIN account_states s ON s.account_id = e.account_id
+            WHERE e.account_id = ANY(\(accounts)::text[])
+            """
+        ) {
+            let columns: [(String, String?)] = [
+                ("status", try row.decode(String.self, at: 2)),
+                ("expires_at", FieldComparison.render(try row.decode(Date?.self, at: 3))),
+                ("product_id", try row.decode(String?.self, at: 4)),
+                ("source_transaction_id", try row.decode(String?.self, at: 5)),
+                ("will_renew", try row.decode(Bool?.self, at: 6).map { String($0) }),
+            ]
+            entitlements[try row.decode(String.self, at: 0), default: [:]][try row.decode(String.self, at: 1)] =
+                StoredEntitlement(
+                    columns: columns, stateText: try row.decode(String.self, at: 7), equalsStateCopy: try row.decode(Bool.self, at: 8))
+        }
+
+        var lastEvents: [String: Int64] = [:]
+        for row in try await connection.preparedQuery(
+            "SELECT account_id, max(sequence) FROM events WHERE account_id = ANY(\(accounts)::text[]) GROUP BY account_id"
+        ) {
+            lastEvents[try row.decode(String.self, at: 0)] = try row.decode(Int64.self, at: 1)
+        }
+
+        let decoder = JSONDecoder.postgres
+        let now = clock()
+        for accountID in accounts {
+            var inspection = inspections[accountID] ?? Inspection()
+            var differences: [Difference] = []
+            let storedTransactions = transactions[accountID] ?? [:]
+            compareTransactions(
+                accountID: accountID, stored: storedTransactions, rebuilt: inspection.ledger, decoder: decoder,
+                into: &differences)
+            for aggregate in inspection.ledger.unorderedAggregates where storedTransactions[aggregate.transactionID] == nil {
+                inspection.countsOfMissingTransactions[aggregate.transactionID] = reportCounts[accountID]?[aggregate.transactionID] ?? 0
+            }
+
+            let storedState = states[accountID]
+            let storedEntitlements = entitlements[accountID] ?? [:]
+            if let storedState, storedState.resolvedAt != .distantPast {
+                let expected = Resolver.resolve(ledger: inspection.ledger, catalogue: catalogue, now: storedState.resolvedAt)
+                compareState(
+                    accountID: accountID, stored: storedState, storedEntitlements: storedEntitlements, expected: expected,
+                    lastEvent: lastEvents[accountID], decoder: decoder, into: &differences)
+            } else if inspection.ledger.count > 0 || !storedTransactions.isEmpty || !storedEntitlements.isEmpty {
+                // No state (or only a repair's placeholder): the account was resolved once, its
+                // state row is gone.
+                let expected = Resolver.resolve(ledger: inspection.ledger, catalogue: catalogue, now: now)
+                differences.append(Difference(accountID: accountID, scope: .account, field: "row", stored: nil, recomputed: expected.tier))
+            }
+            inspection.differences = differences
+            inspections[accountID] = inspection
+        }
+        return inspections
+    }
+
+    private func compareTransactions(
+        accountID: String, stored: [String: StoredTransaction], rebuilt: TransactionLedger, decoder: JSONDecoder,
+        into differences: inout [Difference]
+    ) {
+        let ids = Set(stored.keys).union(rebuilt.unorderedAggregates.map(\.transactionID)).sorted()
+        for id in ids {
+            func add(_ field: String, _ before: String?, _ after: String?) {
+                differences.append(Difference(accountID: accountID, scope: .transaction, transactionID: id, field: field, stored: before, recomputed: after))
+            }
+            switch (stored[id], rebuilt[id]) {
+            case (nil, nil):
+                continue
+            case (nil, .some(let aggregate)):
+                add("row", nil, aggregate.productID)
+            case (.some(let row), nil):
+                add("row", row.columns.first { $0.name == "product_id" }?.value ?? "present", nil)
+            case (.some(let row), .some(let aggregate)):
+                let storedAggregate = try? decoder.decode(TransactionAggregate.self, from: Data(row.aggregateText.utf8))
+                if let storedAggregate {
+                    if storedAggregate != aggregate, let before = try? FieldComparison.object(storedAggregate),
+                        let after = try? FieldComparison.object(aggregate)
+                    {
+                        for field in FieldComparison.differences(stored: before, recomputed: after) {
+                            add(field.key, field.stored, field.recomputed)
+                        }
+                    }
+                } else {
+                    add("aggregate", "unreadable: \(row.aggregateText.prefix(200))", "present")
+                }
+                let fromJSON = storedAggregate.map(Self.columnValues)
+                let expected = Self.columnValues(aggregate)
+                for (index, column) in row.columns.enumerated() {
+                    let after = expected[index].value
+                    guard column.value != after, column.value != fromJSON?[index].value else { continue }
+                    add("transactions.\(column.name)", column.value, after)
+                }
+            }
+        }
+    }
+
+    /// The values `transactions`' column copies should hold for `aggregate`, in column order.
+    private static func columnValues(_ aggregate: TransactionAggregate) -> [(name: String, value: String?)] {
+        [
+            ("original_transaction_id", aggregate.originalTransactionID),
+            ("product_id", aggregate.productID),
+            ("expires_at", FieldComparison.render(aggregate.expiresAt)),
+            ("grace_period_expires_at", FieldComparison.render(aggregate.gracePeriodExpiresAt)),
+            ("revoked", String(aggregate.isRevoked)),
+            ("is_upgraded", String(aggregate.isUpgraded)),
+        ]
+    }
+
+    /// The values `entitlements`' column copies should hold for `state`, in column order.
+    private static func columnValues(_ state: EntitlementState) -> [(name: String, value: String?)] {
+        [
+            ("status", state.status.rawValue),
+            ("expires_at", FieldComparison.render(state.expiresAt)),
+            ("product_id", state.productID),
+            ("source_transaction_id", state.sourceTransactionID),
+            ("will_renew", String(state.willRenew)),
+        ]
+    }
+
+    private func compareState(
+        accountID: String, stored: StoredState, storedEntitlements: [String: StoredEntitlement], expected: AccountState,
+        lastEvent: Int64?, decoder: JSONDecoder, into differences: inout [Difference]
+    ) {
+        func add(_ scope: Difference.Scope, _ entitlementID: String?, _ field: String, _ before: String?, _ after: String?) {
+            differences.append(Difference(accountID: accountID, scope: scope, entitlementID: entitlementID, field: field, stored: before, recomputed: after))
+        }
+        let storedState = try? decoder.decode(AccountState.self, from: Data(stored.stateText.utf8))
+        if let storedState {
+            if !Self.same(storedState, expected), let before = try? FieldComparison.object(storedState),
+                let after = try? FieldComparison.object(expected)
+            {
+                for field in FieldComparison.differences(stored: before, recomputed: after, ignoring: ["entitlements"]) {
+                    add(.account, nil, field.key, field.stored, field.recomputed)
+                }
+                let ids = Set(storedState.entitlements.map(\.id)).union(expected.entitlements.map(\.id)).sorted()
+                for id in ids {
+                    switch (storedState.entitlement(id), expected.entitlement(id)) {
+                    case (nil, nil):
+                        continue
+                    case (nil, .some(let after)):
+                        add(.entitlement, id, "entitlement", nil, after.status.rawValue)
+                    case (.some(let before), nil):
+                        add(.entitlement, id, "entitlement", before.status.rawValue, nil)
+                    case (.some(let before), .some(let after)):
+                        guard !Self.same(before, after), let b = try? FieldComparison.object(before),
+                            let a = try? FieldComparison.object(after)
+                        else { continue }
+                        // `is_active` follows `status`: one wrong status is one difference.
+                        for field in FieldComparison.differences(stored: b, recomputed: a, ignoring: ["is_active"]) {
+                            add(.entitlement, id, field.key, field.stored, field.recomputed)
+                        }
+                    }
+                }
+            }
+        } else {
+            add(.account, nil, "state", "unreadable: \(stored.stateText.prefix(200))", expected.tier)
+        }
+        if stored.tier != expected.tier, stored.tier != storedState?.tier {
+            add(.account, nil, "account_states.tier", stored.tier, expected.tier)
+        }
+        let nextColumn = FieldComparison.render(stored.nextTransitionAt)
+        let nextExpected = FieldComparison.render(expected.nextTransitionAt)
+        if nextColumn != nextExpected, nextColumn != FieldComparison.render(storedState?.nextTransitionAt) {
+            add(.account, nil, "account_states.next_transition_at", nextColumn, nextExpected)
+        }
+        if let lastEvent, stored.lastSequence < lastEvent {
+            add(.account, nil, "account_states.last_sequence", String(stored.lastSequence), String(lastEvent))
+        }
+
+        // The `entitlements` rows: copies of the state's entitlements, for queries.
+        let ids = Set(storedEntitlements.keys).union(expected.entitlements.map(\.id)).sorted()
+        for id in ids {
+            let inState = storedState?.entitlement(id)
+            switch (storedEntitlements[id], expected.entitlement(id)) {
+            case (nil, nil):
+                continue
+            case (nil, .some(let after)):
+                add(.entitlement, id, "entitlements.row", nil, after.status.rawValue)
+            case (.some(let row), nil):
+                add(.entitlement, id, "entitlements.row", row.columns.first?.value ?? "present", nil)
+            case (.some(let row), .some(let after)):
+                let fromState = inState.map(Self.columnValues)
+                let expectedColumns = Self.columnValues(after)
+                for (index, column) in row.columns.enumerated() {
+                    let value = expectedColumns[index].value
+                    guard column.value != value, column.value != fromState?[index].value else { continue }
+                    add(.entitlement, id, "entitlements.\(column.name)", column.value, value)
+                }
+                guard !row.equalsStateCopy || inState == nil else { continue }
+                let rowState = try? decoder.decode(EntitlementState.self, from: Data(row.stateText.utf8))
+                let matchesExpected = rowState.map { Self.same($0, after) } ?? false
+                let matchesState = rowState.flatMap { state in inState.map { Self.same(state, $0) } } ?? false
+                if !matchesExpected && !matchesState {
+                    add(.entitlement, id, "entitlements.state", row.stateText, (try? JSONParameter(after))?.text)
+                }
+            }
+        }
+    }
+
+    /// Equal, or equal once written as JSON (the persisted form: dates to the microsecond).
+    private static func same<T: Encodable & Equatable>(_ a: T, _ b: T) -> Bool {
+        if a == b { return true }
+        guard let left = try? JSONParameter(a), let right = try? JSONParameter(b) else { return false }
+        return left.text == right.text
+    }
+}

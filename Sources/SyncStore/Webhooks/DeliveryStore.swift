@@ -1,0 +1,302 @@
+import Foundation
+import Postgres
+
+/// The webhook outbox as the delivery workers and operators see it.
+public struct DeliveryStore: Sendable {
+    let pool: ConnectionPool
+
+    public init(pool: ConnectionPool) {
+        self.pool = pool
+    }
+
+    /// A delivery claimed for an attempt, with everything needed to send it.
+    public struct Claimed: Sendable {
+        public var accountID: String
+        public var deliveryID: Int64
+        public var endpointID: UUID
+        public var eventID: UUID
+        public var eventSequence: Int64
+        public var eventType: String
+        public var occurredAt: Date
+        /// The event's JSON, as stored.
+        public var payload: String
+        public var url: String
+        /// Attempts made before this one.
+        public var attempts: Int
+        /// The secrets that sign this attempt: the current one, and the previous during a rotation.
+        public var secrets: [WebhookSecret]
+        /// When the endpoint's deliveries started failing, if they are failing.
+        public var failingSince: Date?
+    }
+
+    /// Claims up to `limit` due deliveries of enabled endpoints: their `next_attempt_at` moves
+    /// `lease` ahead, so a worker that dies mid-send only delays them, and no other worker
+    /// takes them meanwhile. Ordered by due time, then account and sequence.
+    ///
+    /// With `partition` (index, count), only accounts whose hash falls in that partition are
+    /// claimed, so several delivery loops never hold events of the same account at once and each
+    /// account's events still go out in sequence order.
+    public func claimDue(limit: Int, lease: TimeInterval, partition: (index: Int, count: Int) = (0, 1), now: Date = Date()) async throws -> [Claimed] {
+        let rows = try await pool.preparedQuery(
+            """
+            WITH due AS (
+                SELECT d.account_id, d.delivery_id FROM deliveries d
+                JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
+                WHERE d.status = 'pending' AND d.next_attempt_at <= \(now)
+                  AND mod(hashtext(d.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
+                ORDER BY d.next_attempt_at, d.account_id, d.event_sequence
+                LIMIT \(limit)
+                FOR UPDATE OF d SKIP LOCKED
+            ), leased AS (
+                UPDATE deliveries d SET next_attempt_at = \(now.addingTimeInterval(lease))
+                FROM due WHERE d.account_id = due.account_id AND d.delivery_id = due.delivery_id
+                RETURNING d.account_id, d.delivery_id, d.endpoint_id, d.event_id, d.event_sequence, d.attempts
+            )
+            SELECT l.account_id, l.delivery_id, l.endpoint_id, l.event_id, l.event_sequence, l.attempts,
+                   e.type, e.occurred_at, e.payload::text, w.url, w.secret,
+                   CASE WHEN w.previous_secret_expires_at > \(now) THEN w.previous_secret END,
+                   w.failing_since
+            FROM leased l
+            JOIN events e ON e.account_id = l.account_id AND e.sequence = l.event_sequence
+            JOIN webhook_endpoints w ON w.endpoint_id = l.endpoint_id
+            ORDER BY l.account_id, l.endpoint_id, l.event_sequence
+            """
+        )
+        return try rows.map { row in
+            var secrets = [WebhookSecret(text: try row.decode(String.self, at: 10))]
+            if let previous = try row.decode(String?.self, at: 11) { secrets.append(WebhookSecret(text: previous)) }
+            return Claimed(
+                accountID: try row.decode(String.self, at: 0),
+                deliveryID: try row.decode(Int64.self, at: 1),
+                endpointID: try row.decode(UUID.self, at: 2),
+                eventID: try row.decode(UUID.self, at: 3),
+                eventSequence: try row.decode(Int64.self, at: 4),
+                eventType: try row.decode(String.self, at: 6),
+                occurredAt: try row.decode(Date.self, at: 7),
+                payload: try row.decode(String.self, at: 8),
+                url: try row.decode(String.self, at: 9),
+                attempts: try row.decode(Int.self, at: 5),
+                secrets: secrets,
+                failingSince: try row.decode(Date?.self, at: 12)
+            )
+        }
+    }
+
+    /// What one attempt came to.
+    public struct AttemptResult: Sendable {
+        public enum Outcome: String, Sendable {
+            /// 2xx: done.
+            case succeeded
+            /// Try again at `nextAttemptAt`.
+            case retry
+            /// No attempts left.
+            case dead
+            /// The endpoint answered 410 Gone: it is disabled and this delivery cancelled.
+            case gone
+        }
+
+        public var accountID: String
+        public var deliveryID: Int64
+        public var endpointID: UUID
+        public var attempt: Int
+        public var outcome: Outcome
+        public var nextAttemptAt: Date
+        public var statusCode: Int?
+        public var latencyMilliseconds: Int
+        public var error: String?
+        /// The first 4 KiB of the response body.
+        public var responseExcerpt: String?
+        public var attemptedAt: Date
+
+        public init(
+            accountID: String, deliveryID: Int64, endpointID: UUID, attempt: Int, outcome: Outcome, nextAttemptAt: Date,
+            statusCode: Int?, latencyMilliseconds: Int, error: String?, responseExcerpt: String?, attemptedAt: Date
+        ) {
+            self.accountID = accountID
+            self.deliveryID = deliveryID
+            self.endpointID = endpointID
+            self.attempt = attempt
+            self.outcome = outcome
+            self.nextAttemptAt = nextAttemptAt
+            self.statusCode = statusCode
+            self.latencyMilliseconds = latencyMilliseconds
+            self.error = error
+            self.responseExcerpt = responseExcerpt
+            self.attemptedAt = attemptedAt
+        }
+    }
+
+    /// Records a batch of attempts in one transaction: the attempts log, the deliveries' new
+    /// status, and the endpoints' health (a success clears `failing_since`; a failure sets it;
+    /// 410, or failing for longer than `disableAfter`, disables the endpoint).
+    public func record(_ results: [AttemptResult], disableAfter: TimeInterval, now: Date = Date()) async throws {
+        guard !results.isEmpty else { return }
+        try await pool.withTransaction { connection in
+            try await connection.preparedQuery(
+                """
+                INSERT INTO delivery_attempts (account_id, delivery_id, attempt, attempted_at, status_code, latency_ms, error, response_excerpt)
+                SELECT * FROM unnest(
+                    \(results.map(\.accountID))::text[], \(results.map(\.deliveryID))::bigint[], \(results.map(\.attempt))::int[],
+                    \(results.map(\.attemptedAt))::timestamptz[], \(results.map(\.statusCode))::int[],
+                    \(results.map(\.latencyMilliseconds))::int[], \(results.map(\.error))::text[], \(results.map(\.responseExcerpt))::text[])
+                ON CONFLICT DO NOTHING
+                """
+            )
+            let status: [String] = results.map {
+                switch $0.outcome {
+                case .succeeded: "succeeded"
+                case .retry: "pending"
+                case .dead: "dead"
+                case .gone: "cancelled"
+                }
+            }
+            try await connection.preparedQuery(
+                """
+                UPDATE deliveries d SET
+                    status = v.status, attempts = v.attempt, next_attempt_at = v.next_at,
+                    last_status_code = v.code, last_error = v.error,
+                    completed_at = CASE WHEN v.status = 'pending' THEN NULL ELSE now() END
+                FROM unnest(
+                    \(results.map(\.accountID))::text[], \(results.map(\.deliveryID))::bigint[], \(status)::text[],
+                    \(results.map(\.attempt))::int[], \(results.map(\.nextAttemptAt))::timestamptz[],
+                    \(results.map(\.statusCode))::int[], \(results.map(\.error))::text[]
+                ) AS v(account_id, delivery_id, status, attempt, next_at, code, error)
+                WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id
+                """
+            )
+            // Endpoint health, per endpoint: any success in the batch clears the failure clock.
+            var succeeded = Set<UUID>()
+            var failed = Set<UUID>()
+            var gone = Set<UUID>()
+            for result in results {
+                switch result.outcome {
+                case .succeeded: succeeded.insert(result.endpointID)
+                case .retry, .dead: failed.insert(result.endpointID)
+                case .gone: gone.insert(result.endpointID)
+                }
+            }
+            failed.subtract(succeeded)
+            if !succeeded.isEmpty {
+                try await connection.preparedQuery(
+                    "UPDATE webhook_endpoints SET failing_since = NULL WHERE endpoint_id = ANY(\(Array(succeeded))::uuid[]) AND failing_since IS NOT NULL"
+                )
+            }
+            if !failed.isEmpty {
+                try await connection.preparedQuery(
+                    """
+                    UPDATE webhook_endpoints SET
+                        failing_since = COALESCE(failing_since, \(now)),
+                        enabled = CASE WHEN failing_since < \(now.addingTimeInterval(-disableAfter)) THEN false ELSE enabled END,
+                        disabled_reason = CASE WHEN failing_since < \(now.addingTimeInterval(-disableAfter))
+                                               THEN 'every delivery failed for too long' ELSE disabled_reason END,
+                        updated_at = now()
+                    WHERE endpoint_id = ANY(\(Array(failed))::uuid[])
+                    """
+                )
+            }
+            if !gone.isEmpty {
+                try await connection.preparedQuery(
+                    """
+                    UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'the endpoint answered 410 Gone', updated_at = now()
+                    WHERE endpoint_id = ANY(\(Array(gone))::uuid[])
+                    """
+                )
+            }
+        }
+    }
+
+    /// A delivery as operators list it.
+    public struct Summary: Sendable, Codable, Equatable {
+        public var accountID: String
+        public var deliveryID: Int64
+        public var endpointID: UUID
+        public var eventID: UUID
+        public var eventSequence: Int64
+        public var eventType: String
+        public var status: String
+        public var attempts: Int
+        public var nextAttemptAt: Date
+        public var lastStatusCode: Int?
+        public var lastError: String?
+        public var createdAt: Date
+
+        enum CodingKeys: String, CodingKey {
+            case accountID = "account_id"
+            case deliveryID = "delivery_id"
+            case endpointID = "endpoint_id"
+            case eventID = "event_id"
+            case eventSequence = "event_sequence"
+            case eventType = "event_type"
+            case status, attempts
+            case nextAttemptAt = "next_attempt_at"
+            case lastStatusCode = "last_status_code"
+            case lastError = "last_error"
+            case createdAt = "created_at"
+        }
+    }
+
+    /// Deliveries, newest first, optionally by status and endpoint.
+    public func list(status: String? = nil, endpoint: UUID? = nil, limit: Int = 100) async throws -> [Summary] {
+        let rows = try await pool.query(
+            """
+            SELECT d.account_id, d.delivery_id, d.endpoint_id, d.event_id, d.event_sequence, e.type, d.status, d.attempts,
+                   d.next_attempt_at, d.last_status_code, d.last_error, d.created_at
+            FROM deliveries d JOIN events e ON e.account_id = d.account_id AND e.sequence = d.event_sequence
+            WHERE (\(status)::text IS NULL OR d.status = \(status)) AND (\(endpoint)::uuid IS NULL OR d.endpoint_id = \(endpoint))
+            ORDER BY d.created_at DESC, d.delivery_id DESC
+            LIMIT \(limit)
+            """
+        )
+        return try rows.map { row in
+            Summary(
+                accountID: try row.decode(String.self, at: 0),
+                deliveryID: try row.decode(Int64.self, at: 1),
+                endpointID: try row.decode(UUID.self, at: 2),
+                eventID: try row.decode(UUID.self, at: 3),
+                eventSequence: try row.decode(Int64.self, at: 4),
+                eventType: try row.decode(String.self, at: 5),
+                status: try row.decode(String.self, at: 6),
+                attempts: try row.decode(Int.self, at: 7),
+                nextAttemptAt: try row.decode(Date.self, at: 8),
+                lastStatusCode: try row.decode(Int?.self, at: 9),
+                lastError: try row.decode(String?.self, at: 10),
+                createdAt: try row.decode(Date.self, at: 11)
+            )
+        }
+    }
+
+    /// Makes dead (or cancelled, or failed pending) deliveries due again now, with a fresh set
+    /// of attempts. `deliveryID` nil means every dead delivery. Returns how many.
+    public func retry(deliveryID: Int64?, endpoint: UUID? = nil) async throws -> Int {
+        let result = try await pool.query(
+            """
+            UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL
+            WHERE (\(deliveryID)::bigint IS NULL AND status = 'dead' OR delivery_id = \(deliveryID) AND status <> 'succeeded')
+              AND (\(endpoint)::uuid IS NULL OR endpoint_id = \(endpoint))
+            """
+        )
+        if result.affectedRows > 0 {
+            try await pool.query("SELECT pg_notify(\(ResolutionEngine.deliveriesChannel), '')")
+        }
+        return result.affectedRows
+    }
+
+    /// Sends the events that occurred in `[since, until)` to `endpoint` again, as new deliveries
+    /// with the same event ids (so receivers can deduplicate). Returns how many.
+    public func replay(endpoint: UUID, since: Date, until: Date?) async throws -> Int {
+        let result = try await pool.query(
+            """
+            INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id)
+            SELECT e.account_id, w.endpoint_id, e.sequence, e.event_id
+            FROM events e JOIN webhook_endpoints w ON w.endpoint_id = \(endpoint)
+            WHERE e.occurred_at >= \(since) AND (\(until)::timestamptz IS NULL OR e.occurred_at < \(until))
+              AND (w.event_types IS NULL OR e.type = ANY(w.event_types))
+            ORDER BY e.account_id, e.sequence
+            """
+        )
+        if result.affectedRows > 0 {
+            try await pool.query("SELECT pg_notify(\(ResolutionEngine.deliveriesChannel), '')")
+        }
+        return result.affectedRows
+    }
+}

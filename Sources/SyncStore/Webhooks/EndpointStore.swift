@@ -1,0 +1,151 @@
+import Foundation
+import Postgres
+import SyncCore
+
+/// Webhook endpoints: create, list, update, delete, rotate secrets.
+public struct EndpointStore: Sendable {
+    let pool: ConnectionPool
+
+    public init(pool: ConnectionPool) {
+        self.pool = pool
+    }
+
+    /// How long the previous secret keeps signing after a rotation.
+    public static let rotationOverlap: TimeInterval = 24 * 3600
+
+    /// A problem with what the caller asked for, naming the field.
+    public struct ValidationError: Error, CustomStringConvertible, Equatable {
+        public var field: String
+        public var message: String
+        public var description: String { "\(field): \(message)" }
+    }
+
+    /// Checks a webhook URL: absolute http or https with a host, at most 2048 characters.
+    /// (Which addresses it may reach is decided at connect time by the delivery client.)
+    public static func validate(url: String) throws(ValidationError) {
+        guard url.utf8.count <= 2048 else { throw ValidationError(field: "url", message: "is longer than 2048 characters") }
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+              scheme == "http" || scheme == "https"
+        else { throw ValidationError(field: "url", message: "must be an absolute http:// or https:// URL") }
+        guard let host = components.host, !host.isEmpty else { throw ValidationError(field: "url", message: "must name a host") }
+        guard components.user == nil, components.password == nil else {
+            throw ValidationError(field: "url", message: "must not contain credentials; authenticate with the signature instead")
+        }
+    }
+
+    /// Checks an event type filter against the known types.
+    public static func validate(eventTypes: [String]?) throws(ValidationError) {
+        guard let eventTypes else { return }
+        guard !eventTypes.isEmpty else { throw ValidationError(field: "event_types", message: "must not be empty; leave it out for all events") }
+        let known = Set(EventType.allCases.map(\.rawValue))
+        for type in eventTypes where !known.contains(type) {
+            throw ValidationError(field: "event_types", message: "unknown event type \"\(type.prefix(64))\"; known: \(known.sorted().joined(separator: ", "))")
+        }
+    }
+
+    /// Registers an endpoint; returns it with its secret, which is shown only this once.
+    public func create(url: String, description: String = "", eventTypes: [String]? = nil) async throws -> (WebhookEndpoint, WebhookSecret) {
+        try Self.validate(url: url)
+        try Self.validate(eventTypes: eventTypes)
+        guard description.count <= 500 else { throw ValidationError(field: "description", message: "is longer than 500 characters") }
+        let secret = WebhookSecret.generate()
+        let rows = try await pool.query(
+            """
+            INSERT INTO webhook_endpoints (endpoint_id, url, description, event_types, secret)
+            VALUES (\(UUID()), \(url), \(description), \(eventTypes)::text[], \(secret.text))
+            RETURNING \(unescaped: Self.columns)
+            """
+        )
+        return (try Self.endpoint(rows[0]), secret)
+    }
+
+    public func list() async throws -> [WebhookEndpoint] {
+        try await pool.query("SELECT \(unescaped: Self.columns) FROM webhook_endpoints ORDER BY created_at, endpoint_id")
+            .map(Self.endpoint)
+    }
+
+    public func get(_ id: UUID) async throws -> WebhookEndpoint? {
+        try await pool.query("SELECT \(unescaped: Self.columns) FROM webhook_endpoints WHERE endpoint_id = \(id)").first.map(Self.endpoint)
+    }
+
+    /// Changes the given fields; nil leaves a field as it is. Re-enabling clears the failure state.
+    public func update(
+        _ id: UUID,
+        url: String? = nil,
+        description: String? = nil,
+        eventTypes: [String]?? = nil,
+        enabled: Bool? = nil
+    ) async throws -> WebhookEndpoint? {
+        if let url { try Self.validate(url: url) }
+        if let eventTypes { try Self.validate(eventTypes: eventTypes) }
+        if let description, description.count > 500 {
+            throw ValidationError(field: "description", message: "is longer than 500 characters")
+        }
+        let setTypes = eventTypes != nil
+        let types: [String]? = eventTypes ?? nil
+        let rows = try await pool.query(
+            """
+            UPDATE webhook_endpoints SET
+                url = COALESCE(\(url)::text, url),
+                description = COALESCE(\(description)::text, description),
+                event_types = CASE WHEN \(setTypes)::boolean THEN \(types)::text[] ELSE event_types END,
+                enabled = COALESCE(\(enabled)::boolean, enabled),
+                disabled_reason = CASE WHEN \(enabled)::boolean IS NULL THEN disabled_reason
+                                       WHEN \(enabled)::boolean THEN NULL ELSE 'disabled by an operator' END,
+                failing_since = CASE WHEN \(enabled)::boolean = true THEN NULL ELSE failing_since END,
+                updated_at = now()
+            WHERE endpoint_id = \(id)
+            RETURNING \(unescaped: Self.columns)
+            """
+        )
+        return try rows.first.map(Self.endpoint)
+    }
+
+    /// Deletes an endpoint and cancels its pending deliveries. Returns whether it existed.
+    public func delete(_ id: UUID) async throws -> Bool {
+        try await pool.withTransaction { connection in
+            try await connection.query(
+                "UPDATE deliveries SET status = 'cancelled', completed_at = now(), last_error = 'endpoint deleted' WHERE endpoint_id = \(id) AND status = 'pending'"
+            )
+            return try await connection.query("DELETE FROM webhook_endpoints WHERE endpoint_id = \(id)").affectedRows == 1
+        }
+    }
+
+    /// Replaces the secret; the old one keeps signing beside the new one for 24 hours, so
+    /// receivers can switch without losing a delivery. Returns the new secret (shown once).
+    public func rotateSecret(_ id: UUID, now: Date = Date()) async throws -> (WebhookEndpoint, WebhookSecret)? {
+        let secret = WebhookSecret.generate()
+        let rows = try await pool.query(
+            """
+            UPDATE webhook_endpoints SET
+                previous_secret = secret,
+                previous_secret_expires_at = \(now.addingTimeInterval(Self.rotationOverlap)),
+                secret = \(secret.text),
+                updated_at = now()
+            WHERE endpoint_id = \(id)
+            RETURNING \(unescaped: Self.columns)
+            """
+        )
+        return try rows.first.map { (try Self.endpoint($0), secret) }
+    }
+
+    static let columns = """
+        endpoint_id, url, description, array_to_json(event_types), enabled, disabled_reason, failing_since,
+        previous_secret_expires_at, created_at, updated_at
+        """
+
+    static func endpoint(_ row: Row) throws -> WebhookEndpoint {
+        WebhookEndpoint(
+            id: try row.decode(UUID.self, at: 0),
+            url: try row.decode(String.self, at: 1),
+            description: try row.decode(String.self, at: 2),
+            eventTypes: try row.decode(JSONColumn<[String]>?.self, at: 3)?.value,
+            enabled: try row.decode(Bool.self, at: 4),
+            disabledReason: try row.decode(String?.self, at: 5),
+            failingSince: try row.decode(Date?.self, at: 6),
+            previousSecretExpiresAt: try row.decode(Date?.self, at: 7),
+            createdAt: try row.decode(Date.self, at: 8),
+            updatedAt: try row.decode(Date.self, at: 9)
+        )
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+
+/// A registered webhook endpoint (secrets are not part of this value; see ``EndpointStore``).
+public struct WebhookEndpoint: Sendable, Codable, Equatable {
+    public var id: UUID
+    public var url: String
+    public var description: String
+    /// Event types delivered; nil means all.
+    public var eventTypes: [String]?
+    public var enabled: Bool
+    public var disabledReason: String?
+    /// Set when deliveries started failing; cleared by a success.
+    public var failingSince: Date?
+    /// While set and in the future, the previous secret also signs (after a rotation).
+    public var previousSecretExpiresAt: Date?
+    public var createdAt: Date
+    public var updatedAt: Date
+
+    enum CodingKeys: String, CodingKey {
+        case id
+        case url
+        case description
+        case eventTypes = "event_types"
+        case enabled
+        case disabledReason = "disabled_reason"
+        case failingSince = "failing_since"
+        case previousSecretExpiresAt = "previous_secret_expires_at"
+        case createdAt = "created_at"
+        case updatedAt = "updated_at"
+    }
+}
+
+/// The secret of an endpoint, in Standard Webhooks form: `whsec_` + base64 of the key bytes.
+public struct WebhookSecret: Sendable, Equatable, CustomStringConvertible {
+    public let text: String
+
+    /// The raw HMAC key.
+    public var key: [UInt8] {
+        guard text.hasPrefix("whsec_"), let data = Data(base64Encoded: String(text.dropFirst(6))) else {
+            return Array(text.utf8)
+        }
+        return [UInt8](data)
+    }
+
+    public init(text: String) {
+        self.text = text
+    }
+
+    /// A new random secret of 32 bytes.
+    public static func generate() -> WebhookSecret {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return WebhookSecret(text: "whsec_" + Data(bytes).base64EncodedString())
+    }
+
+    /// Never print a secret by accident.
+    public var description: String { "whsec_***" }
+}

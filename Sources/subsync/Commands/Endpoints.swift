@@ -1,0 +1,211 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Postgres
+import SyncStore
+
+struct Endpoints: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage webhook endpoints.",
+        discussion: """
+            Examples:
+              subsync endpoints create --url https://backend.example.com/hooks --event-type entitlement.activated
+              subsync endpoints list --json
+              subsync endpoints rotate-secret 7d3c...
+              subsync endpoints disable 7d3c...
+            """,
+        subcommands: [Create.self, List.self, Show.self, Update.self, Enable.self, Disable.self, Delete.self, RotateSecret.self]
+    )
+
+    struct Output: ParsableArguments {
+        @OptionGroup var database: DatabaseOptions
+        @Flag(help: "Print machine-readable JSON instead of text.")
+        var json = false
+    }
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Register an endpoint; prints its secret once.")
+        @OptionGroup var output: Output
+        @Option(help: "The http(s) URL that receives events.") var url: String
+        @Option(help: "A note for people.") var description: String = ""
+        @Option(name: .customLong("event-type"), help: "Deliver only this event type (repeatable); default all.")
+        var eventTypes: [String] = []
+
+        func run() async throws {
+            try await withStore(output) { store in
+                let (endpoint, secret) = try await store.create(url: url, description: description, eventTypes: eventTypes.isEmpty ? nil : eventTypes)
+                try show(endpoint, secret: secret, json: output.json)
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List endpoints.")
+        @OptionGroup var output: Output
+
+        func run() async throws {
+            try await withStore(output) { store in
+                let endpoints = try await store.list()
+                if output.json {
+                    try printJSON(endpoints)
+                } else if endpoints.isEmpty {
+                    print("no webhook endpoints")
+                } else {
+                    for endpoint in endpoints {
+                        let state = endpoint.enabled ? "enabled " : "disabled"
+                        print("\(endpoint.id.uuidString.lowercased())  \(state)  \(endpoint.url)  \(endpoint.eventTypes?.joined(separator: ",") ?? "all events")")
+                    }
+                }
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one endpoint.")
+        @OptionGroup var output: Output
+        @Argument(help: "The endpoint id.") var id: String
+
+        func run() async throws {
+            try await showAfter(output, id) { store, id in try await store.get(id) }
+        }
+    }
+
+    struct Update: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Change an endpoint's URL, description or event types.")
+        @OptionGroup var output: Output
+        @Argument(help: "The endpoint id.") var id: String
+        @Option(help: "A new URL.") var url: String?
+        @Option(help: "A new description.") var description: String?
+        @Option(name: .customLong("event-type"), help: "Replace the event types (repeatable).") var eventTypes: [String] = []
+        @Flag(help: "Deliver every event type.") var allEvents = false
+
+        func run() async throws {
+            let types: [String]?? = allEvents ? .some(nil) : (eventTypes.isEmpty ? nil : .some(eventTypes))
+            try await showAfter(output, id) { store, id in
+                try await store.update(id, url: url, description: description, eventTypes: types)
+            }
+        }
+    }
+
+    struct Enable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Enable an endpoint (clears its failure state).")
+        @OptionGroup var output: Output
+        @Argument(help: "The endpoint id.") var id: String
+
+        func run() async throws {
+            try await showAfter(output, id) { store, id in try await store.update(id, enabled: true) }
+        }
+    }
+
+    struct Disable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Disable an endpoint; its deliveries wait until it is enabled.")
+        @OptionGroup var output: Output
+        @Argument(help: "The endpoint id.") var id: String
+
+        func run() async throws {
+            try await showAfter(output, id) { store, id in try await store.update(id, enabled: false) }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete an endpoint and cancel its pending deliveries.")
+        @OptionGroup var output: Output
+        @Argument(help: "The endpoint id.") var id: String
+
+        func run() async throws {
+            let id = try parseEndpointID(id)
+            try await withStore(output) { store in
+                guard try await store.delete(id) else { throw notFound(id) }
+                if output.json { try printJSON(["deleted": id.uuidString.lowercased()]) } else { print("deleted \(id.uuidString.lowercased())") }
+            }
+        }
+    }
+
+    struct RotateSecret: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rotate-secret",
+            abstract: "Replace the signing secret; the old one keeps signing for 24 hours."
+        )
+        @OptionGroup var output: Output
+        @Argument(help: "The endpoint id.") var id: String
+
+        func run() async throws {
+            let id = try parseEndpointID(id)
+            try await withStore(output) { store in
+                guard let (endpoint, secret) = try await store.rotateSecret(id) else { throw notFound(id) }
+                try show(endpoint, secret: secret, json: output.json)
+            }
+        }
+    }
+}
+
+private func withStore(_ output: Endpoints.Output, _ body: (EndpointStore) async throws -> Void) async throws {
+    let pool = try output.database.makePool(size: 2, logger: Logger(label: "subsync.endpoints"))
+    do {
+        try await body(EndpointStore(pool: pool))
+        await pool.close()
+    } catch let error as EndpointStore.ValidationError {
+        await pool.close()
+        printError(error.description)
+        throw ExitCodes.dataError
+    } catch let error as ExitCode {
+        await pool.close()
+        throw error
+    } catch {
+        await pool.close()
+        throw failureExitCode(for: error)
+    }
+}
+
+/// Runs `action` on the endpoint named by `idText` and shows the endpoint it returns, or
+/// exits "not found" when it returns nil.
+private func showAfter(
+    _ output: Endpoints.Output,
+    _ idText: String,
+    _ action: (EndpointStore, UUID) async throws -> WebhookEndpoint?
+) async throws {
+    let id = try parseEndpointID(idText)
+    try await withStore(output) { store in
+        guard let endpoint = try await action(store, id) else { throw notFound(id) }
+        try show(endpoint, secret: nil, json: output.json)
+    }
+}
+
+private func show(_ endpoint: WebhookEndpoint, secret: WebhookSecret?, json: Bool) throws {
+    if json {
+        struct Shown: Encodable {
+            var endpoint: WebhookEndpoint
+            var secret: String?
+            enum CodingKeys: String, CodingKey { case secret }
+            func encode(to encoder: any Encoder) throws {
+                try endpoint.encode(to: encoder)
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encodeIfPresent(secret, forKey: .secret)
+            }
+        }
+        try printJSON(Shown(endpoint: endpoint, secret: secret?.text))
+        return
+    }
+    print("id:           \(endpoint.id.uuidString.lowercased())")
+    print("url:          \(endpoint.url)")
+    print("description:  \(endpoint.description)")
+    print("event types:  \(endpoint.eventTypes?.joined(separator: ", ") ?? "all")")
+    print("enabled:      \(endpoint.enabled)\(endpoint.disabledReason.map { " (\($0))" } ?? "")")
+    if let failing = endpoint.failingSince { print("failing since: \(RFC3339.format(failing))") }
+    if let secret {
+        print("secret:       \(secret.text)")
+        print("              (shown once: store it now)")
+    }
+}
+
+func parseEndpointID(_ text: String) throws -> UUID {
+    guard let id = UUID(uuidString: text) else {
+        throw ValidationError("endpoint id must be a UUID, got \"\(text)\"")
+    }
+    return id
+}
+
+private func notFound(_ id: UUID) -> ExitCode {
+    printError("no webhook endpoint \(id.uuidString.lowercased())")
+    return ExitCodes.notFound
+}

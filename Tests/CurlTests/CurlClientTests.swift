@@ -1,0 +1,399 @@
+import Curl
+import Testing
+
+private let loopbackGuard: AddressGuard = {
+    do {
+        return try AddressGuard(allow: ["127.0.0.0/8", "::1/128"])
+    } catch {
+        preconditionFailure("\(error)")
+    }
+}()
+
+private func loopbackClient(maximumConcurrentTransfers: Int = 256) -> CurlClient {
+    CurlClient(
+        configuration: .init(addressGuard: loopbackGuard, maximumConcurrentTransfers: maximumConcurrentTransfers))
+}
+
+/// Runs `body`, returning how long it took and the error it threw (nil if none).
+private func timedError(_ body: () async throws -> Void) async -> (Duration, (any Error)?) {
+    let clock = ContinuousClock()
+    let start = clock.now
+    do {
+        try await body()
+        return (clock.now - start, nil)
+    } catch {
+        return (clock.now - start, error)
+    }
+}
+
+@Suite("CurlClient")
+struct CurlClientTests {
+    @Test("POST delivers the exact body and headers; the answer carries status, headers and body")
+    func postWithBodyAndHeaders() async throws {
+        try await TestServer.run { port, recorder in
+            let client = loopbackClient()
+            defer { client.shutdown() }
+            let body = Array(#"{"type":"entitlement.activated","data":{"n":1}}"#.utf8) + [0, 255, 10, 13]
+            let response = try await client.execute(
+                CurlRequest(
+                    url: "http://127.0.0.1:\(port)/echo",
+                    headers: [
+                        (name: "Content-Type", value: "application/json"),
+                        (name: "X-Custom", value: "value-123"),
+                        (name: "webhook-id", value: "evt_1"),
+                    ],
+                    body: body))
+            #expect(response.status == 200)
+            #expect(response.body == body)
+            #expect(!response.truncated)
+            #expect(response.header("X-SEEN-CUSTOM") == "value-123")
+            #expect(response.headers.allSatisfy { $0.name == $0.name.lowercased() })
+            #expect(response.header("content-length") == "\(body.count)")
+            #expect(response.totalTime > .zero && response.totalTime < .seconds(5))
+
+            let seen = try #require(recorder.requests.first)
+            #expect(seen.method == "POST")
+            #expect(seen.body == body)
+            #expect(seen.headers["x-custom"] == "value-123")
+            #expect(seen.headers["webhook-id"] == "evt_1")
+            #expect(seen.headers["content-type"] == "application/json")
+            #expect(seen.headers["user-agent"] == "subsync-webhooks/1")
+            #expect(seen.headers["expect"] == nil)
+        }
+    }
+
+    @Test("other methods; no libcurl form content type; GET sends no body")
+    func methods() async throws {
+        try await TestServer.run { port, recorder in
+            let client = loopbackClient()
+            defer { client.shutdown() }
+            let put = try await client.execute(
+                CurlRequest(url: "http://127.0.0.1:\(port)/echo", method: "PUT", body: Array("abc".utf8)))
+            #expect(put.status == 200)
+            #expect(put.body == Array("abc".utf8))
+            let get = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo", method: "GET"))
+            #expect(get.status == 200)
+            #expect(get.body.isEmpty)
+            let emptyPost = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo"))
+            #expect(emptyPost.status == 200)
+
+            let seen = recorder.requests
+            #expect(seen.map(\.method) == ["PUT", "GET", "POST"])
+            #expect(seen[0].headers["content-type"] == nil)
+            #expect(seen[1].body.isEmpty)
+            #expect(seen[2].headers["content-length"] == "0")
+        }
+    }
+
+    @Test("a 500 is an answer, not an error")
+    func serverError() async throws {
+        try await TestServer.run { port, _ in
+            let client = loopbackClient()
+            defer { client.shutdown() }
+            let response = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/status/500", method: "GET"))
+            #expect(response.status == 500)
+            #expect(response.body == Array("boom".utf8))
+        }
+    }
+
+    @Test("a slow server times out promptly")
+    func timeout() async throws {
+        try await TestServer.run { port, _ in
+            let client = loopbackClient()
+            defer { client.shutdown() }
+            let (elapsed, error) = await timedError {
+                _ = try await client.execute(
+                    CurlRequest(
+                        url: "http://127.0.0.1:\(port)/slow?ms=5000", method: "GET", totalTimeout: .milliseconds(300)))
+            }
+            guard case .timedOut(let message) = error as? CurlError else {
+                Issue.record("expected .timedOut, got \(String(describing: error))")
+                return
+            }
+            #expect(!message.isEmpty)
+            #expect(elapsed >= .milliseconds(250))
+            #expect(elapsed < .seconds(2))
+        }
+    }
+
+    @Test("a closed port is couldNotConnect")
+    func connectionRefused() async throws {
+        let port = try TestServer.closedPort()
+        let client = loopbackClient()
+        defer { client.shutdown() }
+        let (elapsed, error) = await timedError {
+            _ = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/", method: "GET"))
+        }
+        guard case .couldNotConnect = error as? CurlError else {
+            Issue.record("expected .couldNotConnect, got \(String(describing: error))")
+            return
+        }
+        #expect(elapsed < .seconds(2))
+    }
+
+    @Test("an unresolvable host is couldNotResolve")
+    func unresolvable() async throws {
+        let client = loopbackClient()
+        defer { client.shutdown() }
+        let error = await #expect(throws: CurlError.self) {
+            _ = try await client.execute(
+                CurlRequest(url: "http://does-not-exist.invalid/", connectTimeout: .seconds(3), totalTimeout: .seconds(3)))
+        }
+        guard case .couldNotResolve = error else {
+            Issue.record("expected .couldNotResolve, got \(String(describing: error))")
+            return
+        }
+    }
+
+    @Test("a 302 is returned, not followed")
+    func redirectNotFollowed() async throws {
+        try await TestServer.run { port, recorder in
+            let client = loopbackClient()
+            defer { client.shutdown() }
+            let response = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/redirect", method: "GET"))
+            #expect(response.status == 302)
+            #expect(response.header("Location") == "/target")
+            #expect(recorder.hits("redirect") == 1)
+            #expect(recorder.hits("target") == 0)
+        }
+    }
+
+    @Test("a huge response is capped at maximumResponseBytes")
+    func hugeResponse() async throws {
+        try await TestServer.run { port, _ in
+            let client = loopbackClient()
+            defer { client.shutdown() }
+            let capped = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/huge", method: "GET"))
+            #expect(capped.status == 200)
+            #expect(capped.body.count == 65_536)
+            #expect(capped.truncated)
+            #expect(capped.header("content-length") == "\(TestServer.hugeBodySize)")
+
+            let tiny = try await client.execute(
+                CurlRequest(url: "http://127.0.0.1:\(port)/huge", method: "GET", maximumResponseBytes: 10))
+            #expect(tiny.body == Array(repeating: UInt8(ascii: "x"), count: 10))
+            #expect(tiny.truncated)
+
+            let none = try await client.execute(
+                CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", maximumResponseBytes: 0))
+            #expect(none.status == 200)
+            #expect(none.body.isEmpty)
+            #expect(none.truncated)
+
+            let exact = try await client.execute(
+                CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", maximumResponseBytes: 2))
+            #expect(exact.body == Array("ok".utf8))
+            #expect(!exact.truncated)
+        }
+    }
+
+    @Test("loopback is refused at connect time unless allowed")
+    func loopbackGuard() async throws {
+        try await TestServer.run { port, recorder in
+            let strict = CurlClient()
+            defer { strict.shutdown() }
+            let error = await #expect(throws: CurlError.self) {
+                _ = try await strict.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET"))
+            }
+            guard case .addressNotAllowed(let message) = error else {
+                Issue.record("expected .addressNotAllowed, got \(String(describing: error))")
+                return
+            }
+            #expect(message.contains("127.0.0.1"))
+            #expect(recorder.hits("ok") == 0)
+
+            let allowed = loopbackClient()
+            defer { allowed.shutdown() }
+            let response = try await allowed.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET"))
+            #expect(response.status == 200)
+            #expect(recorder.hits("ok") == 1)
+
+            let tens = CurlClient(configuration: .init(addressGuard: try AddressGuard(allow: ["10.0.0.0/8"])))
+            defer { tens.shutdown() }
+            await #expect(throws: CurlError.self) {
+                _ = try await tens.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET"))
+            }
+            #expect(recorder.hits("ok") == 1)
+        }
+    }
+
+    @Test("a host name resolving to loopback is refused")
+    func localhostRefused() async throws {
+        try await TestServer.run { port, recorder in
+            let strict = CurlClient()
+            defer { strict.shutdown() }
+            let error = await #expect(throws: CurlError.self) {
+                _ = try await strict.execute(CurlRequest(url: "http://localhost:\(port)/ok", method: "GET"))
+            }
+            guard case .addressNotAllowed(let message) = error else {
+                Issue.record("expected .addressNotAllowed, got \(String(describing: error))")
+                return
+            }
+            #expect(message.contains("127.0.0.1") || message.contains("::1"))
+            #expect(recorder.hits("ok") == 0)
+        }
+    }
+
+    @Test(
+        "URLs that are not http(s) or do not parse are refused before any transfer",
+        arguments: ["ftp://example.com/x", "file:///etc/passwd", "gopher://example.com/", "not a url", "", "//example.com/x", "http://", "dict://127.0.0.1:11211/"])
+    func invalidURL(_ url: String) async {
+        let client = CurlClient()
+        defer { client.shutdown() }
+        let error = await #expect(throws: CurlError.self) {
+            _ = try await client.execute(CurlRequest(url: url))
+        }
+        guard case .invalidURL(let message) = error else {
+            Issue.record("expected .invalidURL, got \(String(describing: error))")
+            return
+        }
+        #expect(!url.isEmpty ? !message.contains(url) : true)
+    }
+
+    @Test("malformed methods and headers are refused")
+    func malformedRequest() async {
+        let client = CurlClient()
+        defer { client.shutdown() }
+        for request in [
+            CurlRequest(url: "http://example.com/", method: "GET / HTTP/1.1\r\nX: y"),
+            CurlRequest(url: "http://example.com/", method: ""),
+            CurlRequest(url: "http://example.com/", headers: [(name: "X-A", value: "b\r\nX-Injected: 1")]),
+            CurlRequest(url: "http://example.com/", headers: [(name: "Bad Name", value: "x")]),
+        ] {
+            await #expect(throws: CurlError.self) { _ = try await client.execute(request) }
+        }
+    }
+
+    @Test("200 concurrent requests all succeed")
+    func concurrent() async throws {
+        try await TestServer.run { port, recorder in
+            let client = loopbackClient()
+            defer { client.shutdown() }
+            let results = try await withThrowingTaskGroup(of: (Int, CurlResponse).self) { group in
+                for index in 0..<200 {
+                    group.addTask {
+                        let response = try await client.execute(
+                            CurlRequest(url: "http://127.0.0.1:\(port)/echo", body: Array("request \(index)".utf8)))
+                        return (index, response)
+                    }
+                }
+                var results: [(Int, CurlResponse)] = []
+                for try await result in group {
+                    results.append(result)
+                }
+                return results
+            }
+            #expect(results.count == 200)
+            for (index, response) in results {
+                #expect(response.status == 200)
+                #expect(response.body == Array("request \(index)".utf8))
+            }
+            #expect(recorder.hits("echo") == 200)
+        }
+    }
+
+    @Test("more requests than transfer slots queue and all complete")
+    func queued() async throws {
+        try await TestServer.run { port, _ in
+            let client = loopbackClient(maximumConcurrentTransfers: 2)
+            defer { client.shutdown() }
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<20 {
+                    group.addTask {
+                        try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET")).status
+                    }
+                }
+                for try await status in group {
+                    #expect(status == 200)
+                }
+            }
+        }
+    }
+
+    @Test("sequential requests to one host reuse the connection")
+    func keepAlive() async throws {
+        try await TestServer.run { port, _ in
+            let client = loopbackClient()
+            defer { client.shutdown() }
+            var ports: [String] = []
+            for _ in 0..<5 {
+                let response = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/port", method: "GET"))
+                #expect(response.status == 200)
+                ports.append(String(decoding: response.body, as: UTF8.self))
+            }
+            #expect(Set(ports).count == 1, "client ports: \(ports)")
+            #expect(ports.first != "-1")
+
+            // A different client has its own multi handle and so its own connection.
+            let other = loopbackClient()
+            defer { other.shutdown() }
+            let otherPort = try await other.execute(CurlRequest(url: "http://127.0.0.1:\(port)/port", method: "GET"))
+            #expect(String(decoding: otherPort.body, as: UTF8.self) != ports.first)
+        }
+    }
+
+    @Test("cancelling the calling task removes the transfer promptly; the client keeps working")
+    func cancellation() async throws {
+        try await TestServer.run { port, recorder in
+            let client = loopbackClient()
+            defer { client.shutdown() }
+            let clock = ContinuousClock()
+            let task = Task {
+                try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=5000", method: "GET"))
+            }
+            while recorder.hits("slow") == 0 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let cancelledAt = clock.now
+            task.cancel()
+            let result = await task.result
+            #expect(clock.now - cancelledAt < .seconds(1))
+            #expect(throws: CancellationError.self) { try result.get() }
+
+            // Cancelled before it even started.
+            let early = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET"))
+            }
+            await #expect(throws: CancellationError.self) { try await early.value }
+
+            let response = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET"))
+            #expect(response.status == 200)
+        }
+    }
+
+    @Test("shutdown fails in-flight and queued requests, and later ones, with .shutDown")
+    func shutdown() async throws {
+        try await TestServer.run { port, recorder in
+            let client = loopbackClient(maximumConcurrentTransfers: 1)
+            let clock = ContinuousClock()
+            let tasks = (0..<3).map { _ in
+                Task {
+                    try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=5000", method: "GET"))
+                }
+            }
+            while recorder.hits("slow") == 0 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let shutAt = clock.now
+            client.shutdown()
+            client.shutdown()
+            for task in tasks {
+                let result = await task.result
+                #expect(throws: CurlError.shutDown) { try result.get() }
+            }
+            #expect(clock.now - shutAt < .seconds(1))
+            #expect(recorder.hits("slow") == 1, "only one transfer was in flight")
+            await #expect(throws: CurlError.shutDown) {
+                _ = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET"))
+            }
+        }
+    }
+
+    @Test("errors describe themselves")
+    func errorDescriptions() {
+        #expect(CurlError.shutDown.description.contains("shut down"))
+        #expect(CurlError.addressNotAllowed("refused to connect to 10.0.0.1").description.contains("10.0.0.1"))
+        #expect(CurlError.other(code: 35, message: "TLS").description.contains("35"))
+    }
+}

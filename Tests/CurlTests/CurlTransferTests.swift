@@ -1,0 +1,66 @@
+import Testing
+
+@testable import Curl
+
+/// The callbacks' parsing, fed directly (a real server cannot easily send 1xx responses or folded headers).
+@Suite("CurlTransfer callbacks")
+struct CurlTransferTests {
+    private func transfer(maximumResponseBytes: Int = 65_536) -> CurlTransfer {
+        CurlTransfer(
+            request: CurlRequest(url: "http://example.com/", maximumResponseBytes: maximumResponseBytes),
+            addressGuard: .publicOnly, userAgent: "test")
+    }
+
+    private func feed(_ transfer: CurlTransfer, _ lines: [String]) {
+        for line in lines {
+            Array(line.utf8).withUnsafeBytes { transfer.receiveHeaderLine($0) }
+        }
+    }
+
+    @Test("only the final response's headers are kept; names lowercased; values trimmed")
+    func headers() {
+        let transfer = transfer()
+        feed(transfer, [
+            "HTTP/1.1 100 Continue\r\n", "X-Interim: 1\r\n", "\r\n",
+            "HTTP/1.1 200 OK\r\n", "Content-Type:  application/json \r\n", "X-Empty:\r\n",
+            "X-Folded: first\r\n", " \tsecond\r\n", "not a header line\r\n", ": no name\r\n",
+            "Retry-After: 120\r\n", "\r\n",
+        ])
+        #expect(transfer.responseHeaders.map(\.name) == ["content-type", "x-empty", "x-folded", "retry-after"])
+        #expect(transfer.responseHeaders.map(\.value) == ["application/json", "", "first second", "120"])
+        let response = CurlResponse(status: 200, headers: transfer.responseHeaders)
+        #expect(response.header("Retry-After") == "120")
+        #expect(response.header("x-interim") == nil)
+        #expect(response.header("missing") == nil)
+    }
+
+    @Test("collected header bytes are bounded")
+    func headerCap() {
+        let transfer = transfer()
+        let line = "X-Big: " + String(repeating: "a", count: 10_000) + "\r\n"
+        feed(transfer, ["HTTP/1.1 200 OK\r\n"] + Array(repeating: line, count: 100))
+        let total = transfer.responseHeaders.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+        #expect(total <= CurlTransfer.maximumHeaderBytes)
+        #expect(transfer.responseHeaders.count == CurlTransfer.maximumHeaderBytes / 10_007)  // "X-Big: " + 10 000 bytes
+    }
+
+    @Test("the body is capped across many writes")
+    func bodyCap() {
+        let transfer = transfer(maximumResponseBytes: 5)
+        for chunk in ["ab", "cd", "ef", "gh"] {
+            Array(chunk.utf8).withUnsafeBytes { transfer.receiveBody($0) }
+        }
+        #expect(transfer.responseBody == Array("abcde".utf8))
+        #expect(transfer.truncated)
+    }
+
+    @Test("timeouts convert to libcurl milliseconds, never 0")
+    func durations() {
+        #expect(Duration.seconds(5).curlMilliseconds == 5000)
+        #expect(Duration.milliseconds(1500).curlMilliseconds == 1500)
+        #expect(Duration.microseconds(10).curlMilliseconds == 1)
+        #expect(Duration.zero.curlMilliseconds == 1)
+        #expect(Duration.seconds(-3).curlMilliseconds == 1)
+        #expect(Duration.seconds(Int64.max).curlMilliseconds == Int(Int32.max))
+    }
+}

@@ -1,0 +1,162 @@
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A request context that remembers the client's port, to tell connections apart.
+struct PeerContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let remotePort: Int?
+
+    init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+        self.remotePort = source.channel.remoteAddress?.port
+    }
+}
+
+/// What the test server saw.
+final class Recorder: Sendable {
+    struct Seen: Sendable {
+        var method: String
+        var body: [UInt8]
+        var headers: [String: String]
+    }
+
+    private let hits = Mutex<[String: Int]>([:])
+    private let seen = Mutex<[Seen]>([])
+
+    func hit(_ path: String) {
+        hits.withLock { $0[path, default: 0] += 1 }
+    }
+
+    func hits(_ path: String) -> Int {
+        hits.withLock { $0[path, default: 0] }
+    }
+
+    func record(_ request: Seen) {
+        seen.withLock { $0.append(request) }
+    }
+
+    var requests: [Seen] {
+        seen.withLock { $0 }
+    }
+}
+
+/// A real HTTP/1.1 server on 127.0.0.1 with an ephemeral port, for the duration of `body`.
+enum TestServer {
+    static let hugeBodySize = 5_000_000
+
+    static func run<T: Sendable>(_ body: @Sendable (_ port: Int, _ recorder: Recorder) async throws -> T) async throws -> T {
+        let recorder = Recorder()
+        let router = Router(context: PeerContext.self)
+
+        let echo: @Sendable (Request, PeerContext) async throws -> Response = { request, _ in
+            recorder.hit("echo")
+            let buffer = try await request.body.collect(upTo: 16 << 20)
+            let bytes = Array(buffer.readableBytesView)
+            var headers: [String: String] = [:]
+            for field in request.headers {
+                headers[field.name.canonicalName] = field.value
+            }
+            recorder.record(.init(method: request.method.rawValue, body: bytes, headers: headers))
+            var responseHeaders = HTTPFields()
+            if let custom = headers["x-custom"], let name = HTTPField.Name("X-Seen-Custom") {
+                responseHeaders[name] = custom
+            }
+            return Response(status: .ok, headers: responseHeaders, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+        }
+        router.post("echo", use: echo)
+        router.put("echo", use: echo)
+        router.get("echo", use: echo)
+
+        router.get("ok") { _, _ in
+            recorder.hit("ok")
+            return "ok"
+        }
+        router.get("status/500") { _, _ in
+            Response(status: .internalServerError, body: .init(byteBuffer: ByteBuffer(string: "boom")))
+        }
+        router.get("slow") { request, _ -> String in
+            recorder.hit("slow")
+            let milliseconds = request.uri.queryParameters.get("ms", as: Int.self) ?? 1000
+            try await Task.sleep(for: .milliseconds(milliseconds))
+            return "slow"
+        }
+        router.get("redirect") { _, _ in
+            recorder.hit("redirect")
+            return Response(status: .found, headers: [.location: "/target"])
+        }
+        router.get("target") { _, _ in
+            recorder.hit("target")
+            return "target"
+        }
+        router.get("huge") { _, _ in
+            Response(
+                status: .ok,
+                body: .init(byteBuffer: ByteBuffer(repeating: UInt8(ascii: "x"), count: hugeBodySize)))
+        }
+        router.get("port") { _, context in
+            "\(context.remotePort ?? -1)"
+        }
+
+        var logger = Logger(label: "curl-tests.server")
+        logger.logLevel = .critical
+        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(
+            router: router,
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in
+                portContinuation.yield(channel.localAddress?.port ?? -1)
+                portContinuation.finish()
+            },
+            logger: logger
+        )
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.run() }
+            defer { group.cancelAll() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next(), port > 0 else {
+                throw TestServerError.didNotStart
+            }
+            return try await body(port, recorder)
+        }
+    }
+
+    /// A loopback port with nothing listening on it: bound to find a free one, then closed.
+    static func closedPort() throws -> Int {
+        #if canImport(Glibc)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard descriptor >= 0 else { throw TestServerError.noFreePort }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let port = withUnsafeMutablePointer(to: &address) { pointer -> Int in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
+                guard bind(descriptor, generic, length) == 0, getsockname(descriptor, generic, &length) == 0 else {
+                    return -1
+                }
+                return Int(UInt16(bigEndian: pointer.pointee.sin_port))
+            }
+        }
+        guard port > 0 else { throw TestServerError.noFreePort }
+        return port
+    }
+}
+
+enum TestServerError: Error {
+    case didNotStart
+    case noFreePort
+}

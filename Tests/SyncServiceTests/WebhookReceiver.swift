@@ -1,0 +1,127 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The Python receiver in scripts/webhook-receiver.py, run as a separate process: a real HTTP
+/// server that checks every signature with the `standardwebhooks` package from PyPI.
+final class WebhookReceiver: @unchecked Sendable {
+    // @unchecked: `process` is only replaced by `restart()`, which tests call from one task.
+    private var process: Process
+    let port: Int
+
+    struct Entry: Decodable {
+        var path: String
+        var id: String
+        var timestamp: String?
+        var signature: String?
+        var verifiedBy: [Int]
+        var status: Int
+        var receivedAt: Double
+        var body: Body?
+
+        struct Body: Decodable {
+            var type: String
+            var timestamp: String
+            var data: Data
+
+            struct Data: Decodable {
+                var id: String
+                var accountID: String
+                var sequence: Int
+
+                enum CodingKeys: String, CodingKey {
+                    case id
+                    case accountID = "account_id"
+                    case sequence
+                }
+            }
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case path, id, timestamp, signature, status, body
+            case verifiedBy = "verified_by"
+            case receivedAt = "received_at"
+        }
+    }
+
+    static var script: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scripts/webhook-receiver.py")
+    }
+
+    init(port requested: Int = 0) throws {
+        (process, port) = try Self.launch(port: requested)
+    }
+
+    private static func launch(port: Int) throws -> (Process, Int) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script.path, "--port", String(port)]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The first line is "PORT <n>".
+        var line = Data()
+        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
+            line.append(byte)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.hasPrefix("PORT "), let actual = Int(text.dropFirst(5)) else {
+            process.terminate()
+            throw ReceiverError("receiver did not start: \(text)")
+        }
+        return (process, actual)
+    }
+
+    struct ReceiverError: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    /// Sets the secrets the receiver verifies with.
+    func setSecrets(_ secrets: [String]) async throws {
+        var request = URLRequest(url: URL(string: url("/_secrets"))!)
+        request.httpMethod = "POST"
+        request.httpBody = try JSONSerialization.data(withJSONObject: ["secrets": secrets])
+        _ = try await URLSession.shared.data(for: request)
+    }
+
+    func entries() async throws -> [Entry] {
+        let (data, _) = try await URLSession.shared.data(from: URL(string: url("/_log"))!)
+        return try JSONDecoder().decode([Entry].self, from: data)
+    }
+
+    /// Polls the log until `condition` holds (at most `seconds`).
+    func waitFor(seconds: Double = 15, _ condition: ([Entry]) -> Bool) async throws -> [Entry] {
+        let deadline = Date().addingTimeInterval(seconds)
+        var entries: [Entry] = []
+        while Date() < deadline {
+            entries = (try? await self.entries()) ?? entries
+            if condition(entries) { return entries }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return entries
+    }
+
+    /// Stops the receiver: connections to its port are refused until `start()`.
+    func stop() {
+        process.terminate()
+        // Poll rather than `waitUntilExit()`, which was seen to hang on Linux.
+        for _ in 0..<100 where process.isRunning { usleep(20_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        for _ in 0..<100 where process.isRunning { usleep(20_000) }
+    }
+
+    /// Starts it again on the same port (with an empty log).
+    func start() throws {
+        (process, _) = try Self.launch(port: port)
+    }
+
+    deinit {
+        if process.isRunning { process.terminate() }
+    }
+}

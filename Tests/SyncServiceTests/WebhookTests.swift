@@ -1,0 +1,345 @@
+import Curl
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Postgres
+import SyncCore
+import SyncService
+import SyncStore
+import Testing
+
+@Suite("Webhook signing")
+struct WebhookSigningTests {
+    @Test("the Standard Webhooks known-answer vector")
+    func knownAnswer() {
+        let signature = WebhookSigner.signature(
+            id: "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            timestamp: 1_614_265_330,
+            body: Array(#"{"test": 2432232314}"#.utf8),
+            secrets: [WebhookSecret(text: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")]
+        )
+        #expect(signature == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+    }
+
+    @Test("two secrets give two signatures")
+    func rotationSignsTwice() {
+        let signature = WebhookSigner.signature(id: "a", timestamp: 1, body: [], secrets: [.generate(), .generate()])
+        #expect(signature.split(separator: " ").count == 2)
+        #expect(signature.split(separator: " ").allSatisfy { $0.hasPrefix("v1,") })
+    }
+
+    @Test("retry schedule: jitter stays within ±20 %, and ends")
+    func schedule() {
+        var generator = SystemRandomNumberGenerator()
+        let schedule = RetrySchedule.standard
+        #expect(schedule.maximumAttempts == 10)
+        for attempt in 1...9 {
+            let base = schedule.delays[attempt - 1]
+            let delay = schedule.delay(afterAttempt: attempt, using: &generator)
+            #expect(delay.map { $0 >= base * 0.8 && $0 <= base * 1.2 } == true)
+        }
+        #expect(schedule.delay(afterAttempt: 10, using: &generator) == nil)
+        #expect(RetrySchedule.retryAfter("120") == 120)
+        #expect(RetrySchedule.retryAfter("0") == 1)
+        #expect(RetrySchedule.retryAfter("99999999") == TimeInterval(6 * 3600))
+        #expect(RetrySchedule.retryAfter("soon") == nil)
+        let date = RetrySchedule.retryAfter("Wed, 21 Oct 2015 07:28:00 GMT", now: Date(timeIntervalSince1970: 1_445_412_450))
+        #expect(date == 30)
+    }
+}
+
+@Suite("Webhook endpoints API")
+struct EndpointAPITests {
+    func createBody(_ fields: [String: Any]) throws -> ByteBuffer {
+        ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: fields))
+    }
+
+    @Test("create shows the secret once; list and get never; validation and admin-only")
+    func lifecycle() async throws {
+        try await TestEnvironment.withFresh { env in
+            try await env.application(workers: 0).test(.router) { client in
+                let admin: HTTPFields = [.authorization: "Bearer \(TestCredentials.adminKey)", .contentType: "application/json"]
+                let created = try await client.execute(
+                    uri: "/v1/webhook-endpoints", method: .post, headers: admin,
+                    body: try createBody(["url": "https://example.com/hook", "event_types": ["entitlement.activated"]])
+                ) { response in
+                    #expect(response.status == .created)
+                    return try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any] ?? [:]
+                }
+                let id = try #require(created["id"] as? String)
+                #expect((created["secret"] as? String)?.hasPrefix("whsec_") == true)
+                try await client.execute(uri: "/v1/webhook-endpoints", method: .get, headers: admin) { response in
+                    #expect(response.status == .ok)
+                    #expect(!String(buffer: response.body).contains("whsec_"))
+                }
+                try await client.execute(uri: "/v1/webhook-endpoints/\(id)", method: .get, headers: admin) { response in
+                    #expect(response.status == .ok)
+                    #expect(!String(buffer: response.body).contains("whsec_"))
+                }
+                // Validation.
+                for (fields, mention) in [
+                    (["url": "ftp://example.com"], "url"),
+                    (["url": "https://user:pw@example.com/x"], "credentials"),
+                    (["url": "https://example.com", "event_types": ["entitlement.exploded"]], "unknown event type"),
+                ] as [([String: Any], String)] {
+                    try await client.execute(uri: "/v1/webhook-endpoints", method: .post, headers: admin, body: try createBody(fields)) { response in
+                        #expect(response.status == .unprocessableContent)
+                        #expect(String(buffer: response.body).contains(mention))
+                    }
+                }
+                try await client.execute(uri: "/v1/webhook-endpoints", method: .post, headers: admin, body: ByteBuffer(string: "{\"url\": 5}")) { response in
+                    #expect(response.status == .badRequest)
+                }
+                // Devices may not touch endpoints.
+                let device: HTTPFields = [.authorization: "Bearer \(try await env.token(for: "alice"))"]
+                try await client.execute(uri: "/v1/webhook-endpoints", method: .get, headers: device) { response in
+                    #expect(response.status == .forbidden)
+                }
+                // Update, rotate, delete.
+                try await client.execute(uri: "/v1/webhook-endpoints/\(id)", method: .patch, headers: admin, body: try createBody(["enabled": false, "event_types": NSNull()])) { response in
+                    #expect(response.status == .ok)
+                    let json = try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]
+                    #expect(json?["enabled"] as? Bool == false)
+                    #expect(json?["event_types"] is NSNull || json?["event_types"] == nil)
+                }
+                try await client.execute(uri: "/v1/webhook-endpoints/\(id)/rotate-secret", method: .post, headers: admin) { response in
+                    #expect(response.status == .ok)
+                    let json = try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]
+                    #expect((json?["secret"] as? String)?.hasPrefix("whsec_") == true)
+                    #expect(json?["secret"] as? String != created["secret"] as? String)
+                    #expect(json?["previous_secret_expires_at"] is String)
+                }
+                try await client.execute(uri: "/v1/webhook-endpoints/\(id)", method: .delete, headers: admin) { response in
+                    #expect(response.status == .noContent)
+                }
+                try await client.execute(uri: "/v1/webhook-endpoints/\(id)", method: .get, headers: admin) { response in
+                    #expect(response.status == .notFound)
+                }
+                try await client.execute(uri: "/v1/webhook-endpoints/not-a-uuid", method: .get, headers: admin) { response in
+                    #expect(response.status == .badRequest)
+                }
+            }
+        }
+    }
+}
+
+/// Deliveries to the real Python receiver, signatures verified by `standardwebhooks`.
+@Suite("Webhook delivery", .serialized)
+struct WebhookDeliveryTests {
+    static let loopback = try? AddressGuard(allow: ["127.0.0.0/8", "::1/128"])
+
+    /// Registers an endpoint for `path` on the receiver and tells the receiver its secret.
+    func endpoint(_ env: TestEnvironment, _ receiver: WebhookReceiver, _ path: String, eventTypes: [String]? = nil) async throws -> (UUID, WebhookSecret) {
+        let (endpoint, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url(path), eventTypes: eventTypes)
+        try await receiver.setSecrets([secret.text])
+        return (endpoint.id, secret)
+    }
+
+    func sync(_ client: some TestClientProtocol, account: String, _ reports: [Report]) async throws {
+        let result = try await client.sync(account: account, body: try SyncBody(device: "iphone", reports: reports).data)
+        #expect(result.status == .accepted)
+    }
+
+    func attempts(_ env: TestEnvironment, endpoint: UUID) async throws -> [(status: Int?, error: String?, excerpt: String?)] {
+        try await env.pool.query(
+            """
+            SELECT a.status_code, a.error, a.response_excerpt FROM delivery_attempts a
+            JOIN deliveries d USING (account_id, delivery_id) WHERE d.endpoint_id = \(endpoint) ORDER BY a.attempted_at
+            """
+        ).map { (try $0.decode(Int?.self, at: 0), try $0.decode(String?.self, at: 1), try $0.decode(String?.self, at: 2)) }
+    }
+
+    func waitForAttempts(_ env: TestEnvironment, endpoint: UUID, count: Int, seconds: Double = 15) async throws -> [(status: Int?, error: String?, excerpt: String?)] {
+        let deadline = Date().addingTimeInterval(seconds)
+        var result: [(status: Int?, error: String?, excerpt: String?)] = []
+        while Date() < deadline {
+            result = try await attempts(env, endpoint: endpoint)
+            if result.count >= count { return result }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return result
+    }
+
+    @Test("events reach the endpoint signed, with the event id as webhook-id, in sequence order")
+    func deliversSignedEvents() async throws {
+        let receiver = try WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (endpointID, _) = try await endpoint(env, receiver, "/ok")
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).test(.live) { client in
+                try await sync(client, account: "alice", [SyncAPITests.report("r1")])
+                try await sync(client, account: "alice", [SyncAPITests.report("r2", revoked: 0)])
+                let events = try await env.pool.query("SELECT event_id::text, sequence, type FROM events WHERE account_id = 'alice' ORDER BY sequence")
+                    .map { (try $0.decode(String.self, at: 0), try $0.decode(Int.self, at: 1), try $0.decode(String.self, at: 2)) }
+                #expect(events.count >= 3)
+                let entries = try await receiver.waitFor { $0.count >= events.count }
+                #expect(entries.count == events.count)
+                #expect(entries.allSatisfy { !$0.verifiedBy.isEmpty }, "standardwebhooks rejected a signature")
+                #expect(entries.map(\.id) == events.map(\.0))
+                #expect(entries.compactMap(\.body?.data.sequence) == events.map(\.1))
+                #expect(entries.compactMap(\.body?.type) == events.map(\.2))
+                #expect(entries.allSatisfy { $0.body?.data.accountID == "alice" })
+                // The outcome is recorded after the batch's sends finish.
+                var succeeded = 0
+                for _ in 0..<50 {
+                    let delivered = try await env.pool.query("SELECT count(*) FROM deliveries WHERE endpoint_id = \(endpointID) AND status = 'succeeded'")
+                    succeeded = try delivered[0].decode(Int.self, at: 0)
+                    if succeeded == events.count { break }
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                #expect(succeeded == events.count)
+            }
+        }
+    }
+
+    @Test("500 then success on retry; the webhook-id stays the same")
+    func retriesAfterServerError() async throws {
+        let receiver = try WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (endpointID, _) = try await endpoint(env, receiver, "/flaky/1", eventTypes: ["entitlement.activated"])
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: RetrySchedule(delays: [0.5, 0.5])).test(.live) { client in
+                try await sync(client, account: "bob", [SyncAPITests.report("r1")])
+                let entries = try await receiver.waitFor { $0.filter { $0.status == 200 }.count >= 1 }
+                #expect(entries.map(\.status) == [500, 200])
+                #expect(Set(entries.map(\.id)).count == 1)
+                let attempts = try await attempts(env, endpoint: endpointID)
+                #expect(attempts.map(\.status) == [500, 200])
+            }
+        }
+    }
+
+    @Test("a timeout, a refused connection and a 3xx are failures; redirects are not followed; big answers are capped")
+    func failures() async throws {
+        let receiver = try WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (slow, _) = try await endpoint(env, receiver, "/slow/3000", eventTypes: ["entitlement.activated"])
+            let (redirect, _) = try await endpoint(env, receiver, "/redirect", eventTypes: ["entitlement.activated"])
+            let (huge, _) = try await endpoint(env, receiver, "/huge", eventTypes: ["entitlement.activated"])
+            let closedPort = LocalServer.freePort()
+            let (refused, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:\(closedPort)/x", eventTypes: ["entitlement.activated"])
+            try await receiver.setSecrets([])
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: RetrySchedule(delays: [60]), webhookTimeout: .milliseconds(500)).test(.live) { client in
+                try await sync(client, account: "carl", [SyncAPITests.report("r1")])
+                let slowAttempts = try await waitForAttempts(env, endpoint: slow, count: 1)
+                #expect(slowAttempts.first?.status == nil)
+                #expect(slowAttempts.first?.error?.lowercased().contains("time") == true)
+                let refusedAttempts = try await waitForAttempts(env, endpoint: refused.id, count: 1)
+                #expect(refusedAttempts.first?.status == nil)
+                #expect(refusedAttempts.first?.error?.isEmpty == false)
+                let redirectAttempts = try await waitForAttempts(env, endpoint: redirect, count: 1)
+                #expect(redirectAttempts.first?.status == 302)
+                let hugeAttempts = try await waitForAttempts(env, endpoint: huge, count: 1)
+                #expect(hugeAttempts.first?.status == 200)
+                #expect((hugeAttempts.first?.excerpt?.utf8.count ?? 0) <= 4096)
+                // The redirect target was never requested.
+                let entries = try await receiver.entries()
+                #expect(!entries.contains { $0.path == "/ok" })
+                let pending = try await env.pool.query("SELECT count(*) FROM deliveries WHERE status = 'pending' AND endpoint_id = ANY(\([slow, redirect, refused.id])::uuid[])")
+                #expect(try pending[0].decode(Int.self, at: 0) == 3)
+            }
+        }
+    }
+
+    @Test("410 disables the endpoint; 429 with Retry-After waits at least that long")
+    func goneAndRetryAfter() async throws {
+        let receiver = try WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (gone, _) = try await endpoint(env, receiver, "/status/410", eventTypes: ["entitlement.activated"])
+            let (limited, secret) = try await endpoint(env, receiver, "/retry-after/2", eventTypes: ["entitlement.activated"])
+            try await receiver.setSecrets([secret.text])
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: RetrySchedule(delays: [0.1, 0.1])).test(.live) { client in
+                try await sync(client, account: "dana", [SyncAPITests.report("r1")])
+                let entries = try await receiver.waitFor { $0.filter { $0.path == "/retry-after/2" }.count >= 2 }
+                let limitedEntries = entries.filter { $0.path == "/retry-after/2" }
+                #expect(limitedEntries.map(\.status) == [429, 200])
+                if limitedEntries.count == 2 {
+                    #expect(limitedEntries[1].receivedAt - limitedEntries[0].receivedAt >= 1.9)
+                }
+                let endpoint = try await EndpointStore(pool: env.pool).get(gone)
+                #expect(endpoint?.enabled == false)
+                #expect(endpoint?.disabledReason?.contains("410") == true)
+                _ = limited
+            }
+        }
+    }
+
+    @Test("loopback and localhost are refused without the allowlist, accepted with it")
+    func addressGuard() async throws {
+        let receiver = try WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (byIP, secret) = try await endpoint(env, receiver, "/ok", eventTypes: ["entitlement.activated"])
+            let (byName, _) = try await EndpointStore(pool: env.pool).create(url: "http://localhost:\(receiver.port)/ok", eventTypes: ["entitlement.activated"])
+            try await receiver.setSecrets([secret.text])
+            try await env.application(deliveryWorkers: 1, webhookGuard: .publicOnly, retrySchedule: RetrySchedule(delays: [60])).test(.live) { client in
+                try await sync(client, account: "eve", [SyncAPITests.report("r1")])
+                for endpoint in [byIP, byName.id] {
+                    let attempts = try await waitForAttempts(env, endpoint: endpoint, count: 1)
+                    #expect(attempts.first?.status == nil)
+                    #expect(attempts.first?.error?.contains("not allowed") == true, "\(attempts.first?.error ?? "-")")
+                }
+                #expect(try await receiver.entries().isEmpty)
+            }
+            // The same deliveries, retried with loopback allowed, arrive.
+            _ = try await DeliveryStore(pool: env.pool).retry(deliveryID: nil)
+            try await env.pool.query("UPDATE deliveries SET next_attempt_at = now(), attempts = 0")
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).test(.live) { _ in
+                let entries = try await receiver.waitFor { $0.count >= 2 }
+                #expect(entries.count == 2)
+            }
+        }
+    }
+
+    @Test("after a secret rotation both the old and the new secret verify, for 24 hours")
+    func rotation() async throws {
+        let receiver = try WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (endpointID, old) = try await endpoint(env, receiver, "/ok", eventTypes: ["entitlement.activated"])
+            let rotated = try #require(try await EndpointStore(pool: env.pool).rotateSecret(endpointID))
+            try await receiver.setSecrets([old.text, rotated.1.text])
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).test(.live) { client in
+                try await sync(client, account: "finn", [SyncAPITests.report("r1")])
+                let entries = try await receiver.waitFor { !$0.isEmpty }
+                #expect(entries.first?.verifiedBy == [0, 1])
+                #expect(entries.first?.signature?.split(separator: " ").count == 2)
+            }
+        }
+    }
+
+    @Test("replay re-sends a range with the same event ids")
+    func replay() async throws {
+        let receiver = try WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (endpointID, _) = try await endpoint(env, receiver, "/ok")
+            let start = Date().addingTimeInterval(-1)
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).test(.live) { client in
+                try await sync(client, account: "gus", [SyncAPITests.report("r1")])
+                let first = try await receiver.waitFor { $0.count >= 2 }
+                let replayed = try await DeliveryStore(pool: env.pool).replay(endpoint: endpointID, since: start, until: nil)
+                #expect(replayed == first.count)
+                let all = try await receiver.waitFor { $0.count >= first.count * 2 }
+                #expect(all.count == first.count * 2)
+                #expect(Set(all.map(\.id)) == Set(first.map(\.id)))
+            }
+        }
+    }
+
+    @Test("a receiver that is down for a while gets every event once it is back")
+    func receiverDownThenBack() async throws {
+        let receiver = try WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (endpointID, secret) = try await endpoint(env, receiver, "/ok")
+            receiver.stop()
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: RetrySchedule(delays: [0.3, 0.3, 0.3, 0.5, 1, 1, 1, 1, 1, 1])).test(.live) { client in
+                for index in 0..<5 {
+                    try await sync(client, account: "hal-\(index)", [SyncAPITests.report("r\(index)")])
+                }
+                _ = try await waitForAttempts(env, endpoint: endpointID, count: 10)
+                try receiver.start()
+                try await receiver.setSecrets([secret.text])
+                let events = try await env.pool.query("SELECT event_id::text FROM events").map { try $0.decode(String.self, at: 0) }
+                let entries = try await receiver.waitFor(seconds: 20) { Set($0.map(\.id)).isSuperset(of: events) }
+                #expect(Set(entries.map(\.id)).isSuperset(of: events))
+                #expect(entries.allSatisfy { !$0.verifiedBy.isEmpty })
+            }
+        }
+    }
+}
