@@ -26,6 +26,14 @@ struct OpenAPITests {
         return operations
     }
 
+    /// Whether the router found no route: 405, or 404 with the generic `not_found` code (our
+    /// handlers' own 404s name what was missing, such as `endpoint_not_found`).
+    static func isRouterMiss(_ response: TestResponse) -> Bool {
+        let body = String(buffer: response.body)
+        return response.status == .methodNotAllowed
+            || (response.status == .notFound && (!body.contains("\"code\"") || body.contains("\"not_found\"")))
+    }
+
     @Test("GET /openapi.yaml serves the document, and every documented route exists")
     func everyDocumentedRouteExists() async throws {
         try await TestEnvironment.withFresh { env in
@@ -36,14 +44,25 @@ struct OpenAPITests {
                 }
                 #expect(yaml.hasPrefix("openapi: 3"))
                 let operations = Self.documentedOperations(yaml)
-                #expect(operations.count >= 7)
+                #expect(operations.count >= 13)
+                // The check itself can fail: an undocumented path is a router miss.
+                try await client.execute(uri: "/v1/no-such-route", method: .get, headers: [.authorization: "Bearer \(TestCredentials.adminKey)"]) { response in
+                    #expect(Self.isRouterMiss(response))
+                }
                 for (method, path) in operations {
                     let uri = path.replacingOccurrences(of: "{account_id}", with: "acct-1")
                         .replacingOccurrences(of: "{feature}", with: "video_calling")
-                    let httpMethod: HTTPRequest.Method = method == "post" ? .post : .get
+                        .replacingOccurrences(of: "{endpoint_id}", with: UUID().uuidString)
+                    let httpMethod: HTTPRequest.Method = switch method {
+                    case "post": .post
+                    case "patch": .patch
+                    case "delete": .delete
+                    default: .get
+                    }
                     try await client.execute(uri: uri, method: httpMethod, headers: [.authorization: "Bearer \(TestCredentials.adminKey)"], body: ByteBuffer(string: "{}")) { response in
-                        // The router's own 404/405 means the route is missing.
-                        #expect(response.status != .notFound && response.status != .methodNotAllowed, "\(method.uppercased()) \(path) → \(response.status)")
+                        // The router's own 404/405 (no JSON error body) means the route is missing;
+                        // our handlers' 404s name what was not found.
+                        #expect(!Self.isRouterMiss(response), "\(method.uppercased()) \(path) → \(response.status)")
                     }
                 }
             }
