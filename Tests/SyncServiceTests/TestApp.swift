@@ -65,6 +65,7 @@ struct TestEnvironment: Sendable {
         webhookGuard: AddressGuard? = nil,
         retrySchedule: RetrySchedule = .standard,
         webhookTimeout: Duration = .seconds(5),
+        webhookDisableAfter: TimeInterval = 5 * 86_400,
         accountRateLimit: RateLimiter.Limit? = nil,
         deviceRateLimit: RateLimiter.Limit? = nil,
         clock: @escaping @Sendable () -> Date = { Date() }
@@ -76,6 +77,7 @@ struct TestEnvironment: Sendable {
         configuration.webhookAddressGuard = webhookGuard ?? .publicOnly
         configuration.webhookRetrySchedule = retrySchedule
         configuration.webhookTimeout = webhookTimeout
+        configuration.webhookDisableAfter = webhookDisableAfter
         configuration.workers = workers
         configuration.batchSize = batchSize
         configuration.pollInterval = .milliseconds(200)

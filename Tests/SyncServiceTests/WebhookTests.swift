@@ -262,6 +262,31 @@ struct WebhookDeliveryTests {
         }
     }
 
+    @Test("an endpoint whose deliveries only fail for longer than the limit is disabled; one success clears the clock")
+    func failingEndpointIsDisabled() async throws {
+        let receiver = try WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (failing, _) = try await endpoint(env, receiver, "/status/500")
+            let (flaky, _) = try await endpoint(env, receiver, "/flaky/1")
+            let schedule = RetrySchedule(delays: Array(repeating: 0.3, count: 20), jitter: 0)
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: schedule, webhookDisableAfter: 1.5).test(.live) { client in
+                try await sync(client, account: "ivy", [SyncAPITests.report("r1")])
+                var disabled = false
+                for _ in 0..<100 where !disabled {
+                    try await Task.sleep(for: .milliseconds(100))
+                    disabled = try await EndpointStore(pool: env.pool).get(failing)?.enabled == false
+                }
+                let endpoint = try await EndpointStore(pool: env.pool).get(failing)
+                #expect(endpoint?.enabled == false)
+                #expect(endpoint?.disabledReason?.contains("failed") == true)
+                // The endpoint that recovered stays enabled with no failure clock.
+                let recovered = try await EndpointStore(pool: env.pool).get(flaky)
+                #expect(recovered?.enabled == true)
+                #expect(recovered?.failingSince == nil)
+            }
+        }
+    }
+
     @Test("loopback and localhost are refused without the allowlist, accepted with it")
     func addressGuard() async throws {
         let receiver = try WebhookReceiver()
