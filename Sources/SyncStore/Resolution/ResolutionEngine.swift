@@ -172,7 +172,9 @@ public struct ResolutionEngine: Sendable {
             try await deleteTransactions(notIn: ledgers, of: accountIDs, on: connection)
         }
         for accountID in accountIDs {
-            guard let reports = newReports[accountID], !reports.isEmpty else { continue }
+            // Dates as the database will hold them: a state resolved from in-memory reports must
+            // equal the same state resolved later from the stored ones.
+            guard let reports = newReports[accountID]?.map(\.withStoredPrecision), !reports.isEmpty else { continue }
             var counts: [String: Int] = [:]
             for report in reports {
                 ledgers[accountID, default: TransactionLedger()].add(report)
@@ -376,5 +378,19 @@ public struct ResolutionEngine: Sendable {
 
     static func json(_ value: some Encodable) throws -> String {
         String(decoding: try JSONEncoder.postgres.encode(value), as: UTF8.self)
+    }
+}
+
+extension Report {
+    /// This report with every date rounded to the microsecond, PostgreSQL's precision.
+    var withStoredPrecision: Report {
+        var report = self
+        report.observedAt = observedAt.roundedToMicroseconds
+        report.purchasedAt = purchasedAt.roundedToMicroseconds
+        report.expiresAt = expiresAt?.roundedToMicroseconds
+        report.gracePeriodExpiresAt = gracePeriodExpiresAt?.roundedToMicroseconds
+        report.revokedAt = revokedAt?.roundedToMicroseconds
+        report.trust.signedDate = trust.signedDate?.roundedToMicroseconds
+        return report
     }
 }
