@@ -30,8 +30,15 @@ extension Date {
     /// recomputed, and every re-resolution would look like a change. Rounding exactly as the
     /// database layer parses (`microseconds / 1e6` from the reference date) makes a computed
     /// date survive the round trip unchanged.
+    ///
+    /// Whole seconds and the fraction are split first, as the database layer's formatter does:
+    /// multiplying the whole interval by 10⁶ would lose the bits that decide the rounding.
     public var roundedToMicroseconds: Date {
-        Date(timeIntervalSinceReferenceDate: (timeIntervalSinceReferenceDate * 1_000_000).rounded() / 1_000_000)
+        let interval = timeIntervalSinceReferenceDate
+        guard interval.isFinite, abs(interval) < 9e9 else { return self }
+        let whole = interval.rounded(.down)
+        let micros = ((interval - whole) * 1_000_000).rounded()
+        return Date(timeIntervalSinceReferenceDate: (whole * 1_000_000 + micros) / 1_000_000)
     }
 }
 

@@ -350,7 +350,8 @@ struct OperationsStoreTests {
             #expect(try tier[0].decode(String.self, at: 0) == "premium")
             // Reconcile agrees with what the commands did.
             let reconciler = Reconciler(pool: env.pool, catalogue: .default)
-            #expect(try await reconciler.reconcile(accounts: ["gus"], repair: false).differences == [])
+            let check = try await reconciler.reconcile(accounts: ["gus"], repair: false)
+            #expect(check.differences == [], "\(check.differences)")
 
             await #expect(throws: AdminOverride.Failure.ambiguous(transactionID: "shared", accounts: ["hal", "ivy"])) {
                 _ = try await admin.apply(.revoke, transactionID: "shared", accountID: nil, actor: "a", reason: nil)

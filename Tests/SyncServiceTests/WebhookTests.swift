@@ -201,7 +201,8 @@ struct WebhookDeliveryTests {
                 let entries = try await receiver.waitFor { $0.filter { $0.status == 200 }.count >= 1 }
                 #expect(entries.map(\.status) == [500, 200])
                 #expect(Set(entries.map(\.id)).count == 1)
-                let attempts = try await attempts(env, endpoint: endpointID)
+                // Outcomes are recorded after each batch's sends finish.
+                let attempts = try await waitForAttempts(env, endpoint: endpointID, count: 2)
                 #expect(attempts.map(\.status) == [500, 200])
             }
         }
