@@ -62,19 +62,11 @@ public struct DeliveryWorker: Service {
     }
 
     private func deliverLoop() async {
-        var backoff = Duration.milliseconds(100)
-        while !Task.isCancelled {
-            let seen = await wakeups.current
-            do {
-                let sent = try await deliverBatch()
-                backoff = .milliseconds(100)
-                if sent >= configuration.batchSize { continue }
-                await wakeups.wait(after: seen, timeout: configuration.pollInterval)
-            } catch {
-                logger.warning("webhook delivery round failed; backing off", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: backoff)
-                backoff = min(backoff * 2, .seconds(5))
-            }
+        await wakeups.drain(
+            batchSize: configuration.batchSize, pollInterval: configuration.pollInterval, logger: logger,
+            failureMessage: "webhook delivery round failed; backing off"
+        ) {
+            try await deliverBatch()
         }
     }
 

@@ -7,22 +7,6 @@ struct EndpointController: Sendable {
     let store: EndpointStore
     let authenticator: Authenticator
 
-    /// The JSON of an endpoint, with its secret only when it was just created or rotated.
-    struct EndpointBody: Encodable {
-        var endpoint: WebhookEndpoint
-        var secret: String?
-
-        enum CodingKeys: String, CodingKey {
-            case secret
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            try endpoint.encode(to: encoder)
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encodeIfPresent(secret, forKey: .secret)
-        }
-    }
-
     struct CreateRequest: Decodable {
         var url: String
         var description: String?
@@ -58,7 +42,7 @@ struct EndpointController: Sendable {
     }
 
     struct ListBody: Encodable {
-        var data: [EndpointBody]
+        var data: [WebhookEndpointView]
     }
 
     func addRoutes(to router: Router<some RequestContext>) {
@@ -67,16 +51,16 @@ struct EndpointController: Sendable {
             try await requireAdmin(request)
             let body: CreateRequest = try await decode(request)
             let (endpoint, secret) = try await validated { try await store.create(url: body.url, description: body.description ?? "", eventTypes: body.eventTypes) }
-            return try JSONResponse.make(EndpointBody(endpoint: endpoint, secret: secret.text), status: .created)
+            return try JSONResponse.make(WebhookEndpointView(endpoint, secret: secret), status: .created)
         }
         endpoints.get { request, _ in
             try await requireAdmin(request)
-            return try JSONResponse.make(ListBody(data: try await store.list().map { EndpointBody(endpoint: $0) }))
+            return try JSONResponse.make(ListBody(data: try await store.list().map { WebhookEndpointView($0) }))
         }
         endpoints.get(":endpoint_id") { request, context in
             try await requireAdmin(request)
             guard let endpoint = try await store.get(try endpointID(context)) else { throw Self.notFound }
-            return try JSONResponse.make(EndpointBody(endpoint: endpoint))
+            return try JSONResponse.make(WebhookEndpointView(endpoint))
         }
         endpoints.patch(":endpoint_id") { request, context in
             try await requireAdmin(request)
@@ -86,7 +70,7 @@ struct EndpointController: Sendable {
                 try await store.update(id, url: body.url, description: body.description, eventTypes: body.eventTypes, enabled: body.enabled)
             }
             guard let updated else { throw Self.notFound }
-            return try JSONResponse.make(EndpointBody(endpoint: updated))
+            return try JSONResponse.make(WebhookEndpointView(updated))
         }
         endpoints.delete(":endpoint_id") { request, context in
             try await requireAdmin(request)
@@ -96,7 +80,7 @@ struct EndpointController: Sendable {
         endpoints.post(":endpoint_id/rotate-secret") { request, context in
             try await requireAdmin(request)
             guard let (endpoint, secret) = try await store.rotateSecret(try endpointID(context)) else { throw Self.notFound }
-            return try JSONResponse.make(EndpointBody(endpoint: endpoint, secret: secret.text))
+            return try JSONResponse.make(WebhookEndpointView(endpoint, secret: secret))
         }
     }
 

@@ -63,3 +63,32 @@ extension WakeSignal {
         await listener.close()
     }
 }
+
+extension WakeSignal {
+    /// Runs `round` until the task is cancelled: again at once while it reports a full batch
+    /// (`batchSize` or more items), otherwise once this signal is raised or `pollInterval` has
+    /// passed. A failed round backs off from 100 ms, doubling up to 5 s, and a success resets it.
+    func drain(
+        batchSize: Int,
+        pollInterval: Duration,
+        logger: Logger,
+        failureMessage: Logger.Message,
+        metadata: Logger.Metadata = [:],
+        _ round: () async throws -> Int
+    ) async {
+        var backoff = Duration.milliseconds(100)
+        while !Task.isCancelled {
+            let seen = current
+            do {
+                let handled = try await round()
+                backoff = .milliseconds(100)
+                if handled >= batchSize { continue }
+                await wait(after: seen, timeout: pollInterval)
+            } catch {
+                logger.warning(failureMessage, metadata: metadata.merging(["error": "\(error)"]) { $1 })
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
+}

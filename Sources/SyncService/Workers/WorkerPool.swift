@@ -59,30 +59,23 @@ public struct WorkerPool: Service {
     }
 
     private func work(_ index: Int) async {
-        var backoff = Duration.milliseconds(100)
-        while !Task.isCancelled {
-            let seen = await arrivals.current
-            do {
-                let started = ContinuousClock.now
-                let outcome = try await engine.resolvePendingBatch(limit: batchSize)
-                backoff = .milliseconds(100)
-                if outcome.reportsResolved > 0 {
-                    ServiceMetrics.batchDuration.recordInterval(since: started)
-                    ServiceMetrics.batchSize.record(outcome.reportsResolved)
-                    ServiceMetrics.reportsResolved.increment(by: outcome.reportsResolved)
-                    ServiceMetrics.eventsWritten.increment(by: outcome.eventsWritten)
-                    await resolutions.signal()
-                }
-                if outcome.accountsFailed > 0 {
-                    ServiceMetrics.accountsFailed.increment(by: outcome.accountsFailed)
-                }
-                if outcome.reportsResolved >= batchSize { continue }
-                await arrivals.wait(after: seen, timeout: pollInterval)
-            } catch {
-                logger.warning("resolution batch failed; backing off", metadata: ["worker": "\(index)", "error": "\(error)"])
-                try? await Task.sleep(for: backoff)
-                backoff = min(backoff * 2, .seconds(5))
+        await arrivals.drain(
+            batchSize: batchSize, pollInterval: pollInterval, logger: logger,
+            failureMessage: "resolution batch failed; backing off", metadata: ["worker": "\(index)"]
+        ) {
+            let started = ContinuousClock.now
+            let outcome = try await engine.resolvePendingBatch(limit: batchSize)
+            if outcome.reportsResolved > 0 {
+                ServiceMetrics.batchDuration.recordInterval(since: started)
+                ServiceMetrics.batchSize.record(outcome.reportsResolved)
+                ServiceMetrics.reportsResolved.increment(by: outcome.reportsResolved)
+                ServiceMetrics.eventsWritten.increment(by: outcome.eventsWritten)
+                await resolutions.signal()
             }
+            if outcome.accountsFailed > 0 {
+                ServiceMetrics.accountsFailed.increment(by: outcome.accountsFailed)
+            }
+            return outcome.reportsResolved
         }
     }
 

@@ -30,6 +30,28 @@ public struct WebhookEndpoint: Sendable, Codable, Equatable {
     }
 }
 
+/// An endpoint as the API and the CLI show it: its fields, plus `secret` only when it was just
+/// created or rotated (the one time a secret is shown).
+public struct WebhookEndpointView: Encodable, Sendable {
+    public var endpoint: WebhookEndpoint
+    public var secret: WebhookSecret?
+
+    public init(_ endpoint: WebhookEndpoint, secret: WebhookSecret? = nil) {
+        self.endpoint = endpoint
+        self.secret = secret
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case secret
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try endpoint.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(secret?.text, forKey: .secret)
+    }
+}
+
 /// The secret of an endpoint, in Standard Webhooks form: `whsec_` + base64 of the key bytes.
 public struct WebhookSecret: Sendable, Equatable, CustomStringConvertible {
     public let text: String

@@ -173,17 +173,7 @@ private func showAfter(
 
 private func show(_ endpoint: WebhookEndpoint, secret: WebhookSecret?, json: Bool) throws {
     if json {
-        struct Shown: Encodable {
-            var endpoint: WebhookEndpoint
-            var secret: String?
-            enum CodingKeys: String, CodingKey { case secret }
-            func encode(to encoder: any Encoder) throws {
-                try endpoint.encode(to: encoder)
-                var container = encoder.container(keyedBy: CodingKeys.self)
-                try container.encodeIfPresent(secret, forKey: .secret)
-            }
-        }
-        try printJSON(Shown(endpoint: endpoint, secret: secret?.text))
+        try printJSON(WebhookEndpointView(endpoint, secret: secret))
         return
     }
     print("id:           \(endpoint.id.uuidString.lowercased())")
