@@ -19,11 +19,13 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
     public var previousTier: String?
     /// The account's full resolved state after the change.
     public var state: AccountState
+    /// For `entitlement.transferred`: which purchase moved, from which account to which.
+    public var transfer: Transfer?
 
     public init(
         id: String, accountID: String, sequence: Int64, type: EventType, occurredAt: Date,
         entitlementID: String?, previous: EntitlementState?, current: EntitlementState?,
-        previousTier: String?, state: AccountState
+        previousTier: String?, state: AccountState, transfer: Transfer? = nil
     ) {
         self.id = id
         self.accountID = accountID
@@ -35,6 +37,7 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
         self.current = current
         self.previousTier = previousTier
         self.state = state
+        self.transfer = transfer
     }
 
     /// The stored form of `draft`, with the identity the store assigned.
@@ -54,6 +57,7 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
         case previous, current
         case previousTier = "previous_tier"
         case state
+        case transfer
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -68,5 +72,30 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
         try c.encode(current, forKey: .current)
         try c.encode(previousTier, forKey: .previousTier)
         try c.encode(state, forKey: .state)
+        // Only transfer events carry it, so every other payload keeps its documented shape.
+        try c.encodeIfPresent(transfer, forKey: .transfer)
+    }
+}
+
+/// The purchase an `entitlement.transferred` event moved between accounts (issue #7, the
+/// `transfer` binding policy).
+public struct Transfer: Sendable, Hashable, Codable {
+    /// The store's original transaction id: the purchase and all its renewals.
+    public var originalTransactionID: String
+    /// The account that had it.
+    public var fromAccountID: String
+    /// The account that has it now.
+    public var toAccountID: String
+
+    public init(originalTransactionID: String, fromAccountID: String, toAccountID: String) {
+        self.originalTransactionID = originalTransactionID
+        self.fromAccountID = fromAccountID
+        self.toAccountID = toAccountID
+    }
+
+    public enum CodingKeys: String, CodingKey {
+        case originalTransactionID = "original_transaction_id"
+        case fromAccountID = "from_account_id"
+        case toAccountID = "to_account_id"
     }
 }

@@ -25,7 +25,9 @@ public enum EventType: String, Sendable, Hashable, Codable, CaseIterable {
     /// moved earlier because one of two grants was refunded, or a grace period was extended), so
     /// that every change of the resolved state produces an event. Not in DESIGN §4's list.
     case updated = "entitlement.updated"
-    /// Reserved for moving purchases between accounts; never emitted yet.
+    /// A purchase moved between accounts under the `transfer` binding policy; written to both
+    /// accounts, carrying ``Transfer``. The consequences (access lost or gained) follow as their
+    /// own events.
     case transferred = "entitlement.transferred"
     /// The account's tier, features, limits or ads changed.
     case tierChanged = "account.tier_changed"

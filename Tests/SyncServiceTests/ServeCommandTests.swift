@@ -45,6 +45,8 @@ struct ServeCommandTests {
         #expect(process.terminationStatus == 0)
         let log = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(log.contains("embedded PostgreSQL"))
+        // The development mode says loudly that it trusts unsigned reports.
+        #expect(log.contains("SIGNATURES ARE NOT REQUIRED (embedded development mode"))
         // The embedded server was stopped with the service: its pid file is gone.
         #expect(!FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("postgres/postmaster.pid").path))
     }
@@ -68,6 +70,7 @@ struct ServeCommandTests {
         environment["SUBSYNC_ADMIN_KEY"] = adminKey
         environment["SUBSYNC_TOKEN_SECRET"] = tokenSecret
         environment["SUBSYNC_LOG_LEVEL"] = "trace"
+        environment["SUBSYNC_REQUIRE_SIGNED"] = "false"
         process.environment = environment
         let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("subsync-log-\(UUID().uuidString)")
         _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
@@ -113,6 +116,26 @@ struct ServeCommandTests {
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         for _ in 0..<100 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
         return String(decoding: data, as: UTF8.self)
+    }
+
+    @Test("serve with a DATABASE_URL refuses to start (64) when signatures are required but no roots are configured")
+    func serveRequiresVerification() async throws {
+        let url = try #require(ProcessInfo.processInfo.environment["DATABASE_URL"], "run scripts/test")
+        let result = try await run(["serve", "--port", String(freeTCPPort()), "--database-url", url], environment: ["SUBSYNC_REQUIRE_SIGNED": ""])
+        #expect(result.status == 64)
+        #expect(result.output.contains("SUBSYNC_REQUIRE_SIGNED is on"))
+        #expect(result.output.contains("SUBSYNC_APPLE_ROOT_CERTIFICATES"))
+
+        let halfConfigured = try await run(
+            ["serve", "--port", String(freeTCPPort()), "--database-url", url], environment: ["SUBSYNC_BUNDLE_ID": "com.example.app"])
+        #expect(halfConfigured.status == 64)
+        #expect(halfConfigured.output.contains("needs both"))
+
+        let unreadable = try await run(
+            ["serve", "--port", String(freeTCPPort()), "--database-url", url],
+            environment: ["SUBSYNC_BUNDLE_ID": "com.example.app", "SUBSYNC_APPLE_ROOT_CERTIFICATES": "/nonexistent/AppleRootCA-G3.cer"])
+        #expect(unreadable.status == 64)
+        #expect(unreadable.output.contains("/nonexistent/AppleRootCA-G3.cer"))
     }
 
     @Test("migrate without a database is a usage error (64) with a message")

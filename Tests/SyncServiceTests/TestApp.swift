@@ -68,9 +68,14 @@ struct TestEnvironment: Sendable {
         webhookDisableAfter: TimeInterval = 5 * 86_400,
         accountRateLimit: RateLimiter.Limit? = nil,
         deviceRateLimit: RateLimiter.Limit? = nil,
+        requireSigned: Bool = false,
+        verifier: StoreKitVerifier? = nil,
+        binding: BindingPolicy = .reject,
         clock: @escaping @Sendable () -> Date = { Date() }
     ) -> some ApplicationProtocol {
         var configuration = ServiceConfiguration(port: 0)
+        configuration.requireSigned = requireSigned
+        configuration.accountBinding = binding
         configuration.accountRateLimit = accountRateLimit
         configuration.deviceRateLimit = deviceRateLimit
         configuration.deliveryWorkers = deliveryWorkers
@@ -88,7 +93,8 @@ struct TestEnvironment: Sendable {
             catalogue: catalogue,
             authenticator: authenticator,
             metricsRegistry: TestMetrics.registry,
-            clock: clock
+            clock: clock,
+            storeKitVerifier: verifier
         )
         return buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
     }
@@ -142,6 +148,15 @@ extension TestClientProtocol {
     }
 
     /// GETs a path with a credential and returns the status and JSON body.
+    /// POSTs `body` as JSON and returns the status and JSON body.
+    func postJSON(_ uri: String, body: Data, credential: String? = TestCredentials.adminKey) async throws -> (status: HTTPResponse.Status, json: [String: Any]) {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let credential { headers[.authorization] = "Bearer \(credential)" }
+        return try await execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(bytes: body)) { response in
+            (response.status, (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]) ?? [:])
+        }
+    }
+
     func getJSON(_ uri: String, credential: String? = TestCredentials.adminKey) async throws -> (status: HTTPResponse.Status, json: [String: Any]) {
         var headers: HTTPFields = [:]
         if let credential { headers[.authorization] = "Bearer \(credential)" }

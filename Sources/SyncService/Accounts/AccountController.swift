@@ -16,9 +16,14 @@ struct AccountController: Sendable {
     /// Raised by workers after each committed batch; `wait_ms` waits on it.
     let resolutions: WakeSignal
     let clock: @Sendable () -> Date
+    let logger: Logger
     /// Per account and per device; admin callers (the app's backend) are not limited.
     let accountLimiter: RateLimiter?
     let deviceLimiter: RateLimiter?
+    /// Verifies signed transactions and applies `SUBSYNC_REQUIRE_SIGNED`.
+    let admission: ReportAdmission
+    /// Stores verified reports under the account-binding policy.
+    let binder: TransactionBinder
 
     func addRoutes(to router: Router<some RequestContext>) {
         let accounts = router.group("v1/accounts/:account_id")
@@ -67,10 +72,17 @@ struct AccountController: Sendable {
         if principal != .admin { try await checkRate(accountLimiter, key: accountID, what: "account") }
         let waitMilliseconds = try waitParameter(request)
         let body = try await request.body.collect(upTo: SyncLimits.maximumBodyBytes)
-        let (device, reports) = try SyncRequest.decode(Data(buffer: body))
+        let (device, payloads) = try SyncRequest.decode(Data(buffer: body))
         if principal != .admin { try await checkRate(deviceLimiter, key: accountID + "\u{0}" + device.id, what: "device") }
 
-        let submission = try await inbox.submit(accountID: accountID, device: device, reports: reports)
+        let admitted = try await admission.admit(payloads, deviceID: device.id)
+        let submission: ReportInbox.Submission
+        if admitted.claims.isEmpty {
+            // Nothing to bind: the one-statement inbox write.
+            submission = try await inbox.submit(accountID: accountID, device: device, reports: admitted.reports)
+        } else {
+            submission = try await submitBound(accountID: accountID, device: device, admitted: admitted)
+        }
         ServiceMetrics.reportsAccepted.increment(by: submission.accepted.count)
         ServiceMetrics.reportsDuplicate.increment(by: submission.duplicates.count)
         if !submission.accepted.isEmpty { await arrivals.signal() }
@@ -90,6 +102,29 @@ struct AccountController: Sendable {
             ),
             status: .accepted
         )
+    }
+
+    /// Stores reports with verified purchases under the binding policy; a conflict under
+    /// `reject` is a 409 that names the purchase but not the other account.
+    private func submitBound(accountID: String, device: DeviceInfo, admitted: ReportAdmission.Admitted) async throws -> ReportInbox.Submission {
+        do {
+            let outcome = try await binder.submit(accountID: accountID, device: device, reports: admitted.reports, claims: admitted.claims)
+            for transfer in outcome.transfers {
+                logger.notice("purchase transferred between accounts", metadata: [
+                    "original_transaction_id": "\(transfer.originalTransactionID)",
+                    "from": "\(transfer.fromAccountID)", "to": "\(transfer.toAccountID)",
+                ])
+            }
+            return outcome.submission
+        } catch let conflict as BindingConflict {
+            logger.notice("purchase bound to another account refused", metadata: [
+                "original_transaction_id": "\(conflict.originalTransactionID)", "by": "\(conflict.reason.rawValue)",
+            ])
+            let what = conflict.reason == .purchase ? "belongs to another account" : "carries an appAccountToken of another account"
+            throw APIError(
+                .conflict, code: "purchase_bound_to_another_account",
+                message: "the purchase with original transaction id \(conflict.originalTransactionID) \(what); nothing was stored")
+        }
     }
 
     private func waitParameter(_ request: Request) throws -> Int {

@@ -17,14 +17,18 @@ public struct ServiceDependencies: Sendable {
     public var authenticator: Authenticator
     public var metricsRegistry: PrometheusCollectorRegistry
     public var clock: @Sendable () -> Date
+    /// Verifies StoreKit signed transactions and App Store notifications; `nil` when not configured.
+    public var storeKitVerifier: StoreKitVerifier?
 
     public init(
         pool: ConnectionPool,
         catalogue: Catalogue,
         authenticator: Authenticator,
         metricsRegistry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
-        clock: @escaping @Sendable () -> Date = { Date() }
+        clock: @escaping @Sendable () -> Date = { Date() },
+        storeKitVerifier: StoreKitVerifier? = nil
     ) {
+        self.storeKitVerifier = storeKitVerifier
         self.pool = pool
         self.connectionConfiguration = pool.configuration.connection
         self.catalogue = catalogue
@@ -71,6 +75,7 @@ public func buildApplication(
             body: .init(byteBuffer: ByteBuffer(bytes: PackageResources.openapi_yaml))
         )
     }
+    let binder = TransactionBinder(pool: pool, engine: engine, policy: configuration.accountBinding)
     AccountController(
         inbox: ReportInbox(pool: pool),
         reader: AccountReader(pool: pool, catalogue: dependencies.catalogue),
@@ -79,8 +84,16 @@ public func buildApplication(
         arrivals: arrivals,
         resolutions: resolutions,
         clock: dependencies.clock,
+        logger: logger,
         accountLimiter: configuration.accountRateLimit.map { RateLimiter(limit: $0) },
-        deviceLimiter: configuration.deviceRateLimit.map { RateLimiter(limit: $0) }
+        deviceLimiter: configuration.deviceRateLimit.map { RateLimiter(limit: $0) },
+        admission: ReportAdmission(
+            verifier: dependencies.storeKitVerifier, requireSigned: configuration.requiresSignedReports, logger: logger),
+        binder: binder
+    ).addRoutes(to: router)
+    NotificationController(
+        verifier: dependencies.storeKitVerifier, binder: binder, store: StoreNotificationStore(pool: pool),
+        arrivals: arrivals, logger: logger
     ).addRoutes(to: router)
     EndpointController(store: EndpointStore(pool: pool), authenticator: dependencies.authenticator).addRoutes(to: router)
 

@@ -1,6 +1,8 @@
 import Curl
 import Foundation
 import Logging
+import SyncCore
+import SyncStore
 
 /// Everything `subsync serve` can be told, from flags or environment variables.
 ///
@@ -50,6 +52,33 @@ public struct ServiceConfiguration: Sendable {
     /// `SUBSYNC_DELIVERY_WORKERS`: webhook delivery loops in this process (0: none). Each owns a
     /// libcurl multi handle on its own thread and a share of the accounts.
     public var deliveryWorkers: Int = 4
+    /// `SUBSYNC_REQUIRE_SIGNED`: whether device reports must carry a verifiable StoreKit 2
+    /// `signed_transaction`. `nil` (unset) means on, except in the embedded development mode
+    /// (no `DATABASE_URL`); see ``requiresSignedReports``.
+    public var requireSigned: Bool?
+    /// `SUBSYNC_APPLE_ROOT_CERTIFICATES`: paths (separated by `:` or `,`) of the trusted root
+    /// certificates, DER or PEM (Apple Root CA G3 in production).
+    public var appleRootCertificatePaths: [String] = []
+    /// `SUBSYNC_BUNDLE_ID`: the app's bundle id, which signed transactions must carry.
+    public var bundleID: String?
+    /// `SUBSYNC_STORE_ENVIRONMENTS`: the StoreKit environments accepted (default production only:
+    /// sandbox purchases cost nothing, so a production service must not grant access for them).
+    public var storeEnvironments: Set<StoreEnvironment> = [.production]
+    /// `SUBSYNC_APP_APPLE_ID`: the app's Apple id, checked on notifications that carry one.
+    public var appAppleID: Int64?
+    /// `SUBSYNC_ACCOUNT_BINDING`: what to do with a purchase that belongs to another account.
+    public var accountBinding: BindingPolicy = .reject
+
+    /// Whether unsigned device reports are refused: ``requireSigned`` when set, else on with a
+    /// database URL and off in the embedded development mode.
+    public var requiresSignedReports: Bool {
+        requireSigned ?? (databaseURL != nil)
+    }
+
+    /// Whether StoreKit verification is configured (roots and bundle id given).
+    public var hasStoreKitVerification: Bool {
+        !appleRootCertificatePaths.isEmpty && bundleID != nil
+    }
 
     public init(
         databaseURL: String? = nil,
@@ -159,6 +188,41 @@ public struct ServiceConfiguration: Sendable {
         if let text = environment["SUBSYNC_DELIVERY_WORKERS"] {
             configuration.deliveryWorkers = try parseInt(text, name: "SUBSYNC_DELIVERY_WORKERS", range: 0...16)
         }
+        if let text = environment["SUBSYNC_REQUIRE_SIGNED"], !text.isEmpty {
+            configuration.requireSigned = try parseBool(text, name: "SUBSYNC_REQUIRE_SIGNED")
+        }
+        if let text = environment["SUBSYNC_APPLE_ROOT_CERTIFICATES"], !text.isEmpty {
+            configuration.appleRootCertificatePaths = text.split(whereSeparator: { $0 == ":" || $0 == "," })
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        if let text = environment["SUBSYNC_BUNDLE_ID"], !text.isEmpty { configuration.bundleID = text }
+        if let text = environment["SUBSYNC_STORE_ENVIRONMENTS"] {
+            var environments: Set<StoreEnvironment> = []
+            for name in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) where !name.isEmpty {
+                guard let environment = StoreEnvironment(rawValue: name) else {
+                    throw ConfigurationError(
+                        variable: "SUBSYNC_STORE_ENVIRONMENTS",
+                        message: "must list environments among \(StoreEnvironment.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(name.prefix(40))\"")
+                }
+                environments.insert(environment)
+            }
+            guard !environments.isEmpty else {
+                throw ConfigurationError(variable: "SUBSYNC_STORE_ENVIRONMENTS", message: "must name at least one environment")
+            }
+            configuration.storeEnvironments = environments
+        }
+        if let text = environment["SUBSYNC_APP_APPLE_ID"], !text.isEmpty {
+            guard let id = Int64(text), id > 0 else {
+                throw ConfigurationError(variable: "SUBSYNC_APP_APPLE_ID", message: "must be the app's numeric Apple id, got \"\(text.prefix(40))\"")
+            }
+            configuration.appAppleID = id
+        }
+        if let text = environment["SUBSYNC_ACCOUNT_BINDING"], !text.isEmpty {
+            guard let policy = BindingPolicy(rawValue: text.lowercased()) else {
+                throw ConfigurationError(variable: "SUBSYNC_ACCOUNT_BINDING", message: "must be reject or transfer, got \"\(text.prefix(40))\"")
+            }
+            configuration.accountBinding = policy
+        }
         if environment["SUBSYNC_DB_POOL_SIZE"] == nil {
             configuration.databasePoolSize = configuration.recommendedPoolSize
         }
@@ -181,6 +245,14 @@ public struct ServiceConfiguration: Sendable {
             throw ConfigurationError(variable: name, message: "must be a whole number from \(range.lowerBound) to \(range.upperBound), got \"\(text)\"")
         }
         return value
+    }
+
+    static func parseBool(_ text: String, name: String) throws -> Bool {
+        switch text.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default: throw ConfigurationError(variable: name, message: "must be true or false, got \"\(text.prefix(40))\"")
+        }
     }
 
     static func parsePort(_ text: String, name: String) throws -> Int {

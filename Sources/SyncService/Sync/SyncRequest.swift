@@ -10,14 +10,16 @@ struct SyncRequest: Decodable {
 }
 
 /// One report on the wire. `device_id` may be left out: it defaults to the request's device.
+/// A report with `signed_transaction` needs only `report_id` and `observed_at` besides: the
+/// transaction's fields come from the signed payload once it verifies.
 struct ReportPayload: Decodable {
     var reportID: String
     var deviceID: String?
     var observedAt: Date
-    var productID: String
-    var originalTransactionID: String
-    var transactionID: String
-    var purchasedAt: Date
+    var productID: String?
+    var originalTransactionID: String?
+    var transactionID: String?
+    var purchasedAt: Date?
     var expiresAt: Date?
     var gracePeriodExpiresAt: Date?
     var revokedAt: Date?
@@ -31,9 +33,14 @@ struct ReportPayload: Decodable {
     /// The same wire keys as ``Report``, so the two cannot drift apart.
     typealias CodingKeys = Report.CodingKeys
 
-    /// The domain report. Device reports are unverified until signature checking exists.
-    func report(defaultDeviceID: String) -> Report {
-        Report(
+    /// The domain report as the device sent it, unverified.
+    /// - Throws: the name of the first missing transaction field.
+    func unverifiedReport(defaultDeviceID: String) throws(MissingField) -> Report {
+        guard let productID else { throw MissingField(name: "product_id") }
+        guard let originalTransactionID else { throw MissingField(name: "original_transaction_id") }
+        guard let transactionID else { throw MissingField(name: "transaction_id") }
+        guard let purchasedAt else { throw MissingField(name: "purchased_at") }
+        return Report(
             reportID: reportID,
             deviceID: deviceID ?? defaultDeviceID,
             observedAt: observedAt,
@@ -52,6 +59,11 @@ struct ReportPayload: Decodable {
             signedTransaction: signedTransaction,
             trust: .unverifiedDevice
         )
+    }
+
+    /// A transaction field an unsigned report lacks.
+    struct MissingField: Error {
+        var name: String
     }
 }
 
@@ -93,8 +105,9 @@ enum Identifier {
 }
 
 extension SyncRequest {
-    /// Decodes and validates a body, or throws an ``APIError`` that names the bad field.
-    static func decode(_ data: Data) throws -> (DeviceInfo, [Report]) {
+    /// Decodes a body and checks its shape, or throws an ``APIError`` that names the bad field.
+    /// The reports become domain reports (verified or not) in ``ReportAdmission``.
+    static func decode(_ data: Data) throws -> (DeviceInfo, [ReportPayload]) {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
@@ -125,22 +138,13 @@ extension SyncRequest {
             throw APIError(.unprocessableContent, code: "too_many_reports",
                            message: "at most \(SyncLimits.maximumReports) reports per request, got \(request.reports.count)")
         }
-        var reports: [Report] = []
-        reports.reserveCapacity(request.reports.count)
         for (index, payload) in request.reports.enumerated() {
-            let report = payload.report(defaultDeviceID: device.id)
-            do {
-                try report.validate()
-            } catch {
-                throw APIError(.unprocessableContent, code: "invalid_report", message: "reports[\(index)].\(error.field): \(error.message)")
-            }
-            if let signed = report.signedTransaction, signed.utf8.count > SyncLimits.maximumSignedTransactionBytes {
+            if let signed = payload.signedTransaction, signed.utf8.count > SyncLimits.maximumSignedTransactionBytes {
                 throw APIError(.unprocessableContent, code: "invalid_report",
                                message: "reports[\(index)].signed_transaction is larger than \(SyncLimits.maximumSignedTransactionBytes) bytes")
             }
-            reports.append(report)
         }
-        return (device, reports)
+        return (device, request.reports)
     }
 }
 

@@ -28,9 +28,12 @@ public struct VerifiedTransaction: Sendable, Equatable, Hashable {
     ///   - reportID: the device's report id (the idempotency key).
     ///   - deviceID: the reporting device.
     ///   - observedAt: when the device observed it.
+    ///   - source: who reported it (`store` for App Store Server Notifications).
     /// - Throws: ``StoreKitVerificationError/malformed(_:)`` when the signed payload lacks
     ///   `transactionId`, `originalTransactionId`, `productId` or `purchaseDate`.
-    public func report(reportID: String, deviceID: String, observedAt: Date) throws(StoreKitVerificationError) -> Report {
+    public func report(
+        reportID: String, deviceID: String, observedAt: Date, source: ReportSource = .device
+    ) throws(StoreKitVerificationError) -> Report {
         guard let transactionID = payload.transactionId, let originalTransactionID = payload.originalTransactionId,
             let productID = payload.productId, let purchasedAt = payload.purchaseDate
         else {
@@ -53,7 +56,7 @@ public struct VerifiedTransaction: Sendable, Equatable, Hashable {
             inBillingRetry: false,
             environment: environment,
             signedTransaction: jws,
-            trust: .verified(signedDate: payload.signedDate)
+            trust: .verified(signedDate: payload.signedDate, source: source)
         )
     }
 

@@ -20,6 +20,17 @@ public struct ReportInbox: Sendable {
         public var accepted: [String]
         /// Report ids that were already stored (an idempotent retry); nothing changed for them.
         public var duplicates: [String]
+
+        /// Splits `reportIDs` (in the caller's order; an id repeated in one request counts once)
+        /// into the `inserted` ones and the duplicates.
+        init(reportIDs: [String], inserted: Set<String>) {
+            var seen = Set<String>()
+            accepted = []
+            duplicates = []
+            for id in reportIDs where seen.insert(id).inserted {
+                if inserted.contains(id) { accepted.append(id) } else { duplicates.append(id) }
+            }
+        }
     }
 
     /// Stores `reports` for `accountID`, idempotently on `(account_id, report_id)`, records the
@@ -51,18 +62,7 @@ public struct ReportInbox: Sendable {
             accountID.postgresValue, device.id.postgresValue, device.platform.postgresValue, device.appVersion.postgresValue,
         ] + Self.arrays(of: reports)
         let rows = try await pool.preparedQuery(PostgresQuery(sql, binds: binds))
-        let insertedSet = Set(try rows.map { try $0.decode(String.self, at: 0) })
-        // Keep the caller's order; a report id repeated inside one request counts once.
-        var seen = Set<String>()
-        var submission = Submission(accepted: [], duplicates: [])
-        for report in unordered where seen.insert(report.reportID).inserted {
-            if insertedSet.contains(report.reportID) {
-                submission.accepted.append(report.reportID)
-            } else {
-                submission.duplicates.append(report.reportID)
-            }
-        }
-        return submission
+        return Submission(reportIDs: unordered.map(\.reportID), inserted: Set(try rows.map { try $0.decode(String.self, at: 0) }))
     }
 
     /// Inserts reports with one statement and returns the ids that were new; for store

@@ -61,7 +61,7 @@ public struct ResolutionEngine: Sendable {
 
     /// Where a resolution came from; recorded on its events.
     public enum Origin: String, Sendable {
-        case worker, sweeper, reconcile, admin, store
+        case worker, sweeper, reconcile, admin, store, transfer
     }
 
     /// Resolves `accounts` (sorted and deduplicated here) on `connection`, which must be inside
@@ -110,38 +110,17 @@ public struct ResolutionEngine: Sendable {
     ) async throws -> Outcome {
         let accountIDs = Array(Set(accounts)).sorted()
         guard !accountIDs.isEmpty else { return Outcome() }
-        let baseState = Resolver.resolve(transactions: [], catalogue: catalogue, now: clock())
-
-        // 1. Lock (creating placeholders in sorted order, so concurrent inserts cannot deadlock).
-        //    A placeholder's resolved_at is -infinity: it has never been resolved.
-        try await connection.preparedQuery(
-            """
-            INSERT INTO account_states (account_id, tier, state, resolved_at)
-            SELECT account_id, \(baseState.tier), \(try JSONParameter(baseState))::jsonb, '-infinity'
-            FROM unnest(\(accountIDs)::text[]) AS account_id
-            ON CONFLICT (account_id) DO NOTHING
-            """
-        )
-        let locked = try await connection.preparedQuery(
-            """
-            SELECT account_id, state, last_sequence, resolved_at FROM account_states
-            WHERE account_id = ANY(\(accountIDs)::text[])
-            ORDER BY account_id
-            FOR UPDATE
-            """
-        )
+        // 1. Lock.
+        let locked = try await lockStates(of: accountIDs, on: connection)
         // The clock is read only once the locks are held, and never goes back for an account:
         // a worker that waited on a lock must not resolve at an instant older than the one the
         // previous holder (another process, maybe with a skewed clock) already resolved at,
         // or an expired subscription would flap back to active.
         var now = clock()
         var previousStates: [String: (state: AccountState, sequence: Int64)] = [:]
-        for row in locked {
-            let accountID = try row.decode(String.self, at: 0)
-            let state = try row.decode(JSONColumn<AccountState>.self, at: 1).value
-            previousStates[accountID] = (state, try row.decode(Int64.self, at: 2))
-            let resolvedAt = try row.decode(Date.self, at: 3)
-            if resolvedAt != .distantPast, resolvedAt > now { now = resolvedAt }
+        for (accountID, stored) in locked {
+            previousStates[accountID] = (stored.state, stored.lastSequence)
+            if let resolvedAt = stored.resolvedAt, resolvedAt > now { now = resolvedAt }
         }
 
         // 2. Load every aggregate of these accounts and join the new reports in (or, when
@@ -345,7 +324,48 @@ public struct ResolutionEngine: Sendable {
         )
     }
 
-    private func writeEvents(_ events: [Event], origin: Origin, on connection: Connection) async throws {
+    /// An account's stored state, read under its lock.
+    struct LockedState {
+        var state: AccountState
+        var lastSequence: Int64
+        /// `nil` for a placeholder that was never resolved.
+        var resolvedAt: Date?
+    }
+
+    /// Locks the `account_states` rows of `accountIDs` in sorted order, creating placeholders for
+    /// missing ones (in sorted order too, so concurrent inserts cannot deadlock). A placeholder's
+    /// `resolved_at` is -infinity: it has never been resolved.
+    func lockStates(of accountIDs: [String], on connection: Connection) async throws -> [String: LockedState] {
+        let sorted = Array(Set(accountIDs)).sorted()
+        let baseState = Resolver.resolve(transactions: [], catalogue: catalogue, now: clock())
+        try await connection.preparedQuery(
+            """
+            INSERT INTO account_states (account_id, tier, state, resolved_at)
+            SELECT account_id, \(baseState.tier), \(try JSONParameter(baseState))::jsonb, '-infinity'
+            FROM unnest(\(sorted)::text[]) AS account_id
+            ON CONFLICT (account_id) DO NOTHING
+            """
+        )
+        let rows = try await connection.preparedQuery(
+            """
+            SELECT account_id, state, last_sequence, resolved_at FROM account_states
+            WHERE account_id = ANY(\(sorted)::text[])
+            ORDER BY account_id
+            FOR UPDATE
+            """
+        )
+        var locked: [String: LockedState] = [:]
+        for row in rows {
+            let resolvedAt = try row.decode(Date.self, at: 3)
+            locked[try row.decode(String.self, at: 0)] = LockedState(
+                state: try row.decode(JSONColumn<AccountState>.self, at: 1).value,
+                lastSequence: try row.decode(Int64.self, at: 2),
+                resolvedAt: resolvedAt == .distantPast ? nil : resolvedAt)
+        }
+        return locked
+    }
+
+    func writeEvents(_ events: [Event], origin: Origin, on connection: Connection) async throws {
         guard !events.isEmpty else { return }
         let ids = events.map(\.id)
         try await connection.preparedQuery(

@@ -87,6 +87,7 @@ struct Serve: AsyncParsableCommand {
         if configuration.tokenSecret == nil {
             logger.warning("SUBSYNC_TOKEN_SECRET is not set: device tokens are refused")
         }
+        let verifier = try storeKitVerifier(configuration, logger: logger)
 
         var services: [any Service] = []
         let connection: ConnectionConfiguration
@@ -136,7 +137,8 @@ struct Serve: AsyncParsableCommand {
             pool: pool,
             catalogue: catalogue,
             authenticator: authenticator,
-            metricsRegistry: registry
+            metricsRegistry: registry,
+            storeKitVerifier: verifier
         )
         let app = buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
         // Services stop in reverse order: the HTTP server and workers first, the embedded
@@ -174,5 +176,54 @@ func loadCatalogue(path: String?) throws -> Catalogue {
     } catch {
         printError("cannot read the catalogue \(path): \(error.localizedDescription)")
         throw ExitCodes.usage
+    }
+}
+
+extension Serve {
+    /// The StoreKit verifier of the configuration, and the signature policy said out loud.
+    /// - Throws: ``ExitCodes/usage`` when signatures are required but cannot be verified, or a
+    ///   root certificate cannot be read.
+    func storeKitVerifier(_ configuration: ServiceConfiguration, logger: Logger) throws -> StoreKitVerifier? {
+        var verifier: StoreKitVerifier?
+        if let bundleID = configuration.bundleID, !configuration.appleRootCertificatePaths.isEmpty {
+            do {
+                verifier = try StoreKitVerifier(
+                    rootCertificatePaths: configuration.appleRootCertificatePaths, bundleID: bundleID,
+                    allowedEnvironments: configuration.storeEnvironments, appAppleID: configuration.appAppleID)
+            } catch {
+                printError("SUBSYNC_APPLE_ROOT_CERTIFICATES: \(error)")
+                throw ExitCodes.usage
+            }
+            logger.notice("StoreKit verification on", metadata: [
+                "bundle_id": "\(bundleID)",
+                "environments": "\(configuration.storeEnvironments.map(\.rawValue).sorted().joined(separator: ","))",
+                "roots": "\(configuration.appleRootCertificatePaths.count)",
+            ])
+        } else if configuration.bundleID != nil || !configuration.appleRootCertificatePaths.isEmpty {
+            printError("StoreKit verification needs both SUBSYNC_APPLE_ROOT_CERTIFICATES and SUBSYNC_BUNDLE_ID")
+            throw ExitCodes.usage
+        }
+        if configuration.requiresSignedReports {
+            guard verifier != nil else {
+                printError(
+                    """
+                    SUBSYNC_REQUIRE_SIGNED is on (the default with a DATABASE_URL), but StoreKit verification is not \
+                    configured: set SUBSYNC_APPLE_ROOT_CERTIFICATES (e.g. AppleRootCA-G3.cer) and SUBSYNC_BUNDLE_ID, \
+                    or SUBSYNC_REQUIRE_SIGNED=false for development
+                    """)
+                throw ExitCodes.usage
+            }
+        } else {
+            let why = configuration.requireSigned == false ? "SUBSYNC_REQUIRE_SIGNED=false" : "embedded development mode (no DATABASE_URL)"
+            for line in [
+                "**************************************************************************************",
+                "SIGNATURES ARE NOT REQUIRED (\(why)): unsigned device reports are trusted as sent,",
+                "so any device can grant itself any subscription. Never run production like this.",
+                "**************************************************************************************",
+            ] {
+                logger.warning("\(line)")
+            }
+        }
+        return verifier
     }
 }

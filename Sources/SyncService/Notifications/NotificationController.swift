@@ -1,0 +1,171 @@
+import Foundation
+import Hummingbird
+import Logging
+import SyncCore
+import SyncStore
+
+/// `POST /v1/notifications/apple`: App Store Server Notifications V2.
+///
+/// Apple authenticates by signature, not by a header, so the route takes no key: the
+/// `signedPayload` and the transaction inside it must verify like a device's signed transaction.
+/// A notification that carries a transaction becomes one verified report with source `store`,
+/// for the account its `appAccountToken` names, or else the account that owns the purchase. Each
+/// `notificationUUID` is handled once; a repeat is answered 200 and ignored. Answers are 200 for
+/// everything Apple should not retry (applied, duplicate, unmatched, ignored), 422 for a payload
+/// that does not verify, 503 when the database is away (Apple retries).
+struct NotificationController: Sendable {
+    let verifier: StoreKitVerifier?
+    let binder: TransactionBinder
+    let store: StoreNotificationStore
+    /// Raised so this process's workers resolve the new report at once.
+    let arrivals: WakeSignal
+    let logger: Logger
+
+    static let maximumBodyBytes = 256 * 1024
+    /// The store's reports name this reporter as their device.
+    static let deviceID = "app-store"
+
+    func addRoutes(to router: Router<some RequestContext>) {
+        router.post("v1/notifications/apple") { request, _ in
+            let body = try await request.body.collect(upTo: Self.maximumBodyBytes)
+            return try JSONResponse.make(try await handle(Data(buffer: body)))
+        }
+    }
+
+    /// The answer body.
+    struct Answer: Encodable {
+        var status: String
+        var notificationUUID: String
+        var accountID: String?
+
+        enum CodingKeys: String, CodingKey {
+            case status
+            case notificationUUID = "notification_uuid"
+            case accountID = "account_id"
+        }
+    }
+
+    private struct Body: Decodable {
+        var signedPayload: String
+    }
+
+    func handle(_ body: Data) async throws -> Answer {
+        let signedPayload: String
+        do {
+            signedPayload = try JSONDecoder().decode(Body.self, from: body).signedPayload
+        } catch {
+            throw APIError(.badRequest, code: "invalid_request", message: "the body must be a JSON object with a string signedPayload")
+        }
+        guard let verifier else {
+            throw APIError.unavailable(
+                "App Store notifications need SUBSYNC_APPLE_ROOT_CERTIFICATES and SUBSYNC_BUNDLE_ID on this server", retryAfterSeconds: 300)
+        }
+        let notification = try await verified { try await verifier.verifyNotification(signedPayload) }
+        guard let notificationUUID = UUID(uuidString: notification.notificationUUID) else {
+            throw APIError(.unprocessableContent, code: "malformed", message: "notificationUUID is not a UUID")
+        }
+        var answer = Answer(status: "duplicate", notificationUUID: notificationUUID.uuidString.lowercased())
+        if try await store.contains(notificationUUID) { return answer }
+
+        var record = StoreNotificationStore.Record(
+            notificationUUID: notificationUUID, type: notification.notificationType, subtype: notification.subtype,
+            originalTransactionID: nil, signedDate: notification.signedDate, signedPayload: signedPayload)
+        guard let transactionJWS = notification.data?.signedTransactionInfo else {
+            answer.status = try await store.insert(record, status: .ignored, accountID: nil) ? "ignored" : "duplicate"
+            return answer
+        }
+        let transaction = try await verified { try await verifier.verifyTransaction(transactionJWS) }
+        var renewal: JWSRenewalInfoPayload?
+        if let renewalJWS = notification.data?.signedRenewalInfo {
+            renewal = try await verified { try await verifier.verifyRenewalInfo(renewalJWS) }
+        }
+        let report = try Self.report(notification: notification, transaction: transaction, renewal: renewal, notificationUUID: notificationUUID)
+        record.originalTransactionID = report.originalTransactionID
+        let claim = PurchaseClaim(
+            originalTransactionID: report.originalTransactionID,
+            appAccountToken: transaction.payload.appAccountToken.flatMap(UUID.init(uuidString:)))
+
+        guard let accountID = try await binder.account(for: claim) else {
+            logger.notice("App Store notification for a purchase no account has yet", metadata: [
+                "type": "\(notification.notificationType)", "original_transaction_id": "\(report.originalTransactionID)",
+            ])
+            answer.status = try await store.insert(record, status: .unmatched, accountID: nil) ? "unmatched" : "duplicate"
+            return answer
+        }
+        let applied = try await binder.pool.withTransaction { connection -> String? in
+            guard try await store.insert(record, status: .applied, accountID: accountID, on: connection) else { return nil }
+            do {
+                _ = try await binder.submit(accountID: accountID, device: nil, reports: [report], claims: [claim], on: connection)
+                return accountID
+            } catch let conflict as BindingConflict {
+                // The token names one account and the purchase is another's (policy `reject`):
+                // Apple cannot be told 409, so the fact goes where the purchase is.
+                let owner = conflict.ownerAccountID
+                try await connection.preparedQuery(
+                    "UPDATE store_notifications SET account_id = \(owner) WHERE notification_uuid = \(notificationUUID.uuidString.lowercased())::uuid"
+                )
+                let ownerClaim = PurchaseClaim(originalTransactionID: claim.originalTransactionID, appAccountToken: nil)
+                _ = try await binder.submit(accountID: owner, device: nil, reports: [report], claims: [ownerClaim], on: connection)
+                return owner
+            }
+        }
+        guard let applied else { return answer }
+        await arrivals.signal()
+        logger.info("App Store notification applied", metadata: [
+            "type": "\(notification.notificationType)", "account_id": "\(applied)",
+        ])
+        answer.status = "applied"
+        answer.accountID = applied
+        return answer
+    }
+
+    /// Runs a verification, turning its failure into a 422 with the verifier's code.
+    private func verified<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as StoreKitVerificationError {
+            logger.notice("App Store notification refused", metadata: ["reason": "\(error)"])
+            throw APIError(.unprocessableContent, code: error.code, message: "signedPayload: \(error.clientMessage)")
+        }
+    }
+
+    /// The report a notification makes: the signed transaction as the store sees it, with what the
+    /// renewal info and the notification type add (auto-renew, billing retry, grace period, and
+    /// for REFUND/REVOKE a revocation even when the transaction lacks its date).
+    static func report(
+        notification: NotificationPayload, transaction: VerifiedTransaction, renewal: JWSRenewalInfoPayload?, notificationUUID: UUID
+    ) throws -> Report {
+        let observedAt = notification.signedDate ?? transaction.signedDate
+        var report: Report
+        do {
+            report = try transaction.report(
+                reportID: "asn:" + notificationUUID.uuidString.lowercased(), deviceID: deviceID, observedAt: observedAt, source: .store)
+        } catch {
+            throw APIError(.unprocessableContent, code: error.code, message: "signedTransactionInfo: \(error.clientMessage)")
+        }
+        if let renewal, renewal.originalTransactionId == nil || renewal.originalTransactionId == report.originalTransactionID {
+            report.willAutoRenew = renewal.autoRenewStatus.map { $0 == 1 }
+            report.inBillingRetry = renewal.isInBillingRetryPeriod ?? false
+            report.gracePeriodExpiresAt = renewal.gracePeriodExpiresDate
+        }
+        switch notification.notificationType {
+        case "REFUND", "REVOKE":
+            if report.revokedAt == nil {
+                report.revokedAt = observedAt
+                report.revocationReason = .other
+            }
+        case "EXPIRED":
+            if renewal == nil { report.willAutoRenew = false }
+        case "DID_FAIL_TO_RENEW":
+            if renewal == nil { report.inBillingRetry = true }
+        default:
+            break
+        }
+        do {
+            try report.validate()
+        } catch {
+            throw APIError(.unprocessableContent, code: "invalid_report", message: "signedTransactionInfo: \(error.field): \(error.message)")
+        }
+        return report
+    }
+}

@@ -1,0 +1,293 @@
+import Foundation
+import Postgres
+import SyncCore
+
+/// Binds store purchases to accounts and stores verified reports under that binding (issue #7,
+/// "account binding").
+///
+/// A purchase (an original transaction) belongs to the account whose verified report first
+/// named it; an `appAccountToken` names the account whose verified report first carried it.
+/// A verified report of a purchase or token that another account already has is a conflict,
+/// handled by the ``BindingPolicy``:
+/// - ``BindingPolicy/reject``: ``BindingConflict`` is thrown and nothing is stored;
+/// - ``BindingPolicy/transfer``: the purchase moves, with every report of it, to the reporting
+///   account; both accounts are re-resolved and get an `entitlement.transferred` event, all in
+///   the same transaction as the new reports.
+public struct TransactionBinder: Sendable {
+    /// The database, for callers that bind inside their own transaction.
+    public let pool: ConnectionPool
+    let engine: ResolutionEngine
+    /// What to do with a conflict.
+    public let policy: BindingPolicy
+
+    public init(pool: ConnectionPool, engine: ResolutionEngine, policy: BindingPolicy) {
+        self.pool = pool
+        self.engine = engine
+        self.policy = policy
+    }
+
+    /// What a submission stored and moved.
+    public struct Outcome: Sendable, Equatable {
+        public var submission: ReportInbox.Submission
+        /// The purchases moved to this account (only under ``BindingPolicy/transfer``).
+        public var transfers: [Transfer]
+    }
+
+    /// Binds `claims` to `accountID` and stores `reports` (validated, maybe some unverified) in one
+    /// transaction; `device`, when given, is recorded as seen. Reports are idempotent on their id
+    /// as in ``ReportInbox/submit(accountID:device:reports:)``, and the workers are woken.
+    /// - Throws: ``BindingConflict`` under ``BindingPolicy/reject``.
+    public func submit(
+        accountID: String, device: DeviceInfo?, reports: [Report], claims: [PurchaseClaim]
+    ) async throws -> Outcome {
+        try await pool.withTransaction { connection in
+            try await submit(accountID: accountID, device: device, reports: reports, claims: claims, on: connection)
+        }
+    }
+
+    /// ``submit(accountID:device:reports:claims:)`` inside the caller's transaction (a store
+    /// notification records itself in the same one). A ``BindingConflict`` is thrown before any
+    /// statement fails, so the transaction stays usable.
+    public func submit(
+        accountID: String, device: DeviceInfo?, reports: [Report], claims: [PurchaseClaim], on connection: Connection
+    ) async throws -> Outcome {
+        let transfers = try await bind(claims, to: accountID, on: connection)
+        if let device {
+            try await connection.preparedQuery(
+                """
+                INSERT INTO devices (account_id, device_id, platform, app_version)
+                VALUES (\(accountID), \(device.id), \(device.platform), \(device.appVersion))
+                ON CONFLICT (account_id, device_id) DO UPDATE
+                SET last_seen_at = now(),
+                    platform = COALESCE(EXCLUDED.platform, devices.platform),
+                    app_version = COALESCE(EXCLUDED.app_version, devices.app_version)
+                """
+            )
+        }
+        let inserted = Set(try await ReportInbox(pool: pool).insert(accountID: accountID, reports: reports, on: connection))
+        if !inserted.isEmpty { try await connection.notify(channel: ReportInbox.channel, payload: accountID) }
+        return Outcome(submission: ReportInbox.Submission(reportIDs: reports.map(\.reportID), inserted: inserted), transfers: transfers)
+    }
+
+    /// The account that a store notification about `claim` belongs to: the account its token names
+    /// (or, when the token is bound to no one, an account whose id *is* the token, for apps that use
+    /// their account UUID as the token), else the owner of its purchase; `nil` when none is known.
+    public func account(for claim: PurchaseClaim) async throws -> String? {
+        if let token = claim.appAccountToken {
+            let rows = try await pool.preparedQuery(
+                """
+                SELECT account_id FROM app_account_tokens WHERE app_account_token = \(token.uuidString.lowercased())::uuid
+                UNION ALL
+                SELECT account_id FROM account_states WHERE account_id = \(token.uuidString.lowercased())
+                LIMIT 1
+                """
+            )
+            if let row = rows.first { return try row.decode(String.self, at: 0) }
+        }
+        let rows = try await pool.preparedQuery(
+            "SELECT account_id FROM transaction_owners WHERE original_transaction_id = \(claim.originalTransactionID)"
+        )
+        return try rows.first?.decode(String.self, at: 0)
+    }
+
+    /// The owner of a purchase, if bound.
+    public func owner(ofOriginalTransaction originalTransactionID: String) async throws -> String? {
+        let rows = try await pool.preparedQuery(
+            "SELECT account_id FROM transaction_owners WHERE original_transaction_id = \(originalTransactionID)"
+        )
+        return try rows.first?.decode(String.self, at: 0)
+    }
+
+    // MARK: - Binding
+
+    /// Binds new purchases and tokens to `accountID`, finds conflicts and applies the policy.
+    private func bind(_ claims: [PurchaseClaim], to accountID: String, on connection: Connection) async throws -> [Transfer] {
+        guard !claims.isEmpty else { return [] }
+        // Sorted, so concurrent binders take the row locks in the same order.
+        let purchases = Array(Set(claims.map(\.originalTransactionID))).sorted()
+        let tokens = Array(Set(claims.compactMap { $0.appAccountToken?.uuidString.lowercased() })).sorted()
+
+        // Insert-then-lock: a concurrent first binding of the same purchase waits here for the
+        // other transaction and then sees its row.
+        try await connection.preparedQuery(
+            """
+            INSERT INTO transaction_owners (original_transaction_id, account_id)
+            SELECT id, \(accountID) FROM unnest(\(purchases)::text[]) AS id ORDER BY id
+            ON CONFLICT (original_transaction_id) DO NOTHING
+            """
+        )
+        var owners: [String: String] = [:]
+        for row in try await connection.preparedQuery(
+            """
+            SELECT original_transaction_id, account_id FROM transaction_owners
+            WHERE original_transaction_id = ANY(\(purchases)::text[]) ORDER BY original_transaction_id FOR UPDATE
+            """
+        ) {
+            owners[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)
+        }
+        var tokenAccounts: [String: String] = [:]
+        if !tokens.isEmpty {
+            try await connection.preparedQuery(
+                """
+                INSERT INTO app_account_tokens (app_account_token, account_id)
+                SELECT token, \(accountID) FROM unnest(\(tokens)::uuid[]) AS token ORDER BY token
+                ON CONFLICT (app_account_token) DO NOTHING
+                """
+            )
+            for row in try await connection.preparedQuery(
+                """
+                SELECT app_account_token::text, account_id FROM app_account_tokens
+                WHERE app_account_token = ANY(\(tokens)::uuid[]) ORDER BY app_account_token FOR UPDATE
+                """
+            ) {
+                tokenAccounts[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)
+            }
+        }
+
+        var conflicts: [BindingConflict] = []
+        for claim in claims.sorted(by: { $0.originalTransactionID < $1.originalTransactionID }) {
+            if let owner = owners[claim.originalTransactionID], owner != accountID {
+                conflicts.append(BindingConflict(originalTransactionID: claim.originalTransactionID, ownerAccountID: owner, reason: .purchase))
+            } else if let token = claim.appAccountToken?.uuidString.lowercased(), let named = tokenAccounts[token], named != accountID {
+                conflicts.append(BindingConflict(originalTransactionID: claim.originalTransactionID, ownerAccountID: named, reason: .appAccountToken))
+            }
+        }
+        guard !conflicts.isEmpty else { return [] }
+        switch policy {
+        case .reject:
+            throw conflicts[0]
+        case .transfer:
+            return try await transfer(conflicts, claims: claims, to: accountID, on: connection)
+        }
+    }
+
+    /// Moves the conflicting purchases (and rebinds their tokens) to `accountID`.
+    private func transfer(
+        _ conflicts: [BindingConflict], claims: [PurchaseClaim], to accountID: String, on connection: Connection
+    ) async throws -> [Transfer] {
+        let moved = Set(conflicts.map(\.originalTransactionID))
+        let movedTokens = Array(Set(claims.filter { moved.contains($0.originalTransactionID) }
+            .compactMap { $0.appAccountToken?.uuidString.lowercased() })).sorted()
+        try await connection.preparedQuery(
+            """
+            UPDATE transaction_owners SET account_id = \(accountID), transferred_from = account_id, transferred_at = now()
+            WHERE original_transaction_id = ANY(\(Array(moved))::text[]) AND account_id <> \(accountID)
+            """
+        )
+        if !movedTokens.isEmpty {
+            try await connection.preparedQuery(
+                """
+                UPDATE app_account_tokens SET account_id = \(accountID), bound_at = now()
+                WHERE app_account_token = ANY(\(movedTokens)::uuid[]) AND account_id <> \(accountID)
+                """
+            )
+        }
+
+        // Move the reports first (this waits for a worker that has them claimed), then lock the
+        // accounts: workers take report rows before account locks, so this order cannot deadlock.
+        var transfers: [Transfer] = []
+        var movedReports: [Report] = []
+        for conflict in conflicts {
+            let from = conflict.ownerAccountID
+            // A report whose id the account already has is the same client report sent twice
+            // (a device that switched accounts): the account's copy stays, the other goes.
+            try await connection.preparedQuery(
+                """
+                DELETE FROM reports AS r
+                WHERE r.account_id = \(from) AND r.original_transaction_id = \(conflict.originalTransactionID)
+                  AND EXISTS (SELECT 1 FROM reports AS mine WHERE mine.account_id = \(accountID) AND mine.report_id = r.report_id)
+                """
+            )
+            let rows = try await connection.preparedQuery(
+                """
+                UPDATE reports SET account_id = \(accountID)
+                WHERE account_id = \(from) AND original_transaction_id = \(conflict.originalTransactionID)
+                RETURNING status, \(unescaped: Report.columns)
+                """
+            )
+            for row in rows where try row.decode(String.self, at: 0) != "quarantined" {
+                movedReports.append(try Report(row: row, offset: 1))
+            }
+            transfers.append(Transfer(originalTransactionID: conflict.originalTransactionID, fromAccountID: from, toAccountID: accountID))
+        }
+
+        let accounts = Array(Set(transfers.map(\.fromAccountID) + [accountID])).sorted()
+        let locked = try await engine.lockStates(of: accounts, on: connection)
+        // The transfer events come first, with the snapshot each account had; what the move
+        // changes follows as the resolution's own events.
+        var sequences = locked.mapValues(\.lastSequence)
+        var events: [Event] = []
+        let now = engine.clock()
+        for transfer in transfers {
+            let entitlementID = movedReports.lazy
+                .first { $0.originalTransactionID == transfer.originalTransactionID }
+                .flatMap { engine.catalogue.products[$0.productID]?.entitlementID }
+            for side in [transfer.fromAccountID, accountID] {
+                let sequence = (sequences[side] ?? 0) + 1
+                sequences[side] = sequence
+                let state = locked[side]?.state ?? Resolver.resolve(transactions: [], catalogue: engine.catalogue, now: now)
+                events.append(Event(
+                    id: UUID().uuidString.lowercased(), accountID: side, sequence: sequence, type: .transferred,
+                    occurredAt: now, entitlementID: entitlementID,
+                    previous: entitlementID.flatMap { id in state.entitlements.first { $0.id == id } }, current: nil,
+                    previousTier: nil, state: state, transfer: transfer))
+            }
+            try await connection.preparedQuery(
+                """
+                DELETE FROM transactions
+                WHERE account_id = \(transfer.fromAccountID) AND original_transaction_id = \(transfer.originalTransactionID)
+                """
+            )
+        }
+        try await engine.writeEvents(events, origin: .transfer, on: connection)
+        try await connection.preparedQuery(
+            """
+            UPDATE account_states AS s SET last_sequence = v.sequence
+            FROM unnest(\(Array(sequences.keys))::text[], \(Array(sequences.values))::bigint[]) AS v(account_id, sequence)
+            WHERE s.account_id = v.account_id
+            """
+        )
+        try await engine.resolve(accounts: accounts, newReports: [accountID: movedReports], origin: .transfer, on: connection)
+        return transfers
+    }
+}
+
+/// What a verified report claims for its account: its purchase and the app's token on it.
+public struct PurchaseClaim: Sendable, Hashable {
+    /// The store's original transaction id.
+    public var originalTransactionID: String
+    /// The `appAccountToken` the app set on the purchase, if any.
+    public var appAccountToken: UUID?
+
+    public init(originalTransactionID: String, appAccountToken: UUID?) {
+        self.originalTransactionID = originalTransactionID
+        self.appAccountToken = appAccountToken
+    }
+}
+
+/// What to do when a verified report names a purchase or token bound to another account.
+public enum BindingPolicy: String, Sendable, CaseIterable {
+    /// Refuse the report (HTTP 409); nothing is stored.
+    case reject
+    /// Move the purchase to the reporting account.
+    case transfer
+}
+
+/// A purchase or token already bound to another account, under ``BindingPolicy/reject``.
+public struct BindingConflict: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Reason: String, Sendable {
+        /// The purchase belongs to another account.
+        case purchase
+        /// The purchase's `appAccountToken` names another account.
+        case appAccountToken = "app_account_token"
+    }
+
+    public var originalTransactionID: String
+    /// The other account: for logs and operators, never shown to a device.
+    public var ownerAccountID: String
+    public var reason: Reason
+
+    public var description: String {
+        "original transaction \(originalTransactionID) is bound to another account (by \(reason.rawValue))"
+    }
+}

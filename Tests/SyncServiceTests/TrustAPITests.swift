@@ -1,0 +1,444 @@
+import Crypto
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Postgres
+import SyncCore
+import SyncService
+import SyncStore
+import Testing
+import TestSupport
+
+/// Issue #7 through the API: signed reports, `SUBSYNC_REQUIRE_SIGNED`, App Store Server
+/// Notifications V2 and account binding, against a real database and our own certificate chain.
+@Suite("Trust: signed reports, notifications and account binding over HTTP")
+struct TrustAPITests {
+    static let bundleID = "com.example.subsync"
+    let authority: TestCertificateAuthority
+    let verifier: StoreKitVerifier
+
+    init() throws {
+        authority = try TestCertificateAuthority()
+        verifier = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: Self.bundleID, allowedEnvironments: [.production])
+    }
+
+    // MARK: - Building signed material
+
+    static func transaction(
+        original: String, id: String? = nil, product: String = "voip.premium.monthly", purchased: Date, expires: Date?,
+        signed: Date, revoked: Date? = nil, token: UUID? = nil, environment: String = "Production", bundle: String = bundleID
+    ) -> JWSTransactionPayload {
+        JWSTransactionPayload(
+            transactionId: id ?? original, originalTransactionId: original, bundleId: bundle, productId: product,
+            purchaseDate: purchased, expiresDate: expires, revocationDate: revoked, revocationReason: revoked == nil ? nil : 0,
+            type: "Auto-Renewable Subscription", environment: environment, signedDate: signed,
+            appAccountToken: token?.uuidString)
+    }
+
+    /// A sync body whose one report carries `jws` and device-side fields that lie.
+    static func signedBody(reportID: String, jws: String, device: String = "phone") throws -> Data {
+        let body: [String: Any] = [
+            "device": ["id": device, "platform": "ios"],
+            "reports": [[
+                "report_id": reportID, "observed_at": RFC3339.format(Date()),
+                // Ignored for a verified report: the signed payload is the truth.
+                "product_id": "voip.business.yearly", "original_transaction_id": "forged", "transaction_id": "forged",
+                "purchased_at": "2020-01-01T00:00:00Z", "expires_at": "2099-01-01T00:00:00Z",
+                "signed_transaction": jws,
+            ]],
+        ]
+        return try JSONSerialization.data(withJSONObject: body)
+    }
+
+    static func unsignedBody(reportID: String, expires: String = "2099-01-01T00:00:00Z") throws -> Data {
+        try SyncBody(device: "phone", reports: [
+            Report(
+                reportID: reportID, deviceID: "phone", observedAt: Date(), productID: "voip.business.yearly",
+                originalTransactionID: "self-made", transactionID: "self-made", purchasedAt: Date().addingTimeInterval(-60),
+                expiresAt: RFC3339.parse(expires), trust: .unverifiedDevice),
+        ]).data
+    }
+
+    /// A signed App Store Server Notification V2 carrying `transaction` (and optional renewal info).
+    func notification(
+        _ type: String, uuid: UUID = UUID(), transaction: JWSTransactionPayload?, signed: Date, renewal: [String: Any]? = nil
+    ) throws -> Data {
+        var data: [String: Any] = ["bundleId": Self.bundleID, "environment": "Production"]
+        if let transaction { data["signedTransactionInfo"] = try authority.sign(transaction) }
+        if let renewal {
+            data["signedRenewalInfo"] = try authority.sign(
+                header: try authority.header(), payload: try JSONSerialization.data(withJSONObject: renewal))
+        }
+        let payload: [String: Any] = [
+            "notificationType": type, "notificationUUID": uuid.uuidString, "version": "2.0",
+            "signedDate": (signed.timeIntervalSince1970 * 1000).rounded(), "data": data,
+        ]
+        let jws = try authority.sign(header: try authority.header(), payload: try JSONSerialization.data(withJSONObject: payload))
+        return try JSONSerialization.data(withJSONObject: ["signedPayload": jws])
+    }
+
+    // MARK: - Policy
+
+    @Test("with signatures required, an unsigned report is refused (signature_required) and nothing is stored")
+    func unsignedRefused() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier)
+            try await app.test(.router) { client in
+                let (status, json) = try await client.sync(account: "acct-unsigned", body: try Self.unsignedBody(reportID: "u1"))
+                #expect(status == .unprocessableContent)
+                #expect(json.errorCode == "signature_required")
+            }
+            #expect(try await env.count("reports", accountID: "acct-unsigned") == 0)
+            #expect(try await env.count("devices", accountID: "acct-unsigned") == 0)
+        }
+    }
+
+    @Test("a forged far-future expiry grants nothing when signatures are required; the signed expiry is what counts")
+    func forgedExpiry() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier)
+            let now = Date()
+            try await app.test(.router) { client in
+                // 1. Unsigned, claiming business until 2099: refused, the account stays free.
+                let (refused, _) = try await client.sync(account: "acct-forge", body: try Self.unsignedBody(reportID: "f1"))
+                #expect(refused == .unprocessableContent)
+                // 2. Self-signed chain (a stranger's root) with the same claim: untrusted.
+                let stranger = try TestCertificateAuthority(name: "stranger")
+                let forged = try stranger.sign(Self.transaction(
+                    original: "9001", product: "voip.business.yearly", purchased: now.addingTimeInterval(-60),
+                    expires: RFC3339.parse("2099-01-01T00:00:00Z"), signed: now))
+                let (untrusted, untrustedJSON) = try await client.sync(account: "acct-forge", body: try Self.signedBody(reportID: "f2", jws: forged))
+                #expect(untrusted == .unprocessableContent)
+                #expect(untrustedJSON.errorCode == "untrusted_chain")
+                let (_, free) = try await client.getJSON("/v1/accounts/acct-forge")
+                #expect(free["tier"] as? String == "free")
+
+                // 3. Genuinely signed premium (already expired), while the device's JSON claims
+                //    business until 2099: the stored state follows the signature.
+                let expired = now.addingTimeInterval(-3600)
+                let jws = try authority.sign(Self.transaction(
+                    original: "9002", purchased: now.addingTimeInterval(-86_400 * 31), expires: expired, signed: now.addingTimeInterval(-60)))
+                let (accepted, json) = try await client.sync(account: "acct-forge", body: try Self.signedBody(reportID: "f3", jws: jws))
+                #expect(accepted == .accepted)
+                let account = try #require(json["account"] as? [String: Any])
+                #expect(account["tier"] as? String == "free")
+                let entitlement = try #require((account["entitlements"] as? [[String: Any]])?.first)
+                #expect(entitlement["product_id"] as? String == "voip.premium.monthly")
+                #expect(entitlement["original_transaction_id"] as? String == "9002")
+                #expect(entitlement["status"] as? String == "expired")
+                let storedExpiry = try #require((entitlement["expires_at"] as? String).flatMap(RFC3339.parse))
+                #expect(abs(storedExpiry.timeIntervalSince(expired.roundedToMilliseconds)) < 0.002)
+            }
+            let rows = try await env.pool.query(
+                "SELECT verified, signed_date IS NOT NULL, product_id, expires_at FROM reports WHERE account_id = 'acct-forge'")
+            #expect(rows.count == 1)
+            #expect(try rows[0].decode(Bool.self, at: 0))
+            #expect(try rows[0].decode(Bool.self, at: 1))
+            #expect(try rows[0].decode(String.self, at: 2) == "voip.premium.monthly")
+        }
+    }
+
+    @Test("each way a signed transaction can be wrong is refused with its own code, and nothing is stored")
+    func rejectionCodes() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier)
+            let now = Date()
+            let good = Self.transaction(original: "7000", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now)
+            let valid = try authority.sign(good)
+            let parts = valid.split(separator: ".").map(String.init)
+            let payloadJSON = try TestCertificateAuthority.payloadJSON(good)
+
+            var tamperedClaims = good
+            tamperedClaims.expiresDate = RFC3339.parse("2099-01-01T00:00:00Z")
+            let tamperedPayload = parts[0] + "." + TestCertificateAuthority.base64URL(try TestCertificateAuthority.payloadJSON(tamperedClaims)) + "." + parts[2]
+            let tamperedHeader = TestCertificateAuthority.base64URL(try authority.header(extra: ["kid": "x"])) + "." + parts[1] + "." + parts[2]
+            let otherKey = try authority.sign(header: try authority.header(), payload: payloadJSON, key: P256.Signing.PrivateKey())
+            let algNone = TestCertificateAuthority.base64URL(try authority.header(alg: "none")) + "." + parts[1] + "."
+            // HS256 keyed with the leaf's public key: the classic algorithm-confusion forgery.
+            let hsHeader = try authority.header(alg: "HS256")
+            let hsInput = TestCertificateAuthority.signingInput(header: hsHeader, payload: payloadJSON)
+            let hsKey = SymmetricKey(data: authority.leafKey.publicKey.derRepresentation)
+            let hsMAC = HMAC<SHA256>.authenticationCode(for: Data(hsInput.utf8), using: hsKey)
+            let hs256 = hsInput + "." + TestCertificateAuthority.base64URL(Data(hsMAC))
+            let stranger = try TestCertificateAuthority(name: "stranger").sign(good)
+            let missingIntermediate = try authority.sign(
+                header: try authority.header(x5c: [try TestCertificateAuthority.x5cEntry(authority.leaf), try TestCertificateAuthority.x5cEntry(authority.root)]),
+                payload: payloadJSON)
+            let wrongOID = try TestCertificateAuthority(leafPolicyOID: TestCertificateAuthority.unrelatedOID)
+            let wrongOIDVerifier = try StoreKitVerifier(rootCertificates: [wrongOID.root], bundleID: Self.bundleID, allowedEnvironments: [.production])
+            let expiredAuthority = try TestCertificateAuthority(
+                leafValidity: now.addingTimeInterval(-86_400 * 400)...now.addingTimeInterval(-86_400), now: now)
+            let expiredVerifier = try StoreKitVerifier(
+                rootCertificates: [expiredAuthority.root], bundleID: Self.bundleID, allowedEnvironments: [.production])
+            let wrongBundle = try authority.sign(Self.transaction(
+                original: "7000", purchased: now, expires: nil, signed: now, bundle: "com.example.other"))
+            let wrongEnvironment = try authority.sign(Self.transaction(
+                original: "7000", purchased: now, expires: nil, signed: now, environment: "Sandbox"))
+
+            let cases: [(name: String, jws: String, verifier: StoreKitVerifier, code: String)] = [
+                ("tampered payload", tamperedPayload, verifier, "bad_signature"),
+                ("tampered header", tamperedHeader, verifier, "bad_signature"),
+                ("wrong signature", otherKey, verifier, "bad_signature"),
+                ("alg none", algNone, verifier, "unsupported_algorithm"),
+                ("HS256 with the public key", hs256, verifier, "unsupported_algorithm"),
+                ("untrusted root", stranger, verifier, "untrusted_chain"),
+                ("missing intermediate", missingIntermediate, verifier, "untrusted_chain"),
+                ("wrong policy OID", try wrongOID.sign(good), wrongOIDVerifier, "untrusted_chain"),
+                ("expired certificate", try expiredAuthority.sign(good), expiredVerifier, "certificate_expired"),
+                ("wrong bundle id", wrongBundle, verifier, "wrong_bundle"),
+                ("wrong environment", wrongEnvironment, verifier, "wrong_environment"),
+            ]
+            for (index, testCase) in cases.enumerated() {
+                let account = "acct-reject-\(index)"
+                let app = env.application(requireSigned: true, verifier: testCase.verifier)
+                try await app.test(.router) { client in
+                    let (status, json) = try await client.sync(account: account, body: try Self.signedBody(reportID: "r", jws: testCase.jws))
+                    #expect(status == .unprocessableContent, "\(testCase.name)")
+                    #expect(json.errorCode == testCase.code, "\(testCase.name): \(json)")
+                }
+                #expect(try await env.count("reports", accountID: account) == 0, "\(testCase.name) stored a report")
+                #expect(try await env.count("devices", accountID: account) == 0, "\(testCase.name) stored a device")
+            }
+            // The valid one, for contrast, is accepted by the same app.
+            try await app.test(.router) { client in
+                let (status, _) = try await client.sync(account: "acct-valid", body: try Self.signedBody(reportID: "r", jws: valid))
+                #expect(status == .accepted)
+            }
+            #expect(try await env.count("reports", accountID: "acct-valid") == 1)
+        }
+    }
+
+    @Test("with signatures optional, unsigned reports are stored unverified, and a bad signature is still refused")
+    func optionalSignatures() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: false, verifier: verifier)
+            try await app.test(.router) { client in
+                let (status, _) = try await client.sync(account: "acct-optional", body: try Self.unsignedBody(reportID: "o1"))
+                #expect(status == .accepted)
+                let stranger = try TestCertificateAuthority(name: "stranger").sign(Self.transaction(
+                    original: "1", purchased: Date(), expires: nil, signed: Date()))
+                let (refused, json) = try await client.sync(account: "acct-optional", body: try Self.signedBody(reportID: "o2", jws: stranger))
+                #expect(refused == .unprocessableContent)
+                #expect(json.errorCode == "untrusted_chain")
+            }
+            let rows = try await env.pool.query("SELECT report_id, verified FROM reports WHERE account_id = 'acct-optional'")
+            #expect(rows.count == 1)
+            #expect(try rows[0].decode(Bool.self, at: 1) == false)
+        }
+    }
+
+    // MARK: - Notifications
+
+    @Test("App Store notifications: REFUND after a device's active report revokes, REFUND_REVERSED restores, a duplicate is ignored")
+    func refundAndReversal() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier)
+            let now = Date()
+            let purchased = now.addingTimeInterval(-86_400)
+            let expires = now.addingTimeInterval(86_400 * 29)
+            let token = UUID()
+            try await app.test(.router) { client in
+                let device = try authority.sign(Self.transaction(
+                    original: "5000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-600), token: token))
+                let (status, json) = try await client.sync(account: "acct-refund", body: try Self.signedBody(reportID: "d1", jws: device))
+                #expect(status == .accepted)
+                #expect((json["account"] as? [String: Any])?["tier"] as? String == "premium")
+
+                // REFUND: Apple's transaction carries the revocation.
+                let refundUUID = UUID()
+                let refund = try notification("REFUND", uuid: refundUUID, transaction: Self.transaction(
+                    original: "5000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-300),
+                    revoked: now.addingTimeInterval(-320), token: token), signed: now.addingTimeInterval(-300))
+                let first = try await client.postJSON("/v1/notifications/apple", body: refund, credential: nil)
+                #expect(first.status == .ok)
+                #expect(first.json["status"] as? String == "applied")
+                #expect(first.json["account_id"] as? String == "acct-refund")
+                let revoked = try await settled(client, "acct-refund")
+                #expect(revoked["tier"] as? String == "free")
+                #expect(entitlementStatus(revoked) == "revoked")
+
+                // The same notification again: acknowledged, nothing new stored.
+                let again = try await client.postJSON("/v1/notifications/apple", body: refund, credential: nil)
+                #expect(again.status == .ok)
+                #expect(again.json["status"] as? String == "duplicate")
+
+                // A stale device report (no revocation, signed before the refund) cannot un-revoke.
+                let stale = try authority.sign(Self.transaction(
+                    original: "5000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-500), token: token))
+                _ = try await client.sync(account: "acct-refund", body: try Self.signedBody(reportID: "d2", jws: stale))
+                #expect(entitlementStatus(try await settled(client, "acct-refund")) == "revoked")
+
+                // REFUND_REVERSED: signed later, without revocation: restored.
+                let reversed = try notification("REFUND_REVERSED", transaction: Self.transaction(
+                    original: "5000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-60), token: token),
+                    signed: now.addingTimeInterval(-60))
+                let restore = try await client.postJSON("/v1/notifications/apple", body: reversed, credential: nil)
+                #expect(restore.json["status"] as? String == "applied")
+                let restored = try await settled(client, "acct-refund")
+                #expect(restored["tier"] as? String == "premium")
+                #expect(entitlementStatus(restored) == "active")
+            }
+            let stored = try await env.pool.query(
+                "SELECT count(*) FILTER (WHERE source = 'store'), count(*) FROM reports WHERE account_id = 'acct-refund'")
+            #expect(try stored[0].decode(Int.self, at: 0) == 2)
+            #expect(try stored[0].decode(Int.self, at: 1) == 4)
+            let types = try await env.pool.query("SELECT type FROM events WHERE account_id = 'acct-refund' ORDER BY sequence")
+                .map { try $0.decode(String.self, at: 0) }
+            #expect(types.contains("entitlement.revoked"))
+            #expect(types.contains("entitlement.restored"))
+        }
+    }
+
+    @Test("notifications: token lookup, renewal info, unmatched purchases, TEST, and bad signatures")
+    func notificationRouting() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier)
+            let now = Date()
+            try await app.test(.router) { client in
+                // An account whose id is the token itself (apps that use the account UUID).
+                let token = UUID()
+                let accountID = token.uuidString.lowercased()
+                let device = try authority.sign(Self.transaction(
+                    original: "6000", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now.addingTimeInterval(-30)))
+                _ = try await client.sync(account: accountID, body: try Self.signedBody(reportID: "d1", jws: device))
+                // DID_FAIL_TO_RENEW with renewal info: billing retry with a grace period.
+                let grace = now.addingTimeInterval(3 * 86_400)
+                let failed = try notification(
+                    "DID_FAIL_TO_RENEW",
+                    transaction: Self.transaction(
+                        original: "6000", purchased: now.addingTimeInterval(-86_400 * 31), expires: now.addingTimeInterval(-60),
+                        signed: now.addingTimeInterval(-10), token: token),
+                    signed: now.addingTimeInterval(-10),
+                    renewal: ["originalTransactionId": "6000", "autoRenewStatus": 1, "isInBillingRetryPeriod": true,
+                              "gracePeriodExpiresDate": (grace.timeIntervalSince1970 * 1000).rounded(),
+                              "environment": "Production", "signedDate": (now.timeIntervalSince1970 * 1000).rounded()])
+                let answer = try await client.postJSON("/v1/notifications/apple", body: failed, credential: nil)
+                #expect(answer.json["status"] as? String == "applied")
+                #expect(answer.json["account_id"] as? String == accountID)
+
+                // A purchase nobody has reported yet: acknowledged and kept as unmatched.
+                let orphan = try notification("SUBSCRIBED", transaction: Self.transaction(
+                    original: "6999", purchased: now, expires: now.addingTimeInterval(86_400), signed: now), signed: now)
+                let unmatched = try await client.postJSON("/v1/notifications/apple", body: orphan, credential: nil)
+                #expect(unmatched.status == .ok)
+                #expect(unmatched.json["status"] as? String == "unmatched")
+
+                // TEST carries no transaction.
+                let test = try notification("TEST", transaction: nil, signed: now)
+                #expect(try await client.postJSON("/v1/notifications/apple", body: test, credential: nil).json["status"] as? String == "ignored")
+
+                // Signed by a stranger: 422 with the code; not JSON: 400.
+                let strangerCA = try TestCertificateAuthority(name: "stranger")
+                let forgedJWS = try strangerCA.sign(header: try strangerCA.header(), payload: try JSONSerialization.data(withJSONObject: [
+                    "notificationType": "REFUND", "notificationUUID": UUID().uuidString, "signedDate": 1_750_000_000_000,
+                    "data": ["bundleId": Self.bundleID, "environment": "Production"],
+                ] as [String: Any]))
+                let forged = try await client.postJSON(
+                    "/v1/notifications/apple", body: try JSONSerialization.data(withJSONObject: ["signedPayload": forgedJWS]), credential: nil)
+                #expect(forged.status == .unprocessableContent)
+                #expect(forged.json.errorCode == "untrusted_chain")
+                let garbage = try await client.postJSON("/v1/notifications/apple", body: Data("{\"signedPayload\": 3}".utf8), credential: nil)
+                #expect(garbage.status == .badRequest)
+            }
+            let account = try await env.pool.query(
+                "SELECT in_billing_retry, grace_period_expires_at IS NOT NULL FROM reports WHERE source = 'store'")
+            #expect(account.count == 1)
+            #expect(try account[0].decode(Bool.self, at: 0))
+            #expect(try account[0].decode(Bool.self, at: 1))
+            let statuses = try await env.pool.query("SELECT status, count(*) FROM store_notifications GROUP BY status ORDER BY status")
+                .map { "\(try $0.decode(String.self, at: 0))=\(try $0.decode(Int.self, at: 1))" }
+            #expect(statuses == ["applied=1", "ignored=1", "unmatched=1"])
+        }
+    }
+
+    // MARK: - Account binding
+
+    @Test("binding policy reject: a purchase of another account is refused with 409 and nothing is stored")
+    func bindingReject() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier, binding: .reject)
+            let now = Date()
+            let jws = try authority.sign(Self.transaction(
+                original: "8000", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now))
+            let tokenJWS = try authority.sign(Self.transaction(
+                original: "8001", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now, token: UUID()))
+            try await app.test(.router) { client in
+                #expect(try await client.sync(account: "acct-owner", body: try Self.signedBody(reportID: "a1", jws: jws)).status == .accepted)
+                #expect(try await client.sync(account: "acct-owner", body: try Self.signedBody(reportID: "a2", jws: tokenJWS)).status == .accepted)
+                // The same device report again on the owner is fine (idempotent).
+                #expect(try await client.sync(account: "acct-owner", body: try Self.signedBody(reportID: "a1", jws: jws)).json["duplicates"] as? Int == 1)
+                let (status, json) = try await client.sync(account: "acct-thief", body: try Self.signedBody(reportID: "b1", jws: jws))
+                #expect(status == .conflict)
+                #expect(json.errorCode == "purchase_bound_to_another_account")
+                #expect(!(json.errorMessage?.contains("acct-owner") ?? true), "the other account must not be revealed")
+            }
+            #expect(try await env.count("reports", accountID: "acct-thief") == 0)
+            #expect(try await env.count("devices", accountID: "acct-thief") == 0)
+            let owner = try await env.pool.query("SELECT account_id FROM transaction_owners WHERE original_transaction_id = '8000'")
+            #expect(try owner[0].decode(String.self, at: 0) == "acct-owner")
+        }
+    }
+
+    @Test("binding policy transfer: the purchase moves, both accounts get entitlement.transferred, and reconcile finds no drift")
+    func bindingTransfer() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
+            let now = Date()
+            let jws = try authority.sign(Self.transaction(
+                original: "8100", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now))
+            try await app.test(.router) { client in
+                let (first, before) = try await client.sync(account: "acct-old", body: try Self.signedBody(reportID: "old-1", jws: jws))
+                #expect(first == .accepted)
+                #expect((before["account"] as? [String: Any])?["tier"] as? String == "premium")
+                let (moved, after) = try await client.sync(account: "acct-new", body: try Self.signedBody(reportID: "new-1", jws: jws))
+                #expect(moved == .accepted)
+                #expect((after["account"] as? [String: Any])?["tier"] as? String == "premium")
+                let old = try await settled(client, "acct-old")
+                #expect(old["tier"] as? String == "free")
+            }
+            for account in ["acct-old", "acct-new"] {
+                let rows = try await env.pool.query(
+                    "SELECT payload FROM events WHERE account_id = \(account) AND type = 'entitlement.transferred'")
+                #expect(rows.count == 1, "\(account)")
+                let transfer = try rows[0].decode(JSONColumn<Event>.self, at: 0).value.transfer
+                #expect(transfer == Transfer(originalTransactionID: "8100", fromAccountID: "acct-old", toAccountID: "acct-new"))
+            }
+            #expect(try await env.count("reports", accountID: "acct-old") == 0)
+            #expect(try await env.count("reports", accountID: "acct-new") == 2)
+            let sequences = try await env.pool.query("SELECT account_id, array_agg(sequence ORDER BY sequence)::text FROM events GROUP BY account_id")
+            for row in sequences {
+                let account = try row.decode(String.self, at: 0)
+                let text = try row.decode(String.self, at: 1)
+                let numbers = text.trimmingCharacters(in: CharacterSet(charactersIn: "{}")).split(separator: ",").compactMap { Int($0) }
+                #expect(numbers == Array(1...numbers.count), "gap in \(account)'s sequences: \(text)")
+            }
+            let reconciler = Reconciler(pool: env.pool, catalogue: .default)
+            let result = try await reconciler.reconcile(accounts: ["acct-new", "acct-old"], repair: false)
+            #expect(result.accountsWithDrift == 0, "\(result.differences)")
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// The account once none of its reports is pending.
+    func settled(_ client: some TestClientProtocol, _ account: String) async throws -> [String: Any] {
+        for _ in 0..<100 {
+            let (_, json) = try await client.getJSON("/v1/accounts/\(account)")
+            if json["pending_reports"] as? Int == 0 { return json }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("\(account) still has pending reports")
+        return [:]
+    }
+
+    func entitlementStatus(_ account: [String: Any]) -> String? {
+        (account["entitlements"] as? [[String: Any]])?.first?["status"] as? String
+    }
+}
+
+extension Date {
+    /// StoreKit dates are whole milliseconds.
+    var roundedToMilliseconds: Date {
+        Date(timeIntervalSince1970: (timeIntervalSince1970 * 1000).rounded() / 1000)
+    }
+}
