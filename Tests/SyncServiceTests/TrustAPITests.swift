@@ -379,6 +379,59 @@ struct TrustAPITests {
         }
     }
 
+    @Test("binding: an appAccountToken bound to another account is refused under reject, even on a new purchase")
+    func tokenConflict() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier, binding: .reject)
+            let now = Date()
+            let token = UUID()
+            let first = try authority.sign(Self.transaction(
+                original: "8200", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now, token: token))
+            let second = try authority.sign(Self.transaction(
+                original: "8201", purchased: now.addingTimeInterval(-30), expires: now.addingTimeInterval(86_400), signed: now, token: token))
+            try await app.test(.router) { client in
+                #expect(try await client.sync(account: "acct-token-a", body: try Self.signedBody(reportID: "a", jws: first)).status == .accepted)
+                let (status, json) = try await client.sync(account: "acct-token-b", body: try Self.signedBody(reportID: "b", jws: second))
+                #expect(status == .conflict)
+                #expect(json.errorCode == "purchase_bound_to_another_account")
+                #expect(json.errorMessage?.contains("appAccountToken") == true)
+                // The token's own account may report the second purchase.
+                #expect(try await client.sync(account: "acct-token-a", body: try Self.signedBody(reportID: "a2", jws: second)).status == .accepted)
+            }
+            #expect(try await env.count("reports", accountID: "acct-token-b") == 0)
+            let owner = try await env.pool.query("SELECT account_id FROM transaction_owners WHERE original_transaction_id = '8201'")
+            #expect(try owner.map { try $0.decode(String.self, at: 0) } == ["acct-token-a"])
+        }
+    }
+
+    @Test("binding race: two accounts reporting one new purchase at once, exactly one wins and the other gets 409")
+    func bindingRace() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier, binding: .reject)
+            let now = Date()
+            try await app.test(.live) { client in
+                for round in 0..<8 {
+                    let jws = try authority.sign(Self.transaction(
+                        original: "race-\(round)", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now))
+                    let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                        for account in ["acct-race-a", "acct-race-b", "acct-race-c"] {
+                            group.addTask {
+                                try await client.sync(
+                                    account: account, body: try Self.signedBody(reportID: "r\(round)", jws: jws), waitMilliseconds: nil).status
+                            }
+                        }
+                        return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+                    }
+                    #expect(statuses.filter { $0 == .accepted }.count == 1, "round \(round): \(statuses)")
+                    #expect(statuses.filter { $0 == .conflict }.count == 2, "round \(round): \(statuses)")
+                    let stored = try await env.pool.query(
+                        "SELECT count(DISTINCT account_id) FROM reports WHERE original_transaction_id = \("race-\(round)")")
+                    #expect(try stored[0].decode(Int.self, at: 0) == 1, "round \(round): the purchase is in more than one account")
+                }
+            }
+        }
+    }
+
     @Test("binding policy transfer: the purchase moves, both accounts get entitlement.transferred, and reconcile finds no drift")
     func bindingTransfer() async throws {
         try await TestEnvironment.withFresh { env in

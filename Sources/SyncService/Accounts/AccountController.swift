@@ -109,6 +109,7 @@ struct AccountController: Sendable {
     private func submitBound(accountID: String, device: DeviceInfo, admitted: ReportAdmission.Admitted) async throws -> ReportInbox.Submission {
         do {
             let outcome = try await binder.submit(accountID: accountID, device: device, reports: admitted.reports, claims: admitted.claims)
+            if !outcome.transfers.isEmpty { ServiceMetrics.bindingConflicts("transferred").increment(by: outcome.transfers.count) }
             for transfer in outcome.transfers {
                 logger.notice("purchase transferred between accounts", metadata: [
                     "original_transaction_id": "\(transfer.originalTransactionID)",
@@ -117,6 +118,7 @@ struct AccountController: Sendable {
             }
             return outcome.submission
         } catch let conflict as BindingConflict {
+            ServiceMetrics.bindingConflicts("rejected").increment()
             logger.notice("purchase bound to another account refused", metadata: [
                 "original_transaction_id": "\(conflict.originalTransactionID)", "by": "\(conflict.reason.rawValue)",
             ])

@@ -14,4 +14,19 @@ enum ServiceMetrics {
     static let inboxDepth = Gauge(label: "subsync_inbox_depth")
     static let resolutionLag = Gauge(label: "subsync_resolution_lag_seconds")
     static let quarantined = Gauge(label: "subsync_reports_quarantined")
+
+    /// Signed transactions and notifications refused, by the verifier's code (or
+    /// `signature_required`): a rise means forged or misconfigured clients.
+    static func signatureRefused(_ code: String) -> Counter {
+        Counter(label: "subsync_signatures_refused_total", dimensions: [("code", code)])
+    }
+    static let signedReportsVerified = Counter(label: "subsync_signed_reports_verified_total")
+    /// Purchases refused (`reject`) or moved (`transfer`) because another account had them.
+    static func bindingConflicts(_ outcome: String) -> Counter {
+        Counter(label: "subsync_binding_conflicts_total", dimensions: [("outcome", outcome)])
+    }
+    /// App Store Server Notifications handled, by status (applied, duplicate, unmatched, ignored).
+    static func storeNotifications(_ status: String) -> Counter {
+        Counter(label: "subsync_store_notifications_total", dimensions: [("status", status)])
+    }
 }

@@ -28,7 +28,9 @@ struct NotificationController: Sendable {
     func addRoutes(to router: Router<some RequestContext>) {
         router.post("v1/notifications/apple") { request, _ in
             let body = try await request.body.collect(upTo: Self.maximumBodyBytes)
-            return try JSONResponse.make(try await handle(Data(buffer: body)))
+            let answer = try await handle(Data(buffer: body))
+            ServiceMetrics.storeNotifications(answer.status).increment()
+            return try JSONResponse.make(answer)
         }
     }
 
@@ -124,6 +126,7 @@ struct NotificationController: Sendable {
         do {
             return try await body()
         } catch let error as StoreKitVerificationError {
+            ServiceMetrics.signatureRefused(error.code).increment()
             logger.notice("App Store notification refused", metadata: ["reason": "\(error)"])
             throw APIError(.unprocessableContent, code: error.code, message: "signedPayload: \(error.clientMessage)")
         }

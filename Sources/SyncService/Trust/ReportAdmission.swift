@@ -43,6 +43,7 @@ struct ReportAdmission: Sendable {
                         appAccountToken: verified.payload.appAccountToken.flatMap(UUID.init(uuidString:))))
             } else {
                 guard !requireSigned else {
+                    ServiceMetrics.signatureRefused("signature_required").increment()
                     throw APIError(
                         .unprocessableContent, code: "signature_required",
                         message: "reports[\(index)] has no signed_transaction; this service accepts only StoreKit 2 signed transactions")
@@ -76,8 +77,11 @@ struct ReportAdmission: Sendable {
                 message: "reports[\(index)].signed_transaction cannot be verified: this server has no trusted roots configured; send the report without it")
         }
         do {
-            return try await verifier.verifyTransaction(jws)
+            let verified = try await verifier.verifyTransaction(jws)
+            ServiceMetrics.signedReportsVerified.increment()
+            return verified
         } catch {
+            ServiceMetrics.signatureRefused(error.code).increment()
             logger.notice("signed transaction refused", metadata: ["reason": "\(error)", "report_index": "\(index)"])
             throw Self.refusal(error, index: index)
         }
