@@ -13,7 +13,15 @@ returns the record. The path chooses how it answers:
   /redirect             302 to /ok
   /huge                 200 with a 5 MB body
 
-Usage: webhook-receiver.py [--port N] [--quiet]; prints "PORT <n>" when listening.
+For fault injection (scripts/faults), POST /_mode {"mode": "ok" | "500" | "slow:<ms>"} makes
+every webhook path answer 500, or wait <ms> and then answer 200, until set back to "ok".
+
+Usage: webhook-receiver.py [--port N] [--quiet] [--secret S ...] [--log-file F] [--compact]
+prints "PORT <n>" when listening. --secret sets the verification secrets from the start (as
+POST /_secrets would), so a receiver restarted on the same port verifies at once. --log-file
+appends each record as one JSON line (flushed), so the record survives the process being
+killed; --compact leaves the bodies out of the records and keeps data.account_id,
+data.sequence and type instead.
 """
 import argparse
 import json
@@ -28,6 +36,9 @@ lock = threading.Lock()
 log = []
 secrets = []
 seen = {}
+mode = ["ok"]
+options = None
+log_file = None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -65,6 +76,11 @@ class Handler(BaseHTTPRequestHandler):
                 secrets[:] = json.loads(body)["secrets"]
             self.reply(200)
             return
+        if self.path == "/_mode":
+            with lock:
+                mode[0] = json.loads(body)["mode"]
+            self.reply(200)
+            return
         headers = {k.lower(): v for k, v in self.headers.items()}
         webhook_id = headers.get("webhook-id", "")
         verified_by = []
@@ -94,23 +110,57 @@ class Handler(BaseHTTPRequestHandler):
             status, reply_headers = 302, {"Location": "/ok"}
         elif parts[0] == "huge":
             reply_body = b"x" * (5 * 1024 * 1024)
+        with lock:
+            current_mode = mode[0]
+        slept = 0.0
+        if current_mode == "500":
+            status, reply_headers, reply_body = 500, {}, b"injected failure"
+        elif current_mode.startswith("slow:"):
+            slept = int(current_mode[5:]) / 1000
+            time.sleep(slept)
         try:
             parsed = json.loads(body)
         except ValueError:
             parsed = None
+        record = {
+            "path": self.path, "id": webhook_id, "timestamp": headers.get("webhook-timestamp"),
+            "signature": headers.get("webhook-signature"), "verified_by": verified_by,
+            "status": status, "received_at": time.time(), "mode": current_mode,
+        }
+        if options.compact:
+            data = parsed.get("data") if isinstance(parsed, dict) else None
+            data = data if isinstance(data, dict) else {}
+            record.update({"type": parsed.get("type") if isinstance(parsed, dict) else None,
+                           "account_id": data.get("account_id"), "sequence": data.get("sequence"),
+                           "event_id": data.get("id")})
+        else:
+            record["body"] = parsed
         with lock:
-            log.append({
-                "path": self.path, "id": webhook_id, "timestamp": headers.get("webhook-timestamp"),
-                "signature": headers.get("webhook-signature"), "verified_by": verified_by,
-                "status": status, "received_at": time.time(), "body": parsed,
-            })
-        self.reply(status, reply_body, reply_headers)
+            log.append(record)
+            if log_file is not None:
+                log_file.write(json.dumps(record) + "\n")
+                log_file.flush()
+        try:
+            self.reply(status, reply_body, reply_headers)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the sender gave up (its timeout); the record says what was answered
 
 
 def main():
+    global options, log_file
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--secret", action="append", default=[])
+    parser.add_argument("--log-file")
+    parser.add_argument("--compact", action="store_true")
+    parser.add_argument("--mode", default="ok")
     arguments = parser.parse_args()
+    options = arguments
+    secrets[:] = arguments.secret
+    mode[0] = arguments.mode
+    if arguments.log_file:
+        log_file = open(arguments.log_file, "a", encoding="utf-8")
     server = ThreadingHTTPServer(("127.0.0.1", arguments.port), Handler)
     server.daemon_threads = True
     print(f"PORT {server.server_address[1]}", flush=True)
