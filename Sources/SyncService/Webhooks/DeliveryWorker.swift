@@ -16,8 +16,9 @@ public struct DeliveryWorker: Service {
     public struct Configuration: Sendable {
         public var batchSize: Int = 500
         public var schedule: RetrySchedule = .standard
-        /// How long a claimed delivery is reserved for its sender.
-        public var lease: TimeInterval = 120
+        /// How long a claimed delivery is reserved for its sender, so a sender that dies only
+        /// delays it this long. Default (nil): 20 attempt timeouts, between 30 s and 2 minutes.
+        public var lease: TimeInterval?
         /// An endpoint whose every delivery failed for this long is disabled.
         public var disableAfter: TimeInterval = 5 * 86_400
         public var connectTimeout: Duration = .seconds(5)
@@ -27,6 +28,12 @@ public struct DeliveryWorker: Service {
         public var partition: (index: Int, count: Int) = (0, 1)
 
         public init() {}
+
+        var effectiveLease: TimeInterval {
+            if let lease { return lease }
+            let timeout = Double(totalTimeout.components.seconds) + Double(totalTimeout.components.attoseconds) / 1e18
+            return min(120, max(30, 20 * timeout))
+        }
     }
 
     let store: DeliveryStore
@@ -72,7 +79,7 @@ public struct DeliveryWorker: Service {
 
     /// Claims, sends and records one batch; returns how many deliveries it attempted.
     func deliverBatch() async throws -> Int {
-        let claimed = try await store.claimDue(limit: configuration.batchSize, lease: configuration.lease, partition: configuration.partition)
+        let claimed = try await store.claimDue(limit: configuration.batchSize, lease: configuration.effectiveLease, partition: configuration.partition)
         guard !claimed.isEmpty else { return 0 }
         // One sequence per (account, endpoint), in event order; the sequences run concurrently.
         var groups: [[DeliveryStore.Claimed]] = []
