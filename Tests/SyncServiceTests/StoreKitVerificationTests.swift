@@ -193,6 +193,35 @@ struct StoreKitVerificationTests {
         #expect(await Self.code(try Self.verifier(notYetValid), try notYetValid.sign(Self.transaction())) == "certificate_expired")
     }
 
+    @Test("once a chain has verified, later tokens with it still fail every check but the chain's own")
+    func verifiedChainCache() async throws {
+        let validity = Self.signedDate.addingTimeInterval(-86_400)...Self.signedDate.addingTimeInterval(86_400)
+        let authority = try TestCertificateAuthority(leafValidity: validity, now: Self.signedDate)
+        let verifier = try Self.verifier(authority)
+        // Warm: the chain is now known.
+        #expect(await Self.code(verifier, try authority.sign(Self.transaction())) == nil)
+        #expect(await Self.code(verifier, try authority.sign(Self.transaction())) == nil)
+
+        let parts = try authority.sign(Self.transaction()).split(separator: ".").map(String.init)
+        var forgedClaims = Self.transaction()
+        forgedClaims.productId = "business.yearly"
+        let tampered = parts[0] + "." + TestCertificateAuthority.base64URL(try TestCertificateAuthority.payloadJSON(forgedClaims)) + "." + parts[2]
+        #expect(await Self.code(verifier, tampered) == "bad_signature")
+        let otherKey = try authority.sign(
+            header: try authority.header(), payload: try TestCertificateAuthority.payloadJSON(Self.transaction()), key: P256.Signing.PrivateKey())
+        #expect(await Self.code(verifier, otherKey) == "bad_signature")
+        let truncated = parts[0] + "." + parts[1] + "." + String(parts[2].dropLast(4))
+        #expect(await Self.code(verifier, truncated) != nil)
+        #expect(await Self.code(verifier, try authority.sign(Self.transaction(bundleId: "com.example.other"))) == "wrong_bundle")
+        #expect(await Self.code(verifier, try authority.sign(Self.transaction(environment: "Production"))) == "wrong_environment")
+        // Outside the leaf's validity the cached chain does not apply: the full path says why.
+        let late = Self.transaction(signedDate: Self.signedDate.addingTimeInterval(2 * 86_400))
+        #expect(await Self.code(verifier, try authority.sign(late)) == "certificate_expired")
+        // The same chain with another root: a different x5c, so never the cached entry.
+        let stranger = try TestCertificateAuthority(name: "stranger", leafValidity: validity, now: Self.signedDate)
+        #expect(await Self.code(verifier, try stranger.sign(Self.transaction())) == "untrusted_chain")
+    }
+
     @Test("another bundle id and a disallowed or unknown environment are rejected")
     func bundleAndEnvironment() async throws {
         let authority = try TestCertificateAuthority()

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import JWTKit
 import SyncCore
@@ -29,6 +30,8 @@ public struct StoreKitVerifier: Sendable {
     public let rootCertificates: [Certificate]
     private let x5cVerifier: X5CVerifier
     private let now: @Sendable () -> Date
+    /// Chains that verified already (shared by copies of this verifier).
+    private let verifiedChains = VerifiedChainCache()
 
     /// The decoder of StoreKit payloads: dates are milliseconds since 1970, possibly fractional.
     public static var payloadDecoder: JSONDecoder {
@@ -165,6 +168,12 @@ public struct StoreKitVerifier: Sendable {
         guard x5c.count == 3 else {
             throw .untrustedChain("x5c holds \(x5c.count) certificates, expected 3")
         }
+        let validationTime = claims.signedAt ?? now()
+        if let known = verifiedChains.entry(for: x5c, at: validationTime) {
+            // The chain verified before and is valid at this date: only the signature is left.
+            guard Self.signatureIsValid(parts, key: known.leafKey) else { throw .badSignature }
+            return (claims, try checkClaims(claims))
+        }
         var certificates: [Certificate] = []
         for encoded in x5c {
             guard let der = Data(base64Encoded: encoded),
@@ -174,10 +183,9 @@ public struct StoreKitVerifier: Sendable {
             }
             certificates.append(certificate)
         }
-
-        let validationTime = claims.signedAt ?? now()
         try await verifyChain(certificates, at: validationTime)
         let payload = try await verifySignature(jws, as: Payload.self, at: validationTime)
+        verifiedChains.insert(x5c: x5c, certificates: certificates)
         let environment = try checkClaims(payload)
         return (payload, environment)
     }
@@ -249,12 +257,27 @@ public struct StoreKitVerifier: Sendable {
         return environment
     }
 
-    /// Decodes unpadded base64url.
+    /// ES256 over `header.payload`: a raw 64-byte `r || s` signature, as JWS encodes it.
+    private static func signatureIsValid(_ parts: [Substring], key: P256.Signing.PublicKey) -> Bool {
+        guard let raw = base64URLDecoded(parts[2]), raw.count == 64,
+            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: raw)
+        else { return false }
+        return key.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
+    }
+
+    /// Decodes unpadded base64url (on bytes: Foundation's string replacing was a visible cost).
     static func base64URLDecoded(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        let remainder = base64.count % 4
+        var bytes = Array(text.utf8)
+        for index in bytes.indices {
+            switch bytes[index] {
+            case UInt8(ascii: "-"): bytes[index] = UInt8(ascii: "+")
+            case UInt8(ascii: "_"): bytes[index] = UInt8(ascii: "/")
+            default: break
+            }
+        }
+        let remainder = bytes.count % 4
         if remainder == 1 { return nil }
-        if remainder > 0 { base64 += String(repeating: "=", count: 4 - remainder) }
-        return Data(base64Encoded: base64)
+        if remainder > 0 { bytes.append(contentsOf: repeatElement(UInt8(ascii: "="), count: 4 - remainder)) }
+        return Data(base64Encoded: Data(bytes))
     }
 }

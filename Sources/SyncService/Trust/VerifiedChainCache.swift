@@ -1,0 +1,51 @@
+import Crypto
+import Foundation
+import Synchronization
+import X509
+
+/// Certificate chains that already verified, so that the next JWS signed by the same chain costs
+/// one ECDSA verification instead of building and checking the chain twice (measured in
+/// `scripts/bench-signed`: the chain checks were most of the cost of a signed report).
+///
+/// An entry is added only after a chain passed every check of ``StoreKitVerifier`` (trusted root,
+/// Apple's policy OIDs, RFC 5280) at some instant. Those checks do not depend on time except for
+/// the validity periods, so an entry keeps the intersection of its certificates' periods and is
+/// used only for a `signedDate` inside it; anything else takes the full path again, which gives
+/// the precise error. The key is the exact `x5c` header text, so a different chain (or one byte
+/// changed) never matches.
+final class VerifiedChainCache: Sendable {
+    struct Entry: Sendable {
+        /// The leaf's key, which signs the JWS.
+        var leafKey: P256.Signing.PublicKey
+        /// When every certificate of the chain is valid.
+        var validity: ClosedRange<Date>
+    }
+
+    /// Apple signs with a handful of chains at a time; a bound keeps forged-chain floods from
+    /// growing memory (only verified chains are added anyway).
+    static let capacity = 32
+
+    private let entries = Mutex<[String: Entry]>([:])
+
+    /// The verified chain `x5c`, when `date` is inside its validity.
+    func entry(for x5c: [String], at date: Date) -> Entry? {
+        let key = x5c.joined(separator: ",")
+        return entries.withLock { entries in
+            guard let entry = entries[key], entry.validity.contains(date) else { return nil }
+            return entry
+        }
+    }
+
+    /// Remembers `certificates` (leaf first), which just verified, under `x5c`.
+    func insert(x5c: [String], certificates: [Certificate]) {
+        guard let leaf = certificates.first, let leafKey = P256.Signing.PublicKey(leaf.publicKey),
+            let notBefore = certificates.map(\.notValidBefore).max(),
+            let notAfter = certificates.map(\.notValidAfter).min(), notBefore <= notAfter
+        else { return }
+        let key = x5c.joined(separator: ",")
+        entries.withLock { entries in
+            if entries.count >= Self.capacity, entries[key] == nil { entries.removeAll(keepingCapacity: true) }
+            entries[key] = Entry(leafKey: leafKey, validity: notBefore...notAfter)
+        }
+    }
+}
