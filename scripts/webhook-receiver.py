@@ -25,6 +25,8 @@ data.sequence and type instead.
 """
 import argparse
 import json
+import os
+import signal
 import sys
 import threading
 import time
@@ -161,6 +163,21 @@ def main():
     mode[0] = arguments.mode
     if arguments.log_file:
         log_file = open(arguments.log_file, "a", encoding="utf-8")
+    # A parent that blocks or ignores SIGTERM (as a service with its own signal handling does)
+    # passes that on to its children: take the defaults back, so terminating this process works.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Exit with the process that started this one (a test run or scripts/faults), so no receiver
+    # outlives it even when it never stops us.
+    parent = os.getppid()
+
+    def watch_parent():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch_parent, daemon=True).start()
     server = ThreadingHTTPServer(("127.0.0.1", arguments.port), Handler)
     server.daemon_threads = True
     print(f"PORT {server.server_address[1]}", flush=True)
