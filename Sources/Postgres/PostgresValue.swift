@@ -68,23 +68,27 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
     /// Encodes as a PostgreSQL array literal (`{"a","b",NULL}`); bind it with a cast such as
     /// `$1::text[]`, which also makes `unnest($1::text[], ...)` batch inserts possible.
     public var postgresValue: PostgresValue {
-        var literal = "{"
+        // Built on UTF-8 bytes: per-character String appends were most of the cost of binding
+        // large text (signed transactions). `"` and `\` are ASCII and never occur inside a
+        // multi-byte UTF-8 sequence, so escaping byte by byte is exact.
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        var literal: [UInt8] = [UInt8(ascii: "{")]
         for (index, element) in self.enumerated() {
-            if index > 0 { literal += "," }
+            if index > 0 { literal.append(UInt8(ascii: ",")) }
             switch element.arrayElementText {
             case nil:
-                literal += "NULL"
+                literal.append(contentsOf: "NULL".utf8)
             case let text?:
-                literal += "\""
-                for character in text.unicodeScalars {
-                    if character == "\"" || character == "\\" { literal += "\\" }
-                    literal.unicodeScalars.append(character)
+                literal.append(quote)
+                for byte in text.utf8 {
+                    if byte == quote || byte == backslash { literal.append(backslash) }
+                    literal.append(byte)
                 }
-                literal += "\""
+                literal.append(quote)
             }
         }
-        literal += "}"
-        return .text(literal)
+        literal.append(UInt8(ascii: "}"))
+        return .text(String(decoding: literal, as: UTF8.self))
     }
 }
 
