@@ -135,8 +135,10 @@ public func buildApplication(
         }
     }
 
+    let idle = configuration.httpIdleTimeout.components
     return Application(
         router: router,
+        server: .http1(configuration: .init(idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "subsync"

@@ -52,6 +52,11 @@ public struct ServiceConfiguration: Sendable {
     /// `SUBSYNC_DELIVERY_WORKERS`: webhook delivery loops in this process (0: none). Each owns a
     /// libcurl multi handle on its own thread and a share of the accounts.
     public var deliveryWorkers: Int = 4
+    /// `SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS`: a connection that neither reads nor writes this long
+    /// is closed. Besides idle keep-alive connections, this closes connections left waiting
+    /// for the rest of a request body nobody will read (a `Connection: close` request answered
+    /// early, e.g. 413 or 401), which would otherwise stay open for good.
+    public var httpIdleTimeout: Duration = .seconds(15)
     /// `SUBSYNC_REQUIRE_SIGNED`: whether device reports must carry a verifiable StoreKit 2
     /// `signed_transaction`. `nil` (unset) means on, except in the embedded development mode
     /// (no `DATABASE_URL`); see ``requiresSignedReports``.
@@ -187,6 +192,9 @@ public struct ServiceConfiguration: Sendable {
         }
         if let text = environment["SUBSYNC_DELIVERY_WORKERS"] {
             configuration.deliveryWorkers = try parseInt(text, name: "SUBSYNC_DELIVERY_WORKERS", range: 0...16)
+        }
+        if let text = environment["SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS"] {
+            configuration.httpIdleTimeout = .seconds(try parseInt(text, name: "SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS", range: 1...3600))
         }
         if let text = environment["SUBSYNC_REQUIRE_SIGNED"], !text.isEmpty {
             configuration.requireSigned = try parseBool(text, name: "SUBSYNC_REQUIRE_SIGNED")
