@@ -351,6 +351,24 @@ struct TrustAPITests {
         }
     }
 
+    @Test("without trusted roots the notifications route is 404 not_configured, and a signed report cannot be verified")
+    func notConfigured() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: false, verifier: nil)
+            try await app.test(.router) { client in
+                let body = try notification("TEST", transaction: nil, signed: Date())
+                let answer = try await client.postJSON("/v1/notifications/apple", body: body, credential: nil)
+                #expect(answer.status == .notFound)
+                #expect(answer.json.errorCode == "not_configured")
+                let jws = try authority.sign(Self.transaction(original: "1", purchased: Date(), expires: nil, signed: Date()))
+                let (status, json) = try await client.sync(account: "acct-unconfigured", body: try Self.signedBody(reportID: "r", jws: jws))
+                #expect(status == .unprocessableContent)
+                #expect(json.errorCode == "verification_unavailable")
+            }
+            #expect(try await env.count("reports", accountID: "acct-unconfigured") == 0)
+        }
+    }
+
     // MARK: - Account binding
 
     @Test("binding policy reject: a purchase of another account is refused with 409 and nothing is stored")

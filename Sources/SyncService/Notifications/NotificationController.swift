@@ -12,7 +12,8 @@ import SyncStore
 /// for the account its `appAccountToken` names, or else the account that owns the purchase. Each
 /// `notificationUUID` is handled once; a repeat is answered 200 and ignored. Answers are 200 for
 /// everything Apple should not retry (applied, duplicate, unmatched, ignored), 422 for a payload
-/// that does not verify, 503 when the database is away (Apple retries).
+/// that does not verify, 404 `not_configured` without trusted roots, 503 when the database is
+/// away (Apple retries anything but 200).
 struct NotificationController: Sendable {
     let verifier: StoreKitVerifier?
     let binder: TransactionBinder
@@ -59,8 +60,11 @@ struct NotificationController: Sendable {
             throw APIError(.badRequest, code: "invalid_request", message: "the body must be a JSON object with a string signedPayload")
         }
         guard let verifier else {
-            throw APIError.unavailable(
-                "App Store notifications need SUBSYNC_APPLE_ROOT_CERTIFICATES and SUBSYNC_BUNDLE_ID on this server", retryAfterSeconds: 300)
+            // Not an outage: the route does not exist until it is configured. Apple retries
+            // any non-200 for days, so nothing is lost while an operator sets it up.
+            throw APIError(
+                .notFound, code: "not_configured",
+                message: "App Store notifications need SUBSYNC_APPLE_ROOT_CERTIFICATES and SUBSYNC_BUNDLE_ID on this server")
         }
         let notification = try await verified { try await verifier.verifyNotification(signedPayload) }
         guard let notificationUUID = UUID(uuidString: notification.notificationUUID) else {
