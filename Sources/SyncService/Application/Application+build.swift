@@ -2,6 +2,7 @@ import Curl
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import Postgres
 import Prometheus
 import ServiceLifecycle
@@ -135,10 +136,9 @@ public func buildApplication(
         }
     }
 
-    let idle = configuration.httpIdleTimeout.components
     return Application(
         router: router,
-        server: .http1(configuration: .init(idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))),
+        server: .http1(configuration: .init(idleTimeout: TimeAmount(configuration.httpIdleTimeout))),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "subsync"

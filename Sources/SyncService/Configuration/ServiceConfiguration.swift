@@ -80,11 +80,6 @@ public struct ServiceConfiguration: Sendable {
         requireSigned ?? (databaseURL != nil)
     }
 
-    /// Whether StoreKit verification is configured (roots and bundle id given).
-    public var hasStoreKitVerification: Bool {
-        !appleRootCertificatePaths.isEmpty && bundleID != nil
-    }
-
     public init(
         databaseURL: String? = nil,
         host: String = "127.0.0.1",

@@ -132,7 +132,7 @@ struct NotificationController: Sendable {
         } catch let error as StoreKitVerificationError {
             ServiceMetrics.signatureRefused(error.code).increment()
             logger.notice("App Store notification refused", metadata: ["reason": "\(error)"])
-            throw APIError(.unprocessableContent, code: error.code, message: "signedPayload: \(error.clientMessage)")
+            throw error.refusal(at: "signedPayload")
         }
     }
 
@@ -148,7 +148,7 @@ struct NotificationController: Sendable {
             report = try transaction.report(
                 reportID: "asn:" + notificationUUID.uuidString.lowercased(), deviceID: deviceID, observedAt: observedAt, source: .store)
         } catch {
-            throw APIError(.unprocessableContent, code: error.code, message: "signedTransactionInfo: \(error.clientMessage)")
+            throw error.refusal(at: "signedTransactionInfo")
         }
         if let renewal, renewal.originalTransactionId == nil || renewal.originalTransactionId == report.originalTransactionID {
             report.willAutoRenew = renewal.autoRenewStatus.map { $0 == 1 }

@@ -35,7 +35,7 @@ struct ReportAdmission: Sendable {
                     report = try verified.report(
                         reportID: payload.reportID, deviceID: payload.deviceID ?? deviceID, observedAt: payload.observedAt)
                 } catch {
-                    throw Self.refusal(error, index: index)
+                    throw error.refusal(at: "reports[\(index)].signed_transaction")
                 }
                 admitted.claims.append(
                     PurchaseClaim(
@@ -83,17 +83,19 @@ struct ReportAdmission: Sendable {
         } catch {
             ServiceMetrics.signatureRefused(error.code).increment()
             logger.notice("signed transaction refused", metadata: ["reason": "\(error)", "report_index": "\(index)"])
-            throw Self.refusal(error, index: index)
+            throw error.refusal(at: "reports[\(index)].signed_transaction")
         }
     }
 
-    /// The 422 of a transaction that did not verify, with the verifier's code.
-    static func refusal(_ error: StoreKitVerificationError, index: Int) -> APIError {
-        APIError(.unprocessableContent, code: error.code, message: "reports[\(index)].signed_transaction: \(error.clientMessage)")
-    }
 }
 
 extension StoreKitVerificationError {
+    /// The 422 of the signed payload at `field` (e.g. `reports[2].signed_transaction`), with the
+    /// verifier's code.
+    func refusal(at field: String) -> APIError {
+        APIError(.unprocessableContent, code: code, message: "\(field): \(clientMessage)")
+    }
+
     /// What a client is told; details of chains and parsing stay in the logs.
     var clientMessage: String {
         switch self {

@@ -52,19 +52,11 @@ public struct TransactionBinder: Sendable {
         accountID: String, device: DeviceInfo?, reports: [Report], claims: [PurchaseClaim], on connection: Connection
     ) async throws -> Outcome {
         let transfers = try await bind(claims, to: accountID, on: connection)
+        let inbox = ReportInbox(pool: pool)
         if let device {
-            try await connection.preparedQuery(
-                """
-                INSERT INTO devices (account_id, device_id, platform, app_version)
-                VALUES (\(accountID), \(device.id), \(device.platform), \(device.appVersion))
-                ON CONFLICT (account_id, device_id) DO UPDATE
-                SET last_seen_at = now(),
-                    platform = COALESCE(EXCLUDED.platform, devices.platform),
-                    app_version = COALESCE(EXCLUDED.app_version, devices.app_version)
-                """
-            )
+            return Outcome(submission: try await inbox.submit(accountID: accountID, device: device, reports: reports, on: connection), transfers: transfers)
         }
-        let inserted = Set(try await ReportInbox(pool: pool).insert(accountID: accountID, reports: reports, on: connection))
+        let inserted = Set(try await inbox.insert(accountID: accountID, reports: reports, on: connection))
         if !inserted.isEmpty { try await connection.notify(channel: ReportInbox.channel, payload: accountID) }
         return Outcome(submission: ReportInbox.Submission(reportIDs: reports.map(\.reportID), inserted: inserted), transfers: transfers)
     }
@@ -86,14 +78,6 @@ public struct TransactionBinder: Sendable {
         }
         let rows = try await pool.preparedQuery(
             "SELECT account_id FROM transaction_owners WHERE original_transaction_id = \(claim.originalTransactionID)"
-        )
-        return try rows.first?.decode(String.self, at: 0)
-    }
-
-    /// The owner of a purchase, if bound.
-    public func owner(ofOriginalTransaction originalTransactionID: String) async throws -> String? {
-        let rows = try await pool.preparedQuery(
-            "SELECT account_id FROM transaction_owners WHERE original_transaction_id = \(originalTransactionID)"
         )
         return try rows.first?.decode(String.self, at: 0)
     }

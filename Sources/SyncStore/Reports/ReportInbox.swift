@@ -40,6 +40,12 @@ public struct ReportInbox: Sendable {
     /// report insert and the NOTIFY (sent at commit, only when something new was stored) are
     /// parts of a single `WITH` query.
     public func submit(accountID: String, device: DeviceInfo, reports unordered: [Report]) async throws -> Submission {
+        try await pool.withConnection { try await submit(accountID: accountID, device: device, reports: unordered, on: $0) }
+    }
+
+    /// ``submit(accountID:device:reports:)`` on `connection`, inside the caller's transaction if
+    /// it has one (the NOTIFY is then sent when that transaction commits).
+    public func submit(accountID: String, device: DeviceInfo, reports unordered: [Report], on connection: Connection) async throws -> Submission {
         // Key order: concurrent requests with overlapping ids then lock rows in the same order.
         let reports = unordered.sorted { $0.reportID < $1.reportID }
         let sql = """
@@ -61,7 +67,7 @@ public struct ReportInbox: Sendable {
         let binds: [PostgresValue] = [
             accountID.postgresValue, device.id.postgresValue, device.platform.postgresValue, device.appVersion.postgresValue,
         ] + Self.arrays(of: reports)
-        let rows = try await pool.preparedQuery(PostgresQuery(sql, binds: binds))
+        let rows = try await connection.preparedQuery(PostgresQuery(sql, binds: binds))
         return Submission(reportIDs: unordered.map(\.reportID), inserted: Set(try rows.map { try $0.decode(String.self, at: 0) }))
     }
 
