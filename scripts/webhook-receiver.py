@@ -8,6 +8,7 @@ returns the record. The path chooses how it answers:
   /ok                   200
   /status/<code>        that status
   /flaky/<n>            500 for the first n requests of each webhook-id, then 200
+  /chaos/<percent>      500 with that probability, else 200
   /retry-after/<s>      429 with Retry-After: <s> for the first request of each id, then 200
   /slow/<ms>            waits, then 200
   /redirect             302 to /ok
@@ -26,7 +27,9 @@ data.sequence and type instead.
 import argparse
 import json
 import os
+import random
 import signal
+import socket
 import sys
 import threading
 import time
@@ -43,8 +46,21 @@ options = None
 log_file = None
 
 
+class Server(ThreadingHTTPServer):
+    # The default listen backlog (5) drops the SYNs of a burst of new connections (several
+    # delivery loops opening theirs at once), and each dropped SYN costs the sender 1 s, 2 s, ...
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        # The status line and headers, then the body, are two writes: without TCP_NODELAY the
+        # second waits for the sender's delayed ACK (~40 ms a request on Linux).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, *args):
         pass
@@ -103,6 +119,8 @@ class Handler(BaseHTTPRequestHandler):
             status = int(parts[1])
         elif parts[0] == "flaky":
             status = 500 if count <= int(parts[1]) else 200
+        elif parts[0] == "chaos":
+            status = 500 if random.random() * 100 < float(parts[1]) else 200
         elif parts[0] == "retry-after":
             if count == 1:
                 status, reply_headers = 429, {"Retry-After": parts[1]}
@@ -178,7 +196,7 @@ def main():
                 os._exit(0)
 
     threading.Thread(target=watch_parent, daemon=True).start()
-    server = ThreadingHTTPServer(("127.0.0.1", arguments.port), Handler)
+    server = Server(("127.0.0.1", arguments.port), Handler)
     server.daemon_threads = True
     print(f"PORT {server.server_address[1]}", flush=True)
     server.serve_forever()

@@ -90,6 +90,14 @@ final class WebhookReceiver: @unchecked Sendable {
         _ = try await URLSession.shared.data(for: request)
     }
 
+    /// Makes every webhook path answer 500 (`"500"`), wait (`"slow:<ms>"`), or behave (`"ok"`).
+    func setMode(_ mode: String) async throws {
+        var request = URLRequest(url: URL(string: url("/_mode"))!)
+        request.httpMethod = "POST"
+        request.httpBody = try JSONSerialization.data(withJSONObject: ["mode": mode])
+        _ = try await URLSession.shared.data(for: request)
+    }
+
     func entries() async throws -> [Entry] {
         let (data, _) = try await URLSession.shared.data(from: URL(string: url("/_log"))!)
         return try JSONDecoder().decode([Entry].self, from: data)

@@ -9,8 +9,10 @@ import SyncStore
 /// Sends due webhook deliveries through libcurl and records every attempt.
 ///
 /// Each round claims a batch of due deliveries (leased, so a crash only delays them), sends
-/// them concurrently, but in sequence order within one account and endpoint, and records the
-/// results in one transaction. Wakes on NOTIFY from the resolution workers and polls as a
+/// them concurrently across streams (an account's deliveries to one endpoint) but one after
+/// another within a stream, in sequence order, stopping a stream at its first failure, and
+/// records the results in one transaction. A stream's next event is never sent before the
+/// previous one succeeded, died or was cancelled, whichever process sends it. Wakes on NOTIFY from the resolution workers and polls as a
 /// fallback. Signing, retries, 410 and endpoint health follow DESIGN §4.
 public struct DeliveryWorker: Service {
     public struct Configuration: Sendable {
@@ -96,8 +98,14 @@ public struct DeliveryWorker: Service {
         let results = await withTaskGroup(of: [DeliveryStore.AttemptResult].self) { taskGroup in
             for group in groups {
                 taskGroup.addTask {
+                    // A stream stops at its first failure: what follows waits for that retry
+                    // (`record` holds it back), so the receiver never sees a later event first.
                     var results: [DeliveryStore.AttemptResult] = []
-                    for delivery in group { results.append(await attempt(delivery)) }
+                    for delivery in group {
+                        let result = await attempt(delivery)
+                        results.append(result)
+                        if result.outcome != .succeeded { break }
+                    }
                     return results
                 }
             }
@@ -175,6 +183,7 @@ public struct DeliveryWorker: Service {
             accountID: delivery.accountID,
             deliveryID: delivery.deliveryID,
             endpointID: delivery.endpointID,
+            eventSequence: delivery.eventSequence,
             attempt: attemptNumber,
             outcome: outcome,
             nextAttemptAt: nextAttemptAt,

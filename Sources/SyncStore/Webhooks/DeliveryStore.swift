@@ -29,27 +29,51 @@ public struct DeliveryStore: Sendable {
         public var failingSince: Date?
     }
 
-    /// Claims up to `limit` due deliveries of enabled endpoints: their `next_attempt_at` moves
-    /// `lease` ahead, so a worker that dies mid-send only delays them, and no other worker
-    /// takes them meanwhile. Ordered by due time, then account and sequence.
+    /// Claims due deliveries of enabled endpoints, keeping each account's events to each endpoint
+    /// in sequence order (a *stream*, keyed by account and endpoint).
+    ///
+    /// A delivery is a stream's *head* when no earlier delivery of the stream is pending
+    /// (waiting, retrying, or leased to a sender). Up to `limit` due heads are claimed, then up to
+    /// `limit` pending deliveries that follow them in their streams, so a stream with a backlog
+    /// drains in one round. Everything claimed is leased: its `next_attempt_at` moves
+    /// `lease` ahead, so a sender that dies only delays it, and no other sender takes it, nor
+    /// anything after it in its stream, meanwhile. The result is ordered by stream and sequence;
+    /// senders must send a stream's deliveries one after another and stop at its first failure
+    /// (`record` then holds the rest back until that one is retried).
     ///
     /// With `partition` (index, count), only accounts whose hash falls in that partition are
-    /// claimed, so several delivery loops never hold events of the same account at once and each
-    /// account's events still go out in sequence order.
+    /// claimed, so a process's delivery loops do not contend for the same rows.
     public func claimDue(limit: Int, lease: TimeInterval, partition: (index: Int, count: Int) = (0, 1), now: Date = Date()) async throws -> [Claimed] {
         let rows = try await pool.preparedQuery(
             """
-            WITH due AS (
-                SELECT d.account_id, d.delivery_id FROM deliveries d
+            WITH heads AS (
+                SELECT d.account_id, d.delivery_id, d.endpoint_id, d.event_sequence FROM deliveries d
                 JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
                 WHERE d.status = 'pending' AND d.next_attempt_at <= \(now)
                   AND mod(hashtext(d.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
+                  AND NOT EXISTS (
+                      SELECT 1 FROM deliveries earlier
+                      WHERE earlier.account_id = d.account_id AND earlier.endpoint_id = d.endpoint_id
+                        AND earlier.status = 'pending'
+                        AND (earlier.event_sequence, earlier.delivery_id) < (d.event_sequence, d.delivery_id))
                 ORDER BY d.next_attempt_at, d.account_id, d.event_sequence
                 LIMIT \(limit)
                 FOR UPDATE OF d SKIP LOCKED
+            ), followers AS (
+                -- What waits behind a claimed head goes out right after it. Their own
+                -- next_attempt_at only held them back (see `record`); nobody else holds them.
+                SELECT f.account_id, f.delivery_id FROM heads h JOIN deliveries f
+                  ON f.account_id = h.account_id AND f.endpoint_id = h.endpoint_id AND f.status = 'pending'
+                 AND (f.event_sequence, f.delivery_id) > (h.event_sequence, h.delivery_id)
+                ORDER BY f.account_id, f.endpoint_id, f.event_sequence, f.delivery_id
+                LIMIT \(limit)
+            ), claimed AS (
+                SELECT account_id, delivery_id FROM heads
+                UNION ALL
+                SELECT account_id, delivery_id FROM followers
             ), leased AS (
                 UPDATE deliveries d SET next_attempt_at = \(now.addingTimeInterval(lease))
-                FROM due WHERE d.account_id = due.account_id AND d.delivery_id = due.delivery_id
+                FROM claimed c WHERE d.account_id = c.account_id AND d.delivery_id = c.delivery_id AND d.status = 'pending'
                 RETURNING d.account_id, d.delivery_id, d.endpoint_id, d.event_id, d.event_sequence, d.attempts
             )
             SELECT l.account_id, l.delivery_id, l.endpoint_id, l.event_id, l.event_sequence, l.attempts,
@@ -59,7 +83,7 @@ public struct DeliveryStore: Sendable {
             FROM leased l
             JOIN events e ON e.account_id = l.account_id AND e.sequence = l.event_sequence
             JOIN webhook_endpoints w ON w.endpoint_id = l.endpoint_id
-            ORDER BY l.account_id, l.endpoint_id, l.event_sequence
+            ORDER BY l.account_id, l.endpoint_id, l.event_sequence, l.delivery_id
             """
         )
         return try rows.map { row in
@@ -98,6 +122,7 @@ public struct DeliveryStore: Sendable {
         public var accountID: String
         public var deliveryID: Int64
         public var endpointID: UUID
+        public var eventSequence: Int64
         public var attempt: Int
         public var outcome: Outcome
         public var nextAttemptAt: Date
@@ -109,12 +134,13 @@ public struct DeliveryStore: Sendable {
         public var attemptedAt: Date
 
         public init(
-            accountID: String, deliveryID: Int64, endpointID: UUID, attempt: Int, outcome: Outcome, nextAttemptAt: Date,
+            accountID: String, deliveryID: Int64, endpointID: UUID, eventSequence: Int64, attempt: Int, outcome: Outcome, nextAttemptAt: Date,
             statusCode: Int?, latencyMilliseconds: Int, error: String?, responseExcerpt: String?, attemptedAt: Date
         ) {
             self.accountID = accountID
             self.deliveryID = deliveryID
             self.endpointID = endpointID
+            self.eventSequence = eventSequence
             self.attempt = attempt
             self.outcome = outcome
             self.nextAttemptAt = nextAttemptAt
@@ -129,6 +155,11 @@ public struct DeliveryStore: Sendable {
     /// Records a batch of attempts in one transaction: the attempts log, the deliveries' new
     /// status, and the endpoints' health (a success clears `failing_since`; a failure sets it;
     /// 410, or failing for longer than `disableAfter`, disables the endpoint).
+    ///
+    /// A failed attempt holds back the rest of its stream (the account's later deliveries to
+    /// that endpoint, including any claimed with it but not sent): they become due when it is
+    /// retried, or at once when it is dead or cancelled, so they are neither sent before it nor
+    /// kept under a lease. `results` must hold at most one failure per stream, its last attempt.
     public func record(_ results: [AttemptResult], disableAfter: TimeInterval, now: Date = Date()) async throws {
         guard !results.isEmpty else { return }
         try await pool.withTransaction { connection in
@@ -164,6 +195,22 @@ public struct DeliveryStore: Sendable {
                 WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id
                 """
             )
+            let failures = results.filter { $0.outcome != .succeeded }
+            if !failures.isEmpty {
+                // While a delivery waits for its retry, what follows it in its stream waits with it.
+                try await connection.preparedQuery(
+                    """
+                    UPDATE deliveries f SET next_attempt_at = v.hold_until
+                    FROM unnest(
+                        \(failures.map(\.accountID))::text[], \(failures.map(\.endpointID))::uuid[],
+                        \(failures.map(\.eventSequence))::bigint[], \(failures.map(\.deliveryID))::bigint[],
+                        \(failures.map { $0.outcome == .retry ? $0.nextAttemptAt : now })::timestamptz[]
+                    ) AS v(account_id, endpoint_id, event_sequence, delivery_id, hold_until)
+                    WHERE f.account_id = v.account_id AND f.endpoint_id = v.endpoint_id AND f.status = 'pending'
+                      AND (f.event_sequence, f.delivery_id) > (v.event_sequence, v.delivery_id)
+                    """
+                )
+            }
             // Endpoint health, per endpoint: any success in the batch clears the failure clock.
             var succeeded = Set<UUID>()
             var failed = Set<UUID>()
@@ -268,17 +315,58 @@ public struct DeliveryStore: Sendable {
     /// Makes dead (or cancelled, or failed pending) deliveries due again now, with a fresh set
     /// of attempts. `deliveryID` nil means every dead delivery. Returns how many.
     public func retry(deliveryID: Int64?, endpoint: UUID? = nil) async throws -> Int {
-        let result = try await pool.query(
+        let rows = try await pool.query(
             """
-            UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL
-            WHERE (\(deliveryID)::bigint IS NULL AND status = 'dead' OR delivery_id = \(deliveryID) AND status <> 'succeeded')
-              AND (\(endpoint)::uuid IS NULL OR endpoint_id = \(endpoint))
+            WITH retried AS (
+                UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL
+                WHERE (\(deliveryID)::bigint IS NULL AND status = 'dead' OR delivery_id = \(deliveryID) AND status <> 'succeeded')
+                  AND (\(endpoint)::uuid IS NULL OR endpoint_id = \(endpoint))
+                RETURNING account_id, endpoint_id, event_sequence, delivery_id
+            ), \(unescaped: Self.releaseFollowers(of: "retried"))
+            SELECT count(*) FROM retried
             """
         )
-        if result.affectedRows > 0 {
+        let count = try rows[0].decode(Int.self, at: 0)
+        if count > 0 {
             try await pool.query("SELECT pg_notify(\(ResolutionEngine.deliveriesChannel), '')")
         }
-        return result.affectedRows
+        return count
+    }
+
+    /// A CTE that makes due now what waits behind the deliveries of CTE `name` in their streams
+    /// (held back by an earlier failure), for when those deliveries are retried now or given up.
+    /// It skips rows `name` changed itself: those were not pending in the statement's snapshot
+    /// unless they are `name`'s own rows, which are never behind themselves.
+    private static func releaseFollowers(of name: String) -> String {
+        """
+        released AS (
+            UPDATE deliveries f SET next_attempt_at = now()
+            FROM \(name) r
+            WHERE f.account_id = r.account_id AND f.endpoint_id = r.endpoint_id AND f.status = 'pending'
+              AND (f.event_sequence, f.delivery_id) > (r.event_sequence, r.delivery_id) AND f.next_attempt_at > now()
+        )
+        """
+    }
+
+    /// Gives up on a pending delivery (an operator's decision): it is `cancelled`, and the
+    /// account's later events to that endpoint, which wait behind it, go out. Returns whether
+    /// there was such a pending delivery.
+    public func cancel(deliveryID: Int64) async throws -> Bool {
+        let rows = try await pool.query(
+            """
+            WITH cancelled AS (
+                UPDATE deliveries SET status = 'cancelled', completed_at = now(), last_error = 'cancelled by an operator'
+                WHERE delivery_id = \(deliveryID) AND status = 'pending'
+                RETURNING account_id, endpoint_id, event_sequence, delivery_id
+            ), \(unescaped: Self.releaseFollowers(of: "cancelled"))
+            SELECT count(*) FROM cancelled
+            """
+        )
+        let cancelled = try rows[0].decode(Int.self, at: 0) > 0
+        if cancelled {
+            try await pool.query("SELECT pg_notify(\(ResolutionEngine.deliveriesChannel), '')")
+        }
+        return cancelled
     }
 
     /// Sends the events that occurred in `[since, until)` to `endpoint` again, as new deliveries

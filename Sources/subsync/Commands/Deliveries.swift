@@ -6,8 +6,8 @@ import SyncStore
 
 struct Deliveries: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Inspect and retry webhook deliveries.",
-        subcommands: [List.self, Retry.self]
+        abstract: "Inspect, retry and cancel webhook deliveries.",
+        subcommands: [List.self, Retry.self, Cancel.self]
     )
 
     struct List: AsyncParsableCommand {
@@ -90,6 +90,42 @@ struct Deliveries: AsyncParsableCommand {
                 printError("no delivery \(id) that can be retried (unknown, or already succeeded)")
                 throw ExitCodes.notFound
             }
+        }
+    }
+}
+
+extension Deliveries {
+    struct Cancel: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Give up on a pending delivery, so the account's later events go to its endpoint.",
+            discussion: """
+                An account's events reach an endpoint in sequence order: while one delivery is \
+                retrying, the account's later events to that endpoint wait behind it. Cancelling it \
+                lets them go (the receiver then never gets that event from this delivery; \
+                `deliveries retry ID` sends it again later, after the ones that went meanwhile).
+
+                Example:
+                  subsync deliveries cancel 1234
+                """
+        )
+        @OptionGroup var database: DatabaseOptions
+        @Argument(help: "A pending delivery's id.") var id: Int64
+        @Flag(help: "Print machine-readable JSON instead of text.") var json = false
+
+        func run() async throws {
+            let pool = try database.makePool(size: 1, logger: Logger(label: "subsync.deliveries"))
+            defer { Task { await pool.close() } }
+            let cancelled: Bool
+            do {
+                cancelled = try await DeliveryStore(pool: pool).cancel(deliveryID: id)
+            } catch {
+                throw failureExitCode(for: error)
+            }
+            guard cancelled else {
+                printError("no pending delivery \(id) (unknown, or already succeeded, dead or cancelled)")
+                throw ExitCodes.notFound
+            }
+            if json { try printJSON(["cancelled": id]) } else { print("delivery \(id) cancelled") }
         }
     }
 }

@@ -1,0 +1,249 @@
+import Curl
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Postgres
+import ServiceLifecycle
+import SyncCore
+import SyncService
+import SyncStore
+import Testing
+
+/// Ordered delivery: an account's events reach an endpoint in sequence order, whichever sender
+/// (delivery loop or process) sends them, and a failure holds back only its own stream.
+@Suite("Webhook order", .serialized)
+struct WebhookOrderTests {
+    static let loopback = try? AddressGuard(allow: ["127.0.0.0/8", "::1/128"])
+
+    /// Requests that reached the receiver before every earlier event of their stream (path and
+    /// account) had been answered 2xx: a sender went ahead of a pending event. Empty when the
+    /// order held.
+    static func sentTooEarly(_ entries: [WebhookReceiver.Entry]) -> [String] {
+        var succeeded: [String: Set<Int>] = [:]
+        var violations: [String] = []
+        for entry in entries {
+            guard let data = entry.body?.data else { continue }
+            let stream = "\(entry.path) \(data.accountID)"
+            let done = succeeded[stream, default: []]
+            if let missing = (1..<max(1, data.sequence)).first(where: { !done.contains($0) }) {
+                violations.append("\(stream): sequence \(data.sequence) sent before \(missing) succeeded")
+            }
+            if (200..<300).contains(entry.status) { succeeded[stream, default: []].insert(data.sequence) }
+        }
+        return violations
+    }
+
+    /// Per stream, the sequences in the order they first arrived with a 2xx.
+    static func firstArrivals(_ entries: [WebhookReceiver.Entry]) -> [String: [Int]] {
+        var seen = Set<String>()
+        var order: [String: [Int]] = [:]
+        for entry in entries where (200..<300).contains(entry.status) {
+            guard let data = entry.body?.data, seen.insert("\(entry.path) \(entry.id)").inserted else { continue }
+            order["\(entry.path) \(data.accountID)", default: []].append(data.sequence)
+        }
+        return order
+    }
+
+    @Test("a failing event holds back its account's later events until it succeeds, and holds back no other account")
+    func failureHoldsBackItsStream() async throws {
+        let receiver = try WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (_, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/ok"), eventTypes: nil)
+            try await receiver.setSecrets([secret.text])
+            try await receiver.setMode("500")
+            let schedule = RetrySchedule(delays: [2, 2, 2, 2])
+            try await env.application(deliveryWorkers: 2, webhookGuard: Self.loopback, retrySchedule: schedule).test(.live) { client in
+                let first = try await client.sync(account: "alice", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("a1")]).data)
+                #expect(first.status == .accepted)
+                let failed = try await receiver.waitFor { $0.contains { $0.status == 500 } }
+                #expect(failed.contains { $0.status == 500 && $0.body?.data.accountID == "alice" })
+                try await receiver.setMode("ok")
+                // Alice's next events are due now, but her first is waiting for its retry.
+                let second = try await client.sync(
+                    account: "alice", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("a2", revoked: 0)]).data)
+                #expect(second.status == .accepted)
+                let other = try await client.sync(account: "bob", body: try SyncBody(device: "ipad", reports: [SyncAPITests.report("b1")]).data)
+                #expect(other.status == .accepted)
+
+                let events = try await env.pool.query("SELECT event_id::text, account_id, sequence FROM events ORDER BY account_id, sequence")
+                    .map { (id: try $0.decode(String.self, at: 0), account: try $0.decode(String.self, at: 1), sequence: try $0.decode(Int.self, at: 2)) }
+                #expect(events.filter { $0.account == "alice" }.count >= 4, "alice: activation and revocation events")
+                let entries = try await receiver.waitFor(seconds: 30) { entries in
+                    Set(entries.filter { $0.status == 200 }.map(\.id)).isSuperset(of: events.map(\.id))
+                }
+                #expect(Set(entries.filter { $0.status == 200 }.map(\.id)).isSuperset(of: events.map(\.id)), "every event delivered")
+                #expect(entries.allSatisfy { !$0.verifiedBy.isEmpty })
+                #expect(Self.sentTooEarly(entries) == [])
+                let arrivals = Self.firstArrivals(entries)
+                for account in ["alice", "bob"] {
+                    let last = events.filter { $0.account == account }.map(\.sequence).max() ?? 0
+                    #expect(arrivals["/ok \(account)"] == Array(1...last), "\(account)")
+                }
+                // Bob's stream did not wait for Alice's retry.
+                let bobDelivered = entries.firstIndex { $0.status == 200 && $0.body?.data.accountID == "bob" }
+                let aliceDelivered = entries.firstIndex { $0.status == 200 && $0.body?.data.accountID == "alice" }
+                #expect(bobDelivered != nil && aliceDelivered != nil)
+                if let bobDelivered, let aliceDelivered { #expect(bobDelivered < aliceDelivered) }
+            }
+        }
+    }
+
+    /// Syncs `reports` for `account` while the receiver fails, waits for the failed attempt, then
+    /// heals the receiver and syncs `more`: the account's first events are retrying, later ones wait.
+    func failFirstThenSync(
+        _ client: some TestClientProtocol, _ receiver: WebhookReceiver, account: String, _ reports: [Report], then more: [Report]
+    ) async throws {
+        try await receiver.setMode("500")
+        let first = try await client.sync(account: account, body: try SyncBody(device: "iphone", reports: reports).data)
+        #expect(first.status == .accepted)
+        let failed = try await receiver.waitFor { $0.contains { $0.status == 500 && $0.body?.data.accountID == account } }
+        #expect(failed.contains { $0.status == 500 && $0.body?.data.accountID == account })
+        try await receiver.setMode("ok")
+        let second = try await client.sync(account: account, body: try SyncBody(device: "iphone", reports: more).data)
+        #expect(second.status == .accepted)
+    }
+
+    /// The account's deliveries, as `subsync deliveries list --status pending --json` shows them,
+    /// once there are `count`.
+    func pendingDeliveries(_ env: TestEnvironment, account: String, count: Int) async throws -> [[String: Any]] {
+        var listed: [[String: Any]] = []
+        for _ in 0..<100 {
+            let out = try await OperationsCommandTests.run(["deliveries", "list", "--status", "pending", "--json"], env: env)
+            #expect(out.status == 0, "\(out.stderr)")
+            listed = out.array.filter { $0["account_id"] as? String == account }
+            if listed.count >= count { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return listed.sorted { ($0["event_sequence"] as? Int ?? 0) < ($1["event_sequence"] as? Int ?? 0) }
+    }
+
+    @Test("an operator's cancel lets the waiting events go; an operator's retry sends the retrying one now and the rest after it")
+    func operatorsUnblockAStream() async throws {
+        let receiver = try WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (_, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/ok"), eventTypes: nil)
+            try await receiver.setSecrets([secret.text])
+            // Retries only after ten minutes: nothing but an operator moves these streams along.
+            let schedule = RetrySchedule(delays: [600, 600])
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: schedule).test(.live) { client in
+                try await failFirstThenSync(client, receiver, account: "alice",
+                                            [SyncAPITests.report("a1")], then: [SyncAPITests.report("a2", revoked: 0)])
+                let waiting = try await pendingDeliveries(env, account: "alice", count: 4)
+                #expect(waiting.compactMap { $0["event_sequence"] as? Int } == [1, 2, 3, 4])
+                #expect(waiting.first?["attempts"] as? Int == 1)
+                #expect(waiting.dropFirst().allSatisfy { $0["attempts"] as? Int == 0 }, "the later events wait, unsent")
+                let head = try #require(waiting.first?["delivery_id"] as? Int)
+
+                var out = try await OperationsCommandTests.run(["deliveries", "cancel", String(head)], env: env)
+                #expect(out.status == 0, "\(out.stderr)")
+                #expect(out.stdout.contains("delivery \(head) cancelled"))
+                var entries = try await receiver.waitFor { entries in
+                    Set(entries.filter { $0.status == 200 && $0.body?.data.accountID == "alice" }.compactMap(\.body?.data.sequence)) == [2, 3, 4]
+                }
+                #expect(Self.firstArrivals(entries)["/ok alice"] == [2, 3, 4])
+                out = try await OperationsCommandTests.run(["deliveries", "cancel", String(head)], env: env)
+                #expect(out.status == 66 && out.stderr.contains("no pending delivery"))
+                out = try await OperationsCommandTests.run(["deliveries", "cancel", "not-a-number"], env: env)
+                #expect(out.status == 64)
+                out = try await OperationsCommandTests.run(["deliveries", "cancel", "--help"], env: nil)
+                #expect(out.status == 0 && out.stdout.contains("Example"))
+
+                try await failFirstThenSync(client, receiver, account: "bob",
+                                            [SyncAPITests.report("b1")], then: [SyncAPITests.report("b2", revoked: 0)])
+                let bobs = try await pendingDeliveries(env, account: "bob", count: 4)
+                let bobHead = try #require(bobs.first?["delivery_id"] as? Int)
+                out = try await OperationsCommandTests.run(["deliveries", "retry", String(bobHead)], env: env)
+                #expect(out.status == 0, "\(out.stderr)")
+                entries = try await receiver.waitFor { entries in
+                    Set(entries.filter { $0.status == 200 && $0.body?.data.accountID == "bob" }.compactMap(\.body?.data.sequence)) == [1, 2, 3, 4]
+                }
+                #expect(Self.firstArrivals(entries)["/ok bob"] == [1, 2, 3, 4])
+                #expect(Self.sentTooEarly(entries.filter { $0.body?.data.accountID == "bob" }) == [])
+            }
+        }
+    }
+
+    @Test("two processes' delivery loops against flaky endpoints: every stream complete and in order", arguments: [1, 2])
+    func concurrentSendersKeepOrder(round: Int) async throws {
+        let receiver = try WebhookReceiver()
+        let accounts = 40
+        let eventsPerAccount = 8
+        try await TestEnvironment.withFresh { env in
+            let endpoints = EndpointStore(pool: env.pool)
+            let (_, flakySecret) = try await endpoints.create(url: receiver.url("/chaos/35"), eventTypes: nil)
+            let (_, steadySecret) = try await endpoints.create(url: receiver.url("/chaos/5"), eventTypes: nil)
+            try await receiver.setSecrets([flakySecret.text, steadySecret.text])
+            try await env.pool.query(
+                """
+                INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
+                SELECT account_id, sequence, id, 'entitlement.renewed', now(),
+                       jsonb_build_object('id', id, 'account_id', account_id, 'sequence', sequence)
+                FROM (SELECT 'order-' || a AS account_id, s AS sequence, gen_random_uuid() AS id
+                      FROM generate_series(1, \(accounts)) a, generate_series(1, \(eventsPerAccount)) s) generated
+                """
+            )
+            try await env.pool.query(
+                """
+                INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id)
+                SELECT e.account_id, w.endpoint_id, e.sequence, e.event_id
+                FROM events e CROSS JOIN webhook_endpoints w ORDER BY e.account_id, e.sequence
+                """
+            )
+
+            // Two "processes", each with its own pool and two loops splitting the accounts.
+            var configuration = DeliveryWorker.Configuration()
+            configuration.batchSize = 16
+            configuration.schedule = RetrySchedule(delays: Array(repeating: 0.05, count: 60))
+            configuration.pollInterval = .milliseconds(50)
+            let pools = (0..<2).map { _ in ConnectionPool(configuration: .init(connection: env.connection, maximumConnections: 4)) }
+            var workers: [any Service] = []
+            for pool in pools {
+                for index in 0..<2 {
+                    configuration.partition = (index, 2)
+                    workers.append(
+                        DeliveryWorker(
+                            store: DeliveryStore(pool: pool),
+                            client: CurlClient(configuration: .init(addressGuard: Self.loopback ?? .publicOnly)),
+                            listenerConfiguration: env.connection,
+                            configuration: configuration,
+                            logger: env.logger
+                        )
+                    )
+                }
+            }
+            let group = ServiceGroup(configuration: .init(services: workers, logger: env.logger))
+            var pending = -1
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                let deadline = Date().addingTimeInterval(90)
+                while Date() < deadline {
+                    pending = try await env.pool.query("SELECT count(*) FROM deliveries WHERE status = 'pending'")[0].decode(Int.self, at: 0)
+                    if pending == 0 { break }
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+            }
+            for pool in pools { await pool.close() }
+
+            #expect(pending == 0, "deliveries still pending after 90 s")
+            let statuses = try await env.pool.query("SELECT status, count(*) FROM deliveries GROUP BY status")
+                .map { (try $0.decode(String.self, at: 0), try $0.decode(Int.self, at: 1)) }
+            #expect(statuses.map(\.0) == ["succeeded"], "\(statuses)")
+
+            let entries = try await receiver.entries()
+            #expect(entries.allSatisfy { !$0.verifiedBy.isEmpty })
+            let violations = Self.sentTooEarly(entries)
+            #expect(violations.isEmpty, "\(violations.prefix(5))")
+            let arrivals = Self.firstArrivals(entries)
+            #expect(arrivals.count == accounts * 2)
+            for (stream, sequences) in arrivals {
+                #expect(sequences == Array(1...eventsPerAccount), "\(stream)")
+            }
+            // The holding back was exercised: events other than an account's last failed.
+            let heldBack = entries.filter { $0.status == 500 && ($0.body?.data.sequence ?? eventsPerAccount) < eventsPerAccount }
+            #expect(heldBack.count > 10)
+        }
+    }
+}
