@@ -1,7 +1,13 @@
 -- Ordered webhook delivery (issue #8): an account's events go to an endpoint one after another,
--- in sequence order. A delivery is sent only when no earlier delivery of the same account and
--- endpoint is still pending (waiting, retrying or leased), so the claim asks "is there an earlier
--- pending one?" for every candidate, and gathers the due deliveries that follow a claimed one.
--- Both are probes into the (small) pending set of one account and endpoint.
-CREATE INDEX deliveries_pending_by_stream ON deliveries (account_id, endpoint_id, event_sequence, delivery_id)
+-- in sequence order. A delivery is sent only when it is the first pending delivery of its stream
+-- (account and endpoint), and a claim gathers the pending deliveries behind each claimed one:
+-- both are ordered probes into the (small) pending set of one stream.
+--
+-- deliveries_by_endpoint (endpoint_id, status) goes: with stale statistics (a burst into a
+-- young table) the planner served those probes from it, reading every pending delivery of the
+-- endpoint per probe (the webhook benchmark fell from 7,000 to 400 deliveries/s). The stream
+-- index leads with endpoint_id, so it also serves what that index did: an endpoint's pending
+-- deliveries (cancelled when the endpoint is deleted).
+DROP INDEX deliveries_by_endpoint;
+CREATE INDEX deliveries_pending_by_stream ON deliveries (endpoint_id, account_id, event_sequence, delivery_id)
     WHERE status = 'pending';

@@ -51,20 +51,28 @@ public struct DeliveryStore: Sendable {
                 JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
                 WHERE d.status = 'pending' AND d.next_attempt_at <= \(now)
                   AND mod(hashtext(d.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
-                  AND NOT EXISTS (
-                      SELECT 1 FROM deliveries earlier
-                      WHERE earlier.account_id = d.account_id AND earlier.endpoint_id = d.endpoint_id
-                        AND earlier.status = 'pending'
-                        AND (earlier.event_sequence, earlier.delivery_id) < (d.event_sequence, d.delivery_id))
-                ORDER BY d.next_attempt_at, d.account_id, d.event_sequence
+                  -- The stream's first pending delivery. Written as an ordered LIMIT 1, not as
+                  -- NOT EXISTS: with stale statistics the planner answered that anti-join with
+                  -- an index on endpoint_id, a scan of the whole pending set per candidate.
+                  AND d.delivery_id = (
+                      SELECT first.delivery_id FROM deliveries first
+                      WHERE first.account_id = d.account_id AND first.endpoint_id = d.endpoint_id AND first.status = 'pending'
+                      ORDER BY first.event_sequence, first.delivery_id
+                      LIMIT 1)
+                ORDER BY d.next_attempt_at
                 LIMIT \(limit)
                 FOR UPDATE OF d SKIP LOCKED
             ), followers AS (
                 -- What waits behind a claimed head goes out right after it. Their own
                 -- next_attempt_at only held them back (see `record`); nobody else holds them.
-                SELECT f.account_id, f.delivery_id FROM heads h JOIN deliveries f
-                  ON f.account_id = h.account_id AND f.endpoint_id = h.endpoint_id AND f.status = 'pending'
-                 AND (f.event_sequence, f.delivery_id) > (h.event_sequence, h.delivery_id)
+                SELECT f.account_id, f.delivery_id, f.endpoint_id, f.event_sequence FROM heads h
+                CROSS JOIN LATERAL (
+                    SELECT behind.account_id, behind.delivery_id, behind.endpoint_id, behind.event_sequence FROM deliveries behind
+                    WHERE behind.account_id = h.account_id AND behind.endpoint_id = h.endpoint_id AND behind.status = 'pending'
+                      AND (behind.event_sequence, behind.delivery_id) > (h.event_sequence, h.delivery_id)
+                    ORDER BY behind.event_sequence, behind.delivery_id
+                    LIMIT \(limit)
+                ) f
                 ORDER BY f.account_id, f.endpoint_id, f.event_sequence, f.delivery_id
                 LIMIT \(limit)
             ), claimed AS (
