@@ -164,6 +164,69 @@ struct WebhookOrderTests {
         }
     }
 
+    @Test("the outbox: one claim per stream at a time, waiting deliveries held and let go, in order")
+    func streamBookkeeping() async throws {
+        try await TestEnvironment.withFresh { env in
+            let store = DeliveryStore(pool: env.pool)
+            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            func add(_ sequences: ClosedRange<Int>) async throws {
+                for sequence in sequences {
+                    try await env.pool.query(
+                        """
+                        INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
+                        VALUES ('sam', \(sequence), gen_random_uuid(), 'entitlement.renewed', now(), '{}')
+                        """
+                    )
+                    try await env.pool.query(
+                        """
+                        INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id)
+                        SELECT account_id, \(endpoint.id), sequence, event_id FROM events WHERE account_id = 'sam' AND sequence = \(sequence)
+                        """
+                    )
+                }
+            }
+            func nextAttempts() async throws -> [Int: Date] {
+                let rows = try await env.pool.query("SELECT event_sequence, next_attempt_at FROM deliveries WHERE status = 'pending'")
+                return Dictionary(uniqueKeysWithValues: try rows.map { (try $0.decode(Int.self, at: 0), try $0.decode(Date.self, at: 1)) })
+            }
+            func result(_ claimed: DeliveryStore.Claimed, _ outcome: DeliveryStore.AttemptResult.Outcome, next: Date = Date()) -> DeliveryStore.AttemptResult {
+                DeliveryStore.AttemptResult(
+                    accountID: claimed.accountID, deliveryID: claimed.deliveryID, endpointID: claimed.endpointID,
+                    eventSequence: claimed.eventSequence, attempt: claimed.attempts + 1, outcome: outcome, nextAttemptAt: next,
+                    statusCode: outcome == .succeeded ? 200 : 500, latencyMilliseconds: 1, error: nil, responseExcerpt: nil, attemptedAt: Date())
+            }
+
+            try await add(1...4)
+            let first = try await store.claimDue(limit: 1, lease: 60)
+            #expect(first.map(\.eventSequence) == [1, 2], "the head, and (limit 1) one delivery behind it")
+            try await add(5...5)
+            #expect(try await store.claimDue(limit: 10, lease: 60).isEmpty, "nothing of a stream while its head is out")
+
+            // 3, 4 and 5 were due, read by every claim; now they wait for the lease.
+            #expect(try await store.holdBlocked() == 3)
+            var next = try await nextAttempts()
+            #expect(next[3] == next[1] && next[4] == next[1] && next[5] == next[1])
+            #expect(try await store.holdBlocked() == 0)
+
+            // 1 went, 2 failed: everything behind 2 waits for its retry.
+            let retryAt = Date().addingTimeInterval(3600)
+            try await store.record([result(first[0], .succeeded), result(first[1], .retry, next: retryAt)], disableAfter: 86_400)
+            next = try await nextAttempts()
+            #expect(next[1] == nil)
+            for sequence in 2...5 { #expect(abs((next[sequence] ?? .distantPast).timeIntervalSince(retryAt)) < 0.001, "\(sequence)") }
+            #expect(try await store.claimDue(limit: 10, lease: 60).isEmpty)
+
+            // An operator gives up on 2: the rest goes, in order, in one claim.
+            #expect(try await store.cancel(deliveryID: first[1].deliveryID))
+            let rest = try await store.claimDue(limit: 10, lease: 60)
+            #expect(rest.map(\.eventSequence) == [3, 4, 5])
+
+            // 3 went, 4 died after its last attempt: 5, claimed but not sent, is let go at once.
+            try await store.record([result(rest[0], .succeeded), result(rest[1], .dead)], disableAfter: 86_400)
+            #expect(try await store.claimDue(limit: 10, lease: 60).map(\.eventSequence) == [5])
+        }
+    }
+
     @Test("two processes' delivery loops against flaky endpoints: every stream complete and in order", arguments: [1, 2])
     func concurrentSendersKeepOrder(round: Int) async throws {
         let receiver = try WebhookReceiver()

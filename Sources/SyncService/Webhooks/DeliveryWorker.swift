@@ -26,6 +26,9 @@ public struct DeliveryWorker: Service {
         public var connectTimeout: Duration = .seconds(5)
         public var totalTimeout: Duration = .seconds(15)
         public var pollInterval: Duration = .seconds(1)
+        /// How often an idle loop sets the due deliveries waiting behind a retrying one to wait
+        /// for that retry (`DeliveryStore.holdBlocked`).
+        public var holdInterval: Duration = .seconds(10)
         /// This loop's share of the accounts: (index, count) over the process's delivery loops.
         public var partition: (index: Int, count: Int) = (0, 1)
 
@@ -71,11 +74,19 @@ public struct DeliveryWorker: Service {
     }
 
     private func deliverLoop() async {
+        var lastHold = ContinuousClock.now
         await wakeups.drain(
             batchSize: configuration.batchSize, pollInterval: configuration.pollInterval, logger: logger,
             failureMessage: "webhook delivery round failed; backing off"
         ) {
-            try await deliverBatch()
+            let handled = try await deliverBatch()
+            // Events that arrive while their stream waits for a retry would be read by every
+            // claim until then; from time to time they are set to wait for it too.
+            if handled < configuration.batchSize, ContinuousClock.now - lastHold >= configuration.holdInterval {
+                lastHold = ContinuousClock.now
+                _ = try await store.holdBlocked(partition: configuration.partition)
+            }
+            return handled
         }
     }
 

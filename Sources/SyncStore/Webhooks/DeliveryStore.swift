@@ -164,10 +164,11 @@ public struct DeliveryStore: Sendable {
     /// status, and the endpoints' health (a success clears `failing_since`; a failure sets it;
     /// 410, or failing for longer than `disableAfter`, disables the endpoint).
     ///
-    /// A failed attempt holds back the rest of its stream (the account's later deliveries to
-    /// that endpoint, including any claimed with it but not sent): they become due when it is
-    /// retried, or at once when it is dead or cancelled, so they are neither sent before it nor
-    /// kept under a lease. `results` must hold at most one failure per stream, its last attempt.
+    /// After each stream's last attempt in `results`, what waits behind it (the account's later
+    /// deliveries to that endpoint, claimed with it but not sent, or held back by `holdBlocked`)
+    /// becomes due when that delivery is retried, or now when it succeeded, died or was
+    /// cancelled: nothing goes before it, and nothing stays held or leased after it.
+    /// `results` must hold at most one failure per stream, its last attempt.
     public func record(_ results: [AttemptResult], disableAfter: TimeInterval, now: Date = Date()) async throws {
         guard !results.isEmpty else { return }
         try await pool.withTransaction { connection in
@@ -203,22 +204,28 @@ public struct DeliveryStore: Sendable {
                 WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id
                 """
             )
-            let failures = results.filter { $0.outcome != .succeeded }
-            if !failures.isEmpty {
-                // While a delivery waits for its retry, what follows it in its stream waits with it.
-                try await connection.preparedQuery(
-                    """
-                    UPDATE deliveries f SET next_attempt_at = v.hold_until
-                    FROM unnest(
-                        \(failures.map(\.accountID))::text[], \(failures.map(\.endpointID))::uuid[],
-                        \(failures.map(\.eventSequence))::bigint[], \(failures.map(\.deliveryID))::bigint[],
-                        \(failures.map { $0.outcome == .retry ? $0.nextAttemptAt : now })::timestamptz[]
-                    ) AS v(account_id, endpoint_id, event_sequence, delivery_id, hold_until)
-                    WHERE f.account_id = v.account_id AND f.endpoint_id = v.endpoint_id AND f.status = 'pending'
-                      AND (f.event_sequence, f.delivery_id) > (v.event_sequence, v.delivery_id)
-                    """
-                )
+            // What waits behind each stream's last attempt: held until a retry, or let go.
+            var lastOfStream: [String: AttemptResult] = [:]
+            for result in results {
+                let stream = "\(result.accountID)\u{0}\(result.endpointID)"
+                if let seen = lastOfStream[stream], (seen.eventSequence, seen.deliveryID) > (result.eventSequence, result.deliveryID) { continue }
+                lastOfStream[stream] = result
             }
+            let lasts = Array(lastOfStream.values)
+            try await connection.preparedQuery(
+                """
+                UPDATE deliveries f SET next_attempt_at = v.until
+                FROM unnest(
+                    \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[],
+                    \(lasts.map(\.eventSequence))::bigint[], \(lasts.map(\.deliveryID))::bigint[],
+                    \(lasts.map { $0.outcome == .retry })::boolean[],
+                    \(lasts.map { $0.outcome == .retry ? $0.nextAttemptAt : now })::timestamptz[]
+                ) AS v(account_id, endpoint_id, event_sequence, delivery_id, hold, until)
+                WHERE f.endpoint_id = v.endpoint_id AND f.account_id = v.account_id AND f.status = 'pending'
+                  AND (f.event_sequence, f.delivery_id) > (v.event_sequence, v.delivery_id)
+                  AND (v.hold OR f.next_attempt_at > v.until)
+                """
+            )
             // Endpoint health, per endpoint: any success in the batch clears the failure clock.
             var succeeded = Set<UUID>()
             var failed = Set<UUID>()
@@ -258,6 +265,36 @@ public struct DeliveryStore: Sendable {
                 )
             }
         }
+    }
+
+    /// Moves the due deliveries that wait behind a pending delivery not yet due (retrying, or
+    /// leased to a sender) to that delivery's time, so claims stop reading them over and over
+    /// while an endpoint is down. `record` lets them go once it is done. Returns how many.
+    public func holdBlocked(partition: (index: Int, count: Int) = (0, 1), now: Date = Date()) async throws -> Int {
+        // The heads are locked (FOR SHARE) so that a sender recording one of them at the same
+        // moment either goes first (and the head no longer qualifies) or waits and then lets go
+        // of what this held; SKIP LOCKED leaves heads being claimed or recorded for next time.
+        let result = try await pool.preparedQuery(
+            """
+            WITH waiting AS (
+                SELECT head.account_id, head.endpoint_id, head.event_sequence, head.delivery_id, head.next_attempt_at
+                FROM deliveries head
+                WHERE head.status = 'pending' AND head.next_attempt_at > \(now)
+                  AND mod(hashtext(head.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
+                  AND head.delivery_id = (
+                      SELECT first.delivery_id FROM deliveries first
+                      WHERE first.account_id = head.account_id AND first.endpoint_id = head.endpoint_id AND first.status = 'pending'
+                      ORDER BY first.event_sequence, first.delivery_id
+                      LIMIT 1)
+                FOR SHARE OF head SKIP LOCKED
+            )
+            UPDATE deliveries f SET next_attempt_at = w.next_attempt_at
+            FROM waiting w
+            WHERE f.endpoint_id = w.endpoint_id AND f.account_id = w.account_id AND f.status = 'pending'
+              AND (f.event_sequence, f.delivery_id) > (w.event_sequence, w.delivery_id) AND f.next_attempt_at <= \(now)
+            """
+        )
+        return result.affectedRows
     }
 
     /// A delivery as operators list it.
