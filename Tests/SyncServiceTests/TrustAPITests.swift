@@ -351,6 +351,52 @@ struct TrustAPITests {
         }
     }
 
+    @Test("a notification that comes before any account has the purchase is applied when the purchase is bound: a refund is not lost")
+    func unmatchedAppliedOnBinding() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier)
+            let now = Date()
+            let purchased = now.addingTimeInterval(-3600)
+            let expires = now.addingTimeInterval(29 * 86_400)
+            try await app.test(.router) { client in
+                let refund = try notification("REFUND", transaction: Self.transaction(
+                    original: "7000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-60),
+                    revoked: now.addingTimeInterval(-90)), signed: now.addingTimeInterval(-60))
+                let early = try await client.postJSON("/v1/notifications/apple", body: refund, credential: nil)
+                #expect(early.status == .ok)
+                #expect(early.json["status"] as? String == "unmatched")
+
+                // The device's first sync of the purchase, signed before the refund: the account
+                // gets the refund with it, and stays revoked.
+                let device = try authority.sign(Self.transaction(
+                    original: "7000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-600)))
+                let (status, _) = try await client.sync(account: "acct-late", body: try Self.signedBody(reportID: "d1", jws: device))
+                #expect(status == .accepted)
+                let state = try await settled(client, "acct-late")
+                #expect(entitlementStatus(state) == "revoked")
+                #expect(state["tier"] as? String == "free")
+
+                let again = try await client.postJSON("/v1/notifications/apple", body: refund, credential: nil)
+                #expect(again.json["status"] as? String == "duplicate")
+                // Another sync of the bound purchase finds nothing left to apply.
+                let later = try authority.sign(Self.transaction(
+                    original: "7000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-300)))
+                _ = try await client.sync(account: "acct-late", body: try Self.signedBody(reportID: "d2", jws: later))
+                #expect(entitlementStatus(try await settled(client, "acct-late")) == "revoked")
+            }
+            let notifications = try await env.pool.query("SELECT status, account_id FROM store_notifications")
+                .map { "\(try $0.decode(String.self, at: 0)) \(try $0.decode(String?.self, at: 1) ?? "-")" }
+            #expect(notifications == ["applied acct-late"])
+            let stored = try await env.pool.query(
+                "SELECT source, verified, revoked_at IS NOT NULL FROM reports WHERE account_id = 'acct-late' ORDER BY source, report_id")
+                .map { "\(try $0.decode(String.self, at: 0)) \(try $0.decode(Bool.self, at: 1)) \(try $0.decode(Bool.self, at: 2))" }
+            #expect(stored == ["device true false", "device true false", "store true true"])
+            let events = try await env.pool.query("SELECT type FROM events WHERE account_id = 'acct-late' ORDER BY sequence")
+                .map { try $0.decode(String.self, at: 0) }
+            #expect(!events.contains("entitlement.activated"), "the refund arrived with the first report: never active, \(events)")
+        }
+    }
+
     @Test("without trusted roots the notifications route is 404 not_configured, and a signed report cannot be verified")
     func notConfigured() async throws {
         try await TestEnvironment.withFresh { env in

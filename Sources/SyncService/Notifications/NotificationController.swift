@@ -87,6 +87,7 @@ struct NotificationController: Sendable {
         }
         let report = try Self.report(notification: notification, transaction: transaction, renewal: renewal, notificationUUID: notificationUUID)
         record.originalTransactionID = report.originalTransactionID
+        record.report = report
         let claim = PurchaseClaim(
             originalTransactionID: report.originalTransactionID,
             appAccountToken: transaction.payload.appAccountToken.flatMap(UUID.init(uuidString:)))

@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import SyncCore
 
 /// The App Store Server Notifications already handled, once per `notificationUUID`: Apple retries
 /// until it gets a 200 and may deliver one notification twice.
@@ -29,10 +30,13 @@ public struct StoreNotificationStore: Sendable {
         public var signedDate: Date?
         /// Kept for unmatched notifications only.
         public var signedPayload: String?
+        /// The verified report the notification makes; kept for unmatched notifications, to be
+        /// stored when the purchase is bound (``TransactionBinder``).
+        public var report: Report?
 
         public init(
             notificationUUID: UUID, type: String, subtype: String?, originalTransactionID: String?,
-            signedDate: Date?, signedPayload: String?
+            signedDate: Date?, signedPayload: String?, report: Report? = nil
         ) {
             self.notificationUUID = notificationUUID
             self.type = type
@@ -40,7 +44,14 @@ public struct StoreNotificationStore: Sendable {
             self.originalTransactionID = originalTransactionID
             self.signedDate = signedDate
             self.signedPayload = signedPayload
+            self.report = report
         }
+    }
+
+    /// A kept report with its trust, which ``Report``'s own coding leaves out on purpose.
+    struct KeptReport: Codable {
+        var report: Report
+        var trust: ReportTrust
     }
 
     /// Whether the notification was handled already (a cheap check before verifying its parts).
@@ -54,12 +65,16 @@ public struct StoreNotificationStore: Sendable {
     /// Records `record`; `false` when it was recorded before (a duplicate, to acknowledge and
     /// ignore). Inside the caller's transaction when `connection` is given.
     public func insert(_ record: Record, status: Status, accountID: String?, on connection: Connection? = nil) async throws -> Bool {
+        var kept: String?
+        if status == .unmatched, let report = record.report {
+            kept = String(decoding: try JSONEncoder().encode(KeptReport(report: report, trust: report.trust)), as: UTF8.self)
+        }
         let query: PostgresQuery = """
             INSERT INTO store_notifications (notification_uuid, notification_type, subtype, status, account_id,
-                original_transaction_id, signed_date, signed_payload)
+                original_transaction_id, signed_date, signed_payload, report)
             VALUES (\(record.notificationUUID.uuidString.lowercased())::uuid, \(record.type), \(record.subtype), \(status.rawValue),
                 \(accountID), \(record.originalTransactionID), \(record.signedDate),
-                \(status == .unmatched ? record.signedPayload : nil))
+                \(status == .unmatched ? record.signedPayload : nil), \(kept)::jsonb)
             ON CONFLICT (notification_uuid) DO NOTHING
             """
         let result = if let connection {
@@ -68,5 +83,27 @@ public struct StoreNotificationStore: Sendable {
             try await pool.preparedQuery(query)
         }
         return result.affectedRows == 1
+    }
+
+    /// Marks the unmatched notifications of `purchases` applied to `accountID` and returns the
+    /// reports they kept, in the order the notifications arrived, inside the binding transaction.
+    func takeUnmatched(purchases: [String], for accountID: String, on connection: Connection) async throws -> [Report] {
+        guard !purchases.isEmpty else { return [] }
+        let rows = try await connection.preparedQuery(
+            """
+            WITH taken AS (
+                UPDATE store_notifications SET status = 'applied', account_id = \(accountID)
+                WHERE status = 'unmatched' AND original_transaction_id = ANY(\(purchases)::text[]) AND report IS NOT NULL
+                RETURNING received_at, report::text
+            )
+            SELECT report FROM taken ORDER BY received_at
+            """
+        )
+        return try rows.map { row in
+            let kept = try JSONDecoder().decode(KeptReport.self, from: Data(try row.decode(String.self, at: 0).utf8))
+            var report = kept.report
+            report.trust = kept.trust
+            return report
+        }
     }
 }

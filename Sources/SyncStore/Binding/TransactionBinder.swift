@@ -51,8 +51,14 @@ public struct TransactionBinder: Sendable {
     public func submit(
         accountID: String, device: DeviceInfo?, reports: [Report], claims: [PurchaseClaim], on connection: Connection
     ) async throws -> Outcome {
-        let transfers = try await bind(claims, to: accountID, on: connection)
+        let (transfers, newlyBound) = try await bind(claims, to: accountID, on: connection)
         let inbox = ReportInbox(pool: pool)
+        // What the store said of these purchases before any account had them.
+        let kept = try await StoreNotificationStore(pool: pool).takeUnmatched(purchases: newlyBound, for: accountID, on: connection)
+        if !kept.isEmpty {
+            _ = try await inbox.insert(accountID: accountID, reports: kept, on: connection)
+            try await connection.notify(channel: ReportInbox.channel, payload: accountID)
+        }
         if let device {
             return Outcome(submission: try await inbox.submit(accountID: accountID, device: device, reports: reports, on: connection), transfers: transfers)
         }
@@ -85,21 +91,25 @@ public struct TransactionBinder: Sendable {
     // MARK: - Binding
 
     /// Binds new purchases and tokens to `accountID`, finds conflicts and applies the policy.
-    private func bind(_ claims: [PurchaseClaim], to accountID: String, on connection: Connection) async throws -> [Transfer] {
-        guard !claims.isEmpty else { return [] }
+    /// Returns the transfers made and the purchases bound for the first time.
+    private func bind(
+        _ claims: [PurchaseClaim], to accountID: String, on connection: Connection
+    ) async throws -> (transfers: [Transfer], newlyBound: [String]) {
+        guard !claims.isEmpty else { return ([], []) }
         // Sorted, so concurrent binders take the row locks in the same order.
         let purchases = Array(Set(claims.map(\.originalTransactionID))).sorted()
         let tokens = Array(Set(claims.compactMap { $0.appAccountToken?.uuidString.lowercased() })).sorted()
 
         // Insert-then-lock: a concurrent first binding of the same purchase waits here for the
         // other transaction and then sees its row.
-        try await connection.preparedQuery(
+        let newlyBound = try await connection.preparedQuery(
             """
             INSERT INTO transaction_owners (original_transaction_id, account_id)
             SELECT id, \(accountID) FROM unnest(\(purchases)::text[]) AS id ORDER BY id
             ON CONFLICT (original_transaction_id) DO NOTHING
+            RETURNING original_transaction_id
             """
-        )
+        ).map { try $0.decode(String.self, at: 0) }
         var owners: [String: String] = [:]
         for row in try await connection.preparedQuery(
             """
@@ -136,12 +146,12 @@ public struct TransactionBinder: Sendable {
                 conflicts.append(BindingConflict(originalTransactionID: claim.originalTransactionID, ownerAccountID: named, reason: .appAccountToken))
             }
         }
-        guard !conflicts.isEmpty else { return [] }
+        guard !conflicts.isEmpty else { return ([], newlyBound) }
         switch policy {
         case .reject:
             throw conflicts[0]
         case .transfer:
-            return try await transfer(conflicts, claims: claims, to: accountID, on: connection)
+            return (try await transfer(conflicts, claims: claims, to: accountID, on: connection), newlyBound)
         }
     }
 
