@@ -101,6 +101,10 @@ public struct Report: Sendable, Equatable, Hashable, Codable {
         case inBillingRetry = "in_billing_retry"
         case environment
         case signedTransaction = "signed_transaction"
+        /// Wire only: the StoreKit 2 renewal info JWS a device may send beside
+        /// `signed_transaction`. The sync API verifies it and takes auto-renew, billing retry and
+        /// grace period from it; a ``Report`` never encodes or decodes it.
+        case signedRenewalInfo = "signed_renewal_info"
     }
 
     public init(from decoder: any Decoder) throws {

@@ -36,18 +36,29 @@ struct TrustAPITests {
     }
 
     /// A sync body whose one report carries `jws` and device-side fields that lie.
-    static func signedBody(reportID: String, jws: String, device: String = "phone") throws -> Data {
-        let body: [String: Any] = [
-            "device": ["id": device, "platform": "ios"],
-            "reports": [[
-                "report_id": reportID, "observed_at": RFC3339.format(Date()),
-                // Ignored for a verified report: the signed payload is the truth.
-                "product_id": "voip.business.yearly", "original_transaction_id": "forged", "transaction_id": "forged",
-                "purchased_at": "2020-01-01T00:00:00Z", "expires_at": "2099-01-01T00:00:00Z",
-                "signed_transaction": jws,
-            ]],
+    static func signedBody(reportID: String, jws: String?, renewal: String? = nil, device: String = "phone") throws -> Data {
+        var report: [String: Any] = [
+            "report_id": reportID, "observed_at": RFC3339.format(Date()),
+            // Ignored for a verified report: the signed payload is the truth.
+            "product_id": "voip.business.yearly", "original_transaction_id": "forged", "transaction_id": "forged",
+            "purchased_at": "2020-01-01T00:00:00Z", "expires_at": "2099-01-01T00:00:00Z",
+            "grace_period_expires_at": "2099-01-01T00:00:00Z", "in_billing_retry": false, "will_auto_renew": true,
         ]
-        return try JSONSerialization.data(withJSONObject: body)
+        if let jws { report["signed_transaction"] = jws }
+        if let renewal { report["signed_renewal_info"] = renewal }
+        return try JSONSerialization.data(withJSONObject: ["device": ["id": device, "platform": "ios"], "reports": [report]])
+    }
+
+    /// Signed renewal info of `original` (Apple's JWSRenewalInfoDecodedPayload fields).
+    func renewalInfo(original: String, autoRenew: Bool, billingRetry: Bool, grace: Date?, signed: Date, ca: TestCertificateAuthority? = nil) throws -> String {
+        var payload: [String: Any] = [
+            "originalTransactionId": original, "autoRenewProductId": "voip.premium.monthly", "productId": "voip.premium.monthly",
+            "autoRenewStatus": autoRenew ? 1 : 0, "isInBillingRetryPeriod": billingRetry,
+            "environment": "Production", "signedDate": (signed.timeIntervalSince1970 * 1000).rounded(),
+        ]
+        if let grace { payload["gracePeriodExpiresDate"] = (grace.timeIntervalSince1970 * 1000).rounded() }
+        let signer = ca ?? authority
+        return try signer.sign(header: try signer.header(), payload: try JSONSerialization.data(withJSONObject: payload))
     }
 
     static func unsignedBody(reportID: String, expires: String = "2099-01-01T00:00:00Z") throws -> Data {
@@ -348,6 +359,62 @@ struct TrustAPITests {
             let statuses = try await env.pool.query("SELECT status, count(*) FROM store_notifications GROUP BY status ORDER BY status")
                 .map { "\(try $0.decode(String.self, at: 0))=\(try $0.decode(Int.self, at: 1))" }
             #expect(statuses == ["applied=1", "ignored=1", "unmatched=1"])
+        }
+    }
+
+    @Test("signed renewal info on /sync: a subscriber in the billing grace period keeps access; renewal info that does not fit is refused")
+    func renewalInfoOnSync() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier)
+            let now = Date()
+            // The last renewal failed an hour ago; the App Store retries, with three days of grace.
+            let lapsed = Self.transaction(
+                original: "8000", purchased: now.addingTimeInterval(-31 * 86_400), expires: now.addingTimeInterval(-3600),
+                signed: now.addingTimeInterval(-3000))
+            let grace = now.addingTimeInterval(3 * 86_400).roundedToMilliseconds
+            try await app.test(.router) { client in
+                // The transaction alone: expired, and the device's own grace field is ignored.
+                let (alone, _) = try await client.sync(account: "acct-grace", body: try Self.signedBody(reportID: "g1", jws: try authority.sign(lapsed)))
+                #expect(alone == .accepted)
+                var state = try await settled(client, "acct-grace")
+                #expect(entitlementStatus(state) == "expired")
+                #expect(state["tier"] as? String == "free")
+
+                let renewal = try renewalInfo(original: "8000", autoRenew: true, billingRetry: true, grace: grace, signed: now.addingTimeInterval(-60))
+                let (withRenewal, _) = try await client.sync(
+                    account: "acct-grace", body: try Self.signedBody(reportID: "g2", jws: try authority.sign(lapsed), renewal: renewal))
+                #expect(withRenewal == .accepted)
+                state = try await settled(client, "acct-grace")
+                #expect(entitlementStatus(state) == "grace_period")
+                #expect(state["tier"] as? String == "premium")
+
+                // Refused, storing nothing: renewal info of another purchase, one signed by a
+                // stranger, and renewal info without its transaction.
+                let before = try await env.count("reports", accountID: "acct-grace")
+                let other = try renewalInfo(original: "8001", autoRenew: true, billingRetry: true, grace: grace, signed: now)
+                let (mismatch, mismatchJSON) = try await client.sync(
+                    account: "acct-grace", body: try Self.signedBody(reportID: "g3", jws: try authority.sign(lapsed), renewal: other))
+                #expect(mismatch == .unprocessableContent)
+                #expect(mismatchJSON.errorCode == "invalid_report")
+                let stranger = try TestCertificateAuthority(name: "stranger")
+                let forged = try renewalInfo(original: "8000", autoRenew: true, billingRetry: true, grace: grace, signed: now, ca: stranger)
+                let (untrusted, untrustedJSON) = try await client.sync(
+                    account: "acct-grace", body: try Self.signedBody(reportID: "g4", jws: try authority.sign(lapsed), renewal: forged))
+                #expect(untrusted == .unprocessableContent)
+                #expect(untrustedJSON.errorCode == "untrusted_chain")
+                #expect(untrustedJSON.errorMessage == "reports[0].signed_renewal_info: the certificate chain does not lead to a trusted root")
+                let (orphan, orphanJSON) = try await client.sync(
+                    account: "acct-grace", body: try Self.signedBody(reportID: "g5", jws: nil, renewal: renewal))
+                #expect(orphan == .unprocessableContent)
+                #expect(orphanJSON.errorCode == "invalid_report")
+                #expect(try await env.count("reports", accountID: "acct-grace") == before)
+            }
+            let stored = try await env.pool.query(
+                "SELECT in_billing_retry, grace_period_expires_at, will_auto_renew FROM reports WHERE account_id = 'acct-grace' ORDER BY report_id")
+                .map { (try $0.decode(Bool.self, at: 0), try $0.decode(Date?.self, at: 1), try $0.decode(Bool?.self, at: 2)) }
+            #expect(stored.count == 2)
+            #expect(stored.first.map { !$0.0 && $0.1 == nil && $0.2 == nil } == true, "g1: nothing taken from the device's JSON")
+            #expect(stored.last.map { $0.0 && $0.1 == grace && $0.2 == true } == true, "g2: from the renewal info")
         }
     }
 

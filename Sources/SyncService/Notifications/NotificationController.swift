@@ -152,9 +152,7 @@ struct NotificationController: Sendable {
             throw error.refusal(at: "signedTransactionInfo")
         }
         if let renewal, renewal.originalTransactionId == nil || renewal.originalTransactionId == report.originalTransactionID {
-            report.willAutoRenew = renewal.autoRenewStatus.map { $0 == 1 }
-            report.inBillingRetry = renewal.isInBillingRetryPeriod ?? false
-            report.gracePeriodExpiresAt = renewal.gracePeriodExpiresDate
+            report.apply(renewal)
         }
         switch notification.notificationType {
         case "REFUND", "REVOKE":

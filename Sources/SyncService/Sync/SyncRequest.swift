@@ -29,6 +29,8 @@ struct ReportPayload: Decodable {
     var inBillingRetry: Bool?
     var environment: StoreEnvironment?
     var signedTransaction: String?
+    /// The subscription's signed renewal info, verified like `signed_transaction`.
+    var signedRenewalInfo: String?
 
     /// The same wire keys as ``Report``, so the two cannot drift apart.
     typealias CodingKeys = Report.CodingKeys
@@ -139,9 +141,11 @@ extension SyncRequest {
                            message: "at most \(SyncLimits.maximumReports) reports per request, got \(request.reports.count)")
         }
         for (index, payload) in request.reports.enumerated() {
-            if let signed = payload.signedTransaction, signed.utf8.count > SyncLimits.maximumSignedTransactionBytes {
-                throw APIError(.unprocessableContent, code: "invalid_report",
-                               message: "reports[\(index)].signed_transaction is larger than \(SyncLimits.maximumSignedTransactionBytes) bytes")
+            for (field, signed) in [("signed_transaction", payload.signedTransaction), ("signed_renewal_info", payload.signedRenewalInfo)] {
+                if let signed, signed.utf8.count > SyncLimits.maximumSignedTransactionBytes {
+                    throw APIError(.unprocessableContent, code: "invalid_report",
+                                   message: "reports[\(index)].\(field) is larger than \(SyncLimits.maximumSignedTransactionBytes) bytes")
+                }
             }
         }
         return (device, request.reports)

@@ -6,7 +6,8 @@ import SyncStore
 /// Decides what a device's reports become (issue #7, "policy"):
 /// - a report with `signed_transaction` is verified by the ``StoreKitVerifier``; it then takes
 ///   every transaction field from the signed payload (none from the device's JSON) and is
-///   *verified*, with its `signed_date` trusted. One that does not verify is refused with the
+///   *verified*, with its `signed_date` trusted. `signed_renewal_info` beside it, verified too
+///   and of the same purchase, supplies auto-renew, billing retry and grace period. One that does not verify is refused with the
 ///   verifier's code, whatever the policy: a forged signature is never stored;
 /// - a report without one is refused with `signature_required` when signatures are required,
 ///   and stored unverified (as the device sent it) otherwise.
@@ -28,7 +29,7 @@ struct ReportAdmission: Sendable {
         var admitted = Admitted()
         admitted.reports.reserveCapacity(payloads.count)
         for (index, payload) in payloads.enumerated() {
-            let report: Report
+            var report: Report
             if let jws = payload.signedTransaction {
                 let verified = try await verify(jws, index: index)
                 do {
@@ -37,11 +38,25 @@ struct ReportAdmission: Sendable {
                 } catch {
                     throw error.refusal(at: "reports[\(index)].signed_transaction")
                 }
+                if let renewalJWS = payload.signedRenewalInfo {
+                    let renewal = try await verifyRenewal(renewalJWS, index: index)
+                    guard renewal.originalTransactionId == report.originalTransactionID else {
+                        throw APIError(
+                            .unprocessableContent, code: "invalid_report",
+                            message: "reports[\(index)].signed_renewal_info is for another purchase than its signed_transaction")
+                    }
+                    report.apply(renewal)
+                }
                 admitted.claims.append(
                     PurchaseClaim(
                         originalTransactionID: report.originalTransactionID,
                         appAccountToken: verified.payload.appAccountToken.flatMap(UUID.init(uuidString:))))
             } else {
+                if payload.signedRenewalInfo != nil {
+                    throw APIError(
+                        .unprocessableContent, code: "invalid_report",
+                        message: "reports[\(index)].signed_renewal_info needs the signed_transaction it belongs to")
+                }
                 guard !requireSigned else {
                     ServiceMetrics.signatureRefused("signature_required").increment()
                     throw APIError(
@@ -63,6 +78,18 @@ struct ReportAdmission: Sendable {
             admitted.reports.append(report)
         }
         return admitted
+    }
+
+    private func verifyRenewal(_ jws: String, index: Int) async throws -> JWSRenewalInfoPayload {
+        // The transaction beside it verified, so there is a verifier.
+        guard let verifier else { throw APIError.unavailable("signature verification is not configured on this server") }
+        do {
+            return try await verifier.verifyRenewalInfo(jws)
+        } catch {
+            ServiceMetrics.signatureRefused(error.code).increment()
+            logger.notice("signed renewal info refused", metadata: ["reason": "\(error)", "report_index": "\(index)"])
+            throw error.refusal(at: "reports[\(index)].signed_renewal_info")
+        }
     }
 
     private func verify(_ jws: String, index: Int) async throws -> VerifiedTransaction {
