@@ -92,13 +92,25 @@ struct NotificationController: Sendable {
             originalTransactionID: report.originalTransactionID,
             appAccountToken: transaction.payload.appAccountToken.flatMap(UUID.init(uuidString:)))
 
-        guard let accountID = try await binder.account(for: claim) else {
-            logger.notice("App Store notification for a purchase no account has yet", metadata: [
-                "type": "\(notification.notificationType)", "original_transaction_id": "\(report.originalTransactionID)",
-            ])
-            answer.status = try await store.insert(record, status: .unmatched, accountID: nil) ? "unmatched" : "duplicate"
-            return answer
+        var found = try await binder.account(for: claim)
+        if found == nil {
+            // Under the purchase's binding lock: a device binding it right now either binds first
+            // (its account is found here) or after this commits (and applies what is kept).
+            let kept = try await binder.pool.withTransaction { connection -> (owner: String?, inserted: Bool) in
+                try await binder.lockPurchases([claim.originalTransactionID], on: connection)
+                if let owner = try await binder.account(for: claim, on: connection) { return (owner, false) }
+                return (nil, try await store.insert(record, status: .unmatched, accountID: nil, on: connection))
+            }
+            found = kept.owner
+            if found == nil {
+                logger.notice("App Store notification for a purchase no account has yet", metadata: [
+                    "type": "\(notification.notificationType)", "original_transaction_id": "\(report.originalTransactionID)",
+                ])
+                answer.status = kept.inserted ? "unmatched" : "duplicate"
+                return answer
+            }
         }
+        guard let accountID = found else { return answer }
         let applied = try await binder.pool.withTransaction { connection -> String? in
             guard try await store.insert(record, status: .applied, accountID: accountID, on: connection) else { return nil }
             do {

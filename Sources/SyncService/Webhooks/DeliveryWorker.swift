@@ -26,8 +26,8 @@ public struct DeliveryWorker: Service {
         public var connectTimeout: Duration = .seconds(5)
         public var totalTimeout: Duration = .seconds(15)
         public var pollInterval: Duration = .seconds(1)
-        /// How often an idle loop sets the due deliveries waiting behind a retrying one to wait
-        /// for that retry (`DeliveryStore.holdBlocked`).
+        /// How often a loop sets the due deliveries waiting behind a retrying one to wait for
+        /// that retry (`DeliveryStore.holdBlocked`).
         public var holdInterval: Duration = .seconds(10)
         /// This loop's share of the accounts: (index, count) over the process's delivery loops.
         public var partition: (index: Int, count: Int) = (0, 1)
@@ -36,8 +36,11 @@ public struct DeliveryWorker: Service {
 
         var effectiveLease: TimeInterval {
             if let lease { return lease }
-            let timeout = Double(totalTimeout.components.seconds) + Double(totalTimeout.components.attoseconds) / 1e18
-            return min(120, max(30, 20 * timeout))
+            return min(120, max(30, 20 * timeoutSeconds))
+        }
+
+        var timeoutSeconds: TimeInterval {
+            Double(totalTimeout.components.seconds) + Double(totalTimeout.components.attoseconds) / 1e18
         }
     }
 
@@ -82,7 +85,7 @@ public struct DeliveryWorker: Service {
             let handled = try await deliverBatch()
             // Events that arrive while their stream waits for a retry would be read by every
             // claim until then; from time to time they are set to wait for it too.
-            if handled < configuration.batchSize, ContinuousClock.now - lastHold >= configuration.holdInterval {
+            if ContinuousClock.now - lastHold >= configuration.holdInterval {
                 lastHold = ContinuousClock.now
                 _ = try await store.holdBlocked(partition: configuration.partition)
             }
@@ -106,6 +109,9 @@ public struct DeliveryWorker: Service {
                 groups.append([delivery])
             }
         }
+        // The lease must outlast the round: a stream starts no new attempt once an attempt could
+        // end past `deadline`, leaving time to record. What it did not send is let go by `record`.
+        let deadline = ContinuousClock.now + .seconds(max(0, configuration.effectiveLease - 2 * configuration.timeoutSeconds - 5))
         let results = await withTaskGroup(of: [DeliveryStore.AttemptResult].self) { taskGroup in
             for group in groups {
                 taskGroup.addTask {
@@ -113,6 +119,7 @@ public struct DeliveryWorker: Service {
                     // (`record` holds it back), so the receiver never sees a later event first.
                     var results: [DeliveryStore.AttemptResult] = []
                     for delivery in group {
+                        if !results.isEmpty, ContinuousClock.now > deadline { break }
                         let result = await attempt(delivery)
                         results.append(result)
                         if result.outcome != .succeeded { break }

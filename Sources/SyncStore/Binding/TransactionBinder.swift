@@ -71,8 +71,13 @@ public struct TransactionBinder: Sendable {
     /// (or, when the token is bound to no one, an account whose id *is* the token, for apps that use
     /// their account UUID as the token), else the owner of its purchase; `nil` when none is known.
     public func account(for claim: PurchaseClaim) async throws -> String? {
+        try await pool.withConnection { try await account(for: claim, on: $0) }
+    }
+
+    /// ``account(for:)`` on the caller's connection (inside its transaction).
+    public func account(for claim: PurchaseClaim, on connection: Connection) async throws -> String? {
         if let token = claim.appAccountToken {
-            let rows = try await pool.preparedQuery(
+            let rows = try await connection.preparedQuery(
                 """
                 SELECT account_id FROM app_account_tokens WHERE app_account_token = \(token.uuidString.lowercased())::uuid
                 UNION ALL
@@ -82,10 +87,23 @@ public struct TransactionBinder: Sendable {
             )
             if let row = rows.first { return try row.decode(String.self, at: 0) }
         }
-        let rows = try await pool.preparedQuery(
+        let rows = try await connection.preparedQuery(
             "SELECT account_id FROM transaction_owners WHERE original_transaction_id = \(claim.originalTransactionID)"
         )
         return try rows.first?.decode(String.self, at: 0)
+    }
+
+    /// Takes, until the end of the caller's transaction, the lock that a first binding of these
+    /// purchases takes too: a store notification that finds no account for a purchase keeps it
+    /// as unmatched under this lock, so a device binding the purchase at that moment either comes
+    /// first (and the notification finds its account) or after (and applies what it kept).
+    /// `purchases` must be sorted, so that lockers queue in one order.
+    public func lockPurchases(_ purchases: [String], on connection: Connection) async throws {
+        guard !purchases.isEmpty else { return }
+        // unnest keeps the array's (sorted) order, so the locks are taken in that order.
+        try await connection.preparedQuery(
+            "SELECT pg_advisory_xact_lock(hashtext('purchase:' || id)) FROM unnest(\(purchases)::text[]) AS id"
+        )
     }
 
     // MARK: - Binding
@@ -100,6 +118,7 @@ public struct TransactionBinder: Sendable {
         let purchases = Array(Set(claims.map(\.originalTransactionID))).sorted()
         let tokens = Array(Set(claims.compactMap { $0.appAccountToken?.uuidString.lowercased() })).sorted()
 
+        try await lockPurchases(purchases, on: connection)
         // Insert-then-lock: a concurrent first binding of the same purchase waits here for the
         // other transaction and then sees its row.
         let newlyBound = try await connection.preparedQuery(

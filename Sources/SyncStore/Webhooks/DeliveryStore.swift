@@ -9,6 +9,11 @@ public struct DeliveryStore: Sendable {
         self.pool = pool
     }
 
+    /// At most this many deliveries behind one head are claimed with it. A sender must also stop
+    /// a stream before its lease runs out (see `DeliveryWorker`); this bounds the rows a claim
+    /// reads for a stream with a long backlog.
+    public static let maximumFollowersPerStream = 100
+
     /// A delivery claimed for an attempt, with everything needed to send it.
     public struct Claimed: Sendable {
         public var accountID: String
@@ -44,6 +49,8 @@ public struct DeliveryStore: Sendable {
     /// With `partition` (index, count), only accounts whose hash falls in that partition are
     /// claimed, so a process's delivery loops do not contend for the same rows.
     public func claimDue(limit: Int, lease: TimeInterval, partition: (index: Int, count: Int) = (0, 1), now: Date = Date()) async throws -> [Claimed] {
+        // Heads are limited by `limit`; followers by `limit` in all and by
+        // `maximumFollowersPerStream` per head, so a claim reads at most limit × (1 + that).
         let rows = try await pool.preparedQuery(
             """
             WITH heads AS (
@@ -71,7 +78,7 @@ public struct DeliveryStore: Sendable {
                     WHERE behind.account_id = h.account_id AND behind.endpoint_id = h.endpoint_id AND behind.status = 'pending'
                       AND (behind.event_sequence, behind.delivery_id) > (h.event_sequence, h.delivery_id)
                     ORDER BY behind.event_sequence, behind.delivery_id
-                    LIMIT \(limit)
+                    LIMIT \(min(limit, Self.maximumFollowersPerStream))
                 ) f
                 ORDER BY f.account_id, f.endpoint_id, f.event_sequence, f.delivery_id
                 LIMIT \(limit)
@@ -202,6 +209,7 @@ public struct DeliveryStore: Sendable {
                     \(results.map(\.statusCode))::int[], \(results.map(\.error))::text[]
                 ) AS v(account_id, delivery_id, status, attempt, next_at, code, error)
                 WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id
+                  AND d.status = 'pending' -- an operator may have cancelled it meanwhile
                 """
             )
             // What waits behind each stream's last attempt: held until a retry, or let go.
@@ -270,22 +278,30 @@ public struct DeliveryStore: Sendable {
     /// Moves the due deliveries that wait behind a pending delivery not yet due (retrying, or
     /// leased to a sender) to that delivery's time, so claims stop reading them over and over
     /// while an endpoint is down. `record` lets them go once it is done. Returns how many.
+    ///
+    /// It starts from the due deliveries (what claims read), finds the waiting ones' heads, and
+    /// locks those (FOR SHARE) so that a sender recording one of them at the same moment either
+    /// goes first (the head no longer qualifies) or waits and then lets go of what this held;
+    /// SKIP LOCKED leaves heads being claimed or recorded for next time.
     public func holdBlocked(partition: (index: Int, count: Int) = (0, 1), now: Date = Date()) async throws -> Int {
-        // The heads are locked (FOR SHARE) so that a sender recording one of them at the same
-        // moment either goes first (and the head no longer qualifies) or waits and then lets go
-        // of what this held; SKIP LOCKED leaves heads being claimed or recorded for next time.
         let result = try await pool.preparedQuery(
             """
-            WITH waiting AS (
+            WITH blocked_heads AS (
+                SELECT DISTINCT head.account_id, head.delivery_id
+                FROM deliveries f
+                CROSS JOIN LATERAL (
+                    SELECT first.account_id, first.delivery_id, first.next_attempt_at FROM deliveries first
+                    WHERE first.endpoint_id = f.endpoint_id AND first.account_id = f.account_id AND first.status = 'pending'
+                    ORDER BY first.event_sequence, first.delivery_id
+                    LIMIT 1
+                ) head
+                WHERE f.status = 'pending' AND f.next_attempt_at <= \(now)
+                  AND mod(hashtext(f.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
+                  AND head.delivery_id <> f.delivery_id AND head.next_attempt_at > \(now)
+            ), waiting AS (
                 SELECT head.account_id, head.endpoint_id, head.event_sequence, head.delivery_id, head.next_attempt_at
-                FROM deliveries head
+                FROM deliveries head JOIN blocked_heads b ON head.account_id = b.account_id AND head.delivery_id = b.delivery_id
                 WHERE head.status = 'pending' AND head.next_attempt_at > \(now)
-                  AND mod(hashtext(head.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
-                  AND head.delivery_id = (
-                      SELECT first.delivery_id FROM deliveries first
-                      WHERE first.account_id = head.account_id AND first.endpoint_id = head.endpoint_id AND first.status = 'pending'
-                      ORDER BY first.event_sequence, first.delivery_id
-                      LIMIT 1)
                 FOR SHARE OF head SKIP LOCKED
             )
             UPDATE deliveries f SET next_attempt_at = w.next_attempt_at
