@@ -92,8 +92,10 @@ struct NotificationController: Sendable {
             originalTransactionID: report.originalTransactionID,
             appAccountToken: transaction.payload.appAccountToken.flatMap(UUID.init(uuidString:)))
 
-        var found = try await binder.account(for: claim)
-        if found == nil {
+        let accountID: String
+        if let owner = try await binder.account(for: claim) {
+            accountID = owner
+        } else {
             // Under the purchase's binding lock: a device binding it right now either binds first
             // (its account is found here) or after this commits (and applies what is kept).
             let kept = try await binder.pool.withTransaction { connection -> (owner: String?, inserted: Bool) in
@@ -101,16 +103,15 @@ struct NotificationController: Sendable {
                 if let owner = try await binder.account(for: claim, on: connection) { return (owner, false) }
                 return (nil, try await store.insert(record, status: .unmatched, accountID: nil, on: connection))
             }
-            found = kept.owner
-            if found == nil {
+            guard let owner = kept.owner else {
                 logger.notice("App Store notification for a purchase no account has yet", metadata: [
                     "type": "\(notification.notificationType)", "original_transaction_id": "\(report.originalTransactionID)",
                 ])
                 answer.status = kept.inserted ? "unmatched" : "duplicate"
                 return answer
             }
+            accountID = owner
         }
-        guard let accountID = found else { return answer }
         let applied = try await binder.pool.withTransaction { connection -> String? in
             guard try await store.insert(record, status: .applied, accountID: accountID, on: connection) else { return nil }
             do {
@@ -143,9 +144,7 @@ struct NotificationController: Sendable {
         do {
             return try await body()
         } catch let error as StoreKitVerificationError {
-            ServiceMetrics.signatureRefused(error.code).increment()
-            logger.notice("App Store notification refused", metadata: ["reason": "\(error)"])
-            throw error.refusal(at: "signedPayload")
+            throw error.refused(at: "signedPayload", logger: logger, "App Store notification refused")
         }
     }
 

@@ -31,7 +31,10 @@ struct ReportAdmission: Sendable {
         for (index, payload) in payloads.enumerated() {
             var report: Report
             if let jws = payload.signedTransaction {
-                let verified = try await verify(jws, index: index)
+                let verified = try await checked(at: "reports[\(index)].signed_transaction", index: index) {
+                    (verifier) async throws(StoreKitVerificationError) in try await verifier.verifyTransaction(jws)
+                }
+                ServiceMetrics.signedReportsVerified.increment()
                 do {
                     report = try verified.report(
                         reportID: payload.reportID, deviceID: payload.deviceID ?? deviceID, observedAt: payload.observedAt)
@@ -39,7 +42,9 @@ struct ReportAdmission: Sendable {
                     throw error.refusal(at: "reports[\(index)].signed_transaction")
                 }
                 if let renewalJWS = payload.signedRenewalInfo {
-                    let renewal = try await verifyRenewal(renewalJWS, index: index)
+                    let renewal = try await checked(at: "reports[\(index)].signed_renewal_info", index: index) {
+                        (verifier) async throws(StoreKitVerificationError) -> JWSRenewalInfoPayload in try await verifier.verifyRenewalInfo(renewalJWS)
+                    }
                     guard renewal.originalTransactionId == report.originalTransactionID else {
                         throw APIError(
                             .unprocessableContent, code: "invalid_report",
@@ -80,19 +85,11 @@ struct ReportAdmission: Sendable {
         return admitted
     }
 
-    private func verifyRenewal(_ jws: String, index: Int) async throws -> JWSRenewalInfoPayload {
-        // The transaction beside it verified, so there is a verifier.
-        guard let verifier else { throw APIError.unavailable("signature verification is not configured on this server") }
-        do {
-            return try await verifier.verifyRenewalInfo(jws)
-        } catch {
-            ServiceMetrics.signatureRefused(error.code).increment()
-            logger.notice("signed renewal info refused", metadata: ["reason": "\(error)", "report_index": "\(index)"])
-            throw error.refusal(at: "reports[\(index)].signed_renewal_info")
-        }
-    }
-
-    private func verify(_ jws: String, index: Int) async throws -> VerifiedTransaction {
+    /// Runs `check` with the verifier on the JWS at `field` (e.g. `reports[2].signed_transaction`),
+    /// turning a failure into its counted, logged 422.
+    private func checked<T>(
+        at field: String, index: Int, _ check: (StoreKitVerifier) async throws(StoreKitVerificationError) -> T
+    ) async throws -> T {
         guard let verifier else {
             if requireSigned {
                 throw APIError.unavailable("signature verification is not configured on this server", retryAfterSeconds: 60)
@@ -101,19 +98,14 @@ struct ReportAdmission: Sendable {
             // fields from an unchecked payload, so it is refused even in development.
             throw APIError(
                 .unprocessableContent, code: "verification_unavailable",
-                message: "reports[\(index)].signed_transaction cannot be verified: this server has no trusted roots configured; send the report without it")
+                message: "\(field) cannot be verified: this server has no trusted roots configured; send the report without it")
         }
         do {
-            let verified = try await verifier.verifyTransaction(jws)
-            ServiceMetrics.signedReportsVerified.increment()
-            return verified
+            return try await check(verifier)
         } catch {
-            ServiceMetrics.signatureRefused(error.code).increment()
-            logger.notice("signed transaction refused", metadata: ["reason": "\(error)", "report_index": "\(index)"])
-            throw error.refusal(at: "reports[\(index)].signed_transaction")
+            throw error.refused(at: field, logger: logger, "signed payload refused", metadata: ["field": "\(field)", "report_index": "\(index)"])
         }
     }
-
 }
 
 extension StoreKitVerificationError {
@@ -121,6 +113,14 @@ extension StoreKitVerificationError {
     /// verifier's code.
     func refusal(at field: String) -> APIError {
         APIError(.unprocessableContent, code: code, message: "\(field): \(clientMessage)")
+    }
+
+    /// Counts the refusal, logs it (with the details a client is not told), and returns the 422
+    /// of the payload at `field`.
+    func refused(at field: String, logger: Logger, _ message: Logger.Message, metadata: Logger.Metadata = [:]) -> APIError {
+        ServiceMetrics.signatureRefused(code).increment()
+        logger.notice(message, metadata: metadata.merging(["reason": "\(self)"]) { $1 })
+        return refusal(at: field)
     }
 
     /// What a client is told; details of chains and parsing stay in the logs.
