@@ -119,7 +119,7 @@ let package = Package(
         // MARK: Tests
         .target(
             name: "TestSupport",
-            dependencies: ["Postgres"],
+            dependencies: ["Postgres", "SyncCore"],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),

@@ -13,6 +13,8 @@ returns the record. The path chooses how it answers:
   /slow/<ms>            waits, then 200
   /redirect             302 to /ok
   /huge                 200 with a 5 MB body
+  /nul                  200 with a body of one NUL byte
+  /binary               200 with a 1 MiB binary body (every byte value, NUL included)
 
 For fault injection (scripts/faults), POST /_mode {"mode": "ok" | "500" | "slow:<ms>"} makes
 every webhook path answer 500, or wait <ms> and then answer 200, until set back to "ok".
@@ -130,6 +132,10 @@ class Handler(BaseHTTPRequestHandler):
             status, reply_headers = 302, {"Location": "/ok"}
         elif parts[0] == "huge":
             reply_body = b"x" * (5 * 1024 * 1024)
+        elif parts[0] == "nul":
+            reply_body = b"\x00"
+        elif parts[0] == "binary":
+            reply_body = bytes(range(256)) * 4096
         with lock:
             current_mode = mode[0]
         slept = 0.0

@@ -5,7 +5,10 @@ import Logging
 ///
 /// - Connections open lazily, up to `maximumConnections`.
 /// - A caller that finds none free waits (first come, first served) up to `leaseTimeout`,
-///   then gets a `.poolTimeout` error rather than hanging.
+///   then gets a `.poolTimeout` error rather than hanging. The timeout runs on an injected
+///   clock (the system's by default), so tests can drive it by hand.
+/// - A connection that comes back goes to the oldest waiter; a waiter that gives up (cancelled
+///   or timed out) leaves the queue at once, so nobody waits behind it.
 /// - Before a connection is handed out it is checked without a round trip (an idle
 ///   connection with input waiting has lost its server); broken connections, and ones
 ///   returned inside a transaction, are closed instead of reused. So after a server restart
@@ -29,6 +32,7 @@ public actor ConnectionPool {
     }
 
     public nonisolated let configuration: Configuration
+    private let clock: any Clock<Duration>
     private let logger: Logger
     private var idle: [Connection] = []
     private var openCount = 0
@@ -36,8 +40,13 @@ public actor ConnectionPool {
     private var nextWaiterID: UInt64 = 0
     private var isClosed = false
 
-    public init(configuration: Configuration, logger: Logger = Logger(label: "subsync.postgres.pool")) {
+    public init(
+        configuration: Configuration,
+        clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger = Logger(label: "subsync.postgres.pool")
+    ) {
         self.configuration = configuration
+        self.clock = clock
         self.logger = logger
     }
 
@@ -123,8 +132,9 @@ public actor ConnectionPool {
         nextWaiterID += 1
         let id = nextWaiterID
         let timeout = configuration.leaseTimeout
+        let clock = clock
         let timer = Task { [weak self] in
-            try await Task.sleep(for: timeout)
+            try await clock.sleep(for: timeout)
             await self?.expireWaiter(id)
         }
         defer { timer.cancel() }

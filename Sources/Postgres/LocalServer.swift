@@ -7,6 +7,11 @@ import Logging
 /// This is what makes `subsync serve` work on a fresh machine with no database configured,
 /// and what tests use when they need to stop and restart a server.
 ///
+/// It listens on a Unix socket inside its data folder and nowhere else: no TCP listener. The
+/// data folder is mode 0700 (initdb's), so only the server's OS user (and root) can reach the
+/// socket, and local connections there are trusted; TCP connections are rejected by its
+/// `pg_hba.conf` even if someone turns a listener on. Another local user cannot connect.
+///
 /// PostgreSQL refuses to run as root. When this process is root, every server command runs
 /// as an unprivileged system user (`postgres`, which Debian's package creates, or the
 /// `SUBSYNC_POSTGRES_OS_USER` override) through `runuser`, and the data folder is given to it.
@@ -33,7 +38,8 @@ public struct LocalServer: Sendable {
 
     /// The data folder (created by `initdb` on first start).
     public let dataDirectory: URL
-    /// The TCP port on 127.0.0.1; the server also listens on a Unix socket in the data folder.
+    /// The port number, which names the Unix socket (`.s.PGSQL.<port>`); there is no TCP
+    /// listener.
     public let port: Int
     /// The database created for the service.
     public let databaseName: String
@@ -79,8 +85,12 @@ public struct LocalServer: Sendable {
         ])
     }
 
-    /// A URL for the same database over TCP, for tools such as psql and pgbench.
-    public var url: String { "postgresql://subsync@127.0.0.1:\(port)/\(databaseName)" }
+    /// A URL for the same database over the socket, for tools such as psql and pgbench run
+    /// by the server's OS user or root.
+    public var url: String {
+        let host = socketDirectory.path.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? socketDirectory.path
+        return "postgresql://subsync@/\(databaseName)?host=\(host)&port=\(port)"
+    }
 
     /// Whether `initdb` has run in the data folder.
     public var isInitialized: Bool {
@@ -96,14 +106,16 @@ public struct LocalServer: Sendable {
             logger.info("initializing a local PostgreSQL cluster", metadata: ["data": "\(dataDirectory.path)"])
             try run(
                 "initdb",
-                ["-D", dataDirectory.path, "-U", "subsync", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"]
+                ["-D", dataDirectory.path, "-U", "subsync", "--auth-local=trust", "--auth-host=reject", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"]
             )
         }
         try fileManager.createDirectory(at: socketDirectory, withIntermediateDirectories: true)
         try giveToServerUser(socketDirectory)
         if !isRunning {
-            // Only loopback and our own socket: trust auth is safe because nothing else can reach it.
-            let options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(socketDirectory.path) -c max_connections=200 -c fsync=on"
+            // Only our own socket, in the 0700 data folder: trust auth is safe because no one
+            // else can reach it. (Clusters initialized by earlier versions trust TCP as well;
+            // with no listener, that rule is never reached.)
+            let options = "-c listen_addresses='' -p \(port) -k \(socketDirectory.path) -c max_connections=200 -c fsync=on"
             try run(
                 "pg_ctl",
                 ["-D", dataDirectory.path, "-l", dataDirectory.appendingPathComponent("server.log").path, "-o", options, "-w", "-t", "60", "start"]

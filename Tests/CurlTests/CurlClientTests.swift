@@ -112,7 +112,8 @@ struct CurlClientTests {
             }
             #expect(!message.isEmpty)
             #expect(elapsed >= .milliseconds(250))
-            #expect(elapsed < .seconds(2))
+            // Gave up long before the server's answer at 5 s.
+            #expect(elapsed < .seconds(4))
         }
     }
 
@@ -128,7 +129,8 @@ struct CurlClientTests {
             Issue.record("expected .couldNotConnect, got \(String(describing: error))")
             return
         }
-        #expect(elapsed < .seconds(2))
+        // Refused at once, not after the connect timeout.
+        #expect(elapsed < .seconds(20))
     }
 
     @Test("an unresolvable host is couldNotResolve")
@@ -347,7 +349,8 @@ struct CurlClientTests {
             let cancelledAt = clock.now
             task.cancel()
             let result = await task.result
-            #expect(clock.now - cancelledAt < .seconds(1))
+            // Long before the server's answer at 5 s.
+            #expect(clock.now - cancelledAt < .seconds(4))
             #expect(throws: CancellationError.self) { try result.get() }
 
             // Cancelled before it even started.
@@ -382,7 +385,7 @@ struct CurlClientTests {
                 let result = await task.result
                 #expect(throws: CurlError.shutDown) { try result.get() }
             }
-            #expect(clock.now - shutAt < .seconds(1))
+            #expect(clock.now - shutAt < .seconds(4))
             #expect(recorder.hits("slow") == 1, "only one transfer was in flight")
             await #expect(throws: CurlError.shutDown) {
                 _ = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET"))

@@ -61,7 +61,11 @@ import Testing
         let postgresError = try #require(error as? PostgresError)
         #expect(postgresError.kind == .connectionFailed)
         #expect(postgresError.isConnectionLoss)
-        #expect(elapsed < 3, "took \(elapsed) s")
+        // Refused, not timed out: libpq says which (on a busy core the refusal itself can take
+        // seconds to be seen, so the message, not the time, is the evidence).
+        #expect(postgresError.description.contains("Connection refused"), "\(postgresError)")
+        #expect(!postgresError.description.contains("timeout"), "\(postgresError)")
+        #expect(elapsed < 60, "took \(elapsed) s")
         #expect(!postgresError.description.contains(password))
         #expect(!postgresError.debugDescription.contains(password))
         #expect(!postgresError.message.contains(password))

@@ -55,34 +55,51 @@ import Testing
         #expect((closed as? PostgresError)?.kind == .closed)
     }
 
-    @Test func leaseTimesOutWhenEveryConnectionIsHeld() async throws {
-        let pool = ConnectionPool(
-            configuration: .init(connection: try TestDatabase.configuration(), maximumConnections: 2, leaseTimeout: .milliseconds(300))
-        )
-        // Two holders keep both connections for well over the lease timeout.
-        let (firstHeld, firstSignal) = AsyncStream<Void>.makeStream()
-        let (secondHeld, secondSignal) = AsyncStream<Void>.makeStream()
+    /// Holds `count` connections of `pool` until the gate opens.
+    private func hold(_ count: Int, of pool: ConnectionPool) async -> (gate: Gate, done: Task<Void, any Error>) {
+        let gate = Gate()
+        let (held, signal) = AsyncStream<Void>.makeStream()
         let holders = Task {
             try await withThrowingTaskGroup(of: Void.self) { group in
-                for signal in [firstSignal, secondSignal] {
+                for _ in 0..<count {
                     group.addTask {
-                        try await pool.withConnection { connection in
+                        try await pool.withConnection { _ in
                             signal.yield()
-                            try await connection.query("SELECT pg_sleep(1.5)")
+                            await gate.wait()
                         }
                     }
                 }
                 try await group.waitForAll()
             }
         }
-        for await _ in firstHeld { break }
-        for await _ in secondHeld { break }
-        let start = ContinuousClock.now
-        let error = await thrownError { try await pool.query("SELECT 1") }
-        let elapsed = secondsSince(start)
+        var seen = 0
+        for await _ in held {
+            seen += 1
+            if seen == count { break }
+        }
+        return (gate, holders)
+    }
+
+    @Test func leaseTimesOutWhenEveryConnectionIsHeld() async throws {
+        // The lease timeout runs on a clock the test moves: the waiter times out exactly when
+        // its timeout has passed, never earlier, however busy the machine is.
+        let clock = ManualClock()
+        let pool = ConnectionPool(
+            configuration: .init(connection: try TestDatabase.configuration(), maximumConnections: 2, leaseTimeout: .milliseconds(300)),
+            clock: clock.continuous
+        )
+        let (gate, holders) = await hold(2, of: pool)
+        let waiter = Task { await thrownError { try await pool.query("SELECT 1") } }
+        #expect(await waitUntil { await pool.statistics.waiting == 1 })
+        #expect(await clock.waitForSleepers(atLeast: 1), "the waiter's timer never started")
+        clock.advance(by: .milliseconds(299))
+        #expect(await pool.statistics.waiting == 1, "timed out before its timeout")
+        #expect(clock.sleeperCount == 1)
+        clock.advance(by: .milliseconds(1))
+        let error = await waiter.value
         #expect((error as? PostgresError)?.kind == .poolTimeout, "got \(String(describing: error))")
-        #expect(elapsed >= 0.29 && elapsed < 1.4, "timed out after \(elapsed) s")
         #expect(await pool.statistics.waiting == 0)
+        await gate.open()
         try await holders.value
         let after = try await pool.query("SELECT 8")
         #expect(try after[0].decode(Int.self, at: 0) == 8)
@@ -90,11 +107,51 @@ import Testing
         await pool.close()
     }
 
-    @Test func waitersAreServedBeforeTheirTimeout() async throws {
+    @Test func waitersAreServedInArrivalOrderAndACancelledOneBlocksNobody() async throws {
+        // Timeouts on a clock that never moves: only the order of service is under test.
+        let clock = ManualClock()
         let pool = ConnectionPool(
-            configuration: .init(connection: try TestDatabase.configuration(), maximumConnections: 1, leaseTimeout: .seconds(5))
+            configuration: .init(connection: try TestDatabase.configuration(), maximumConnections: 1, leaseTimeout: .seconds(1)),
+            clock: clock.continuous
         )
+        let (gate, holder) = await hold(1, of: pool)
+        let served = Served()
+        var waiters: [Task<Bool, Never>] = []
+        for index in 0..<8 {
+            waiters.append(Task {
+                do {
+                    try await pool.withConnection { connection in
+                        await served.append(index)
+                        _ = try await connection.query("SELECT \(index)::int")
+                    }
+                    return true
+                } catch {
+                    return false
+                }
+            })
+            // Each waiter joins the queue before the next one arrives.
+            #expect(await waitUntil { await pool.statistics.waiting == index + 1 })
+        }
+        waiters[3].cancel()
+        #expect(await waitUntil { await pool.statistics.waiting == 7 }, "a cancelled waiter stays in the queue")
+        await gate.open()
+        try await holder.value
+        var outcomes: [Bool] = []
+        for waiter in waiters { outcomes.append(await waiter.value) }
+        #expect(outcomes == [true, true, true, false, true, true, true, true])
+        #expect(await served.order == [0, 1, 2, 4, 5, 6, 7], "the connection went to the oldest waiter each time")
+        #expect(await waitUntil { clock.sleeperCount == 0 }, "a served waiter's timer kept running")
+        let statistics = await pool.statistics
+        #expect(statistics.waiting == 0 && statistics.open == 1)
+        await pool.close()
+    }
+
+    @Test func waitersAreServedBeforeTheirTimeout() async throws {
         // 20 callers on one connection, each holding it briefly: all succeed, none times out.
+        // The timeout (60 s) is far beyond the expected second, so only a lost wake-up fails it.
+        let pool = ConnectionPool(
+            configuration: .init(connection: try TestDatabase.configuration(), maximumConnections: 1, leaseTimeout: .seconds(60))
+        )
         try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<20 {
                 group.addTask {
@@ -105,9 +162,8 @@ import Testing
             for try await value in group { seen.insert(value) }
             #expect(seen == Set(0..<20))
         }
-        // After the last lease timer would have fired, nothing is resumed twice and the pool works.
-        try await Task.sleep(for: .milliseconds(100))
         #expect(await pool.statistics.open == 1)
+        #expect(await pool.statistics.waiting == 0)
         await pool.close()
     }
 
@@ -125,5 +181,28 @@ import Testing
         }
         #expect(next != leaked)
         await pool.close()
+    }
+}
+
+/// The order in which waiters got the connection.
+private actor Served {
+    var order: [Int] = []
+    func append(_ index: Int) { order.append(index) }
+}
+
+/// Lets tasks wait until the test opens it.
+private actor Gate {
+    private var isOpen = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    func open() {
+        isOpen = true
+        for continuation in waiting { continuation.resume() }
+        waiting.removeAll()
+    }
+
+    func wait() async {
+        if isOpen { return }
+        await withCheckedContinuation { waiting.append($0) }
     }
 }

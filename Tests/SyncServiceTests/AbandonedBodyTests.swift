@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import TestSupport
 import Testing
 
 /// A `Connection: close` request answered before its body was read (413, 404, 401) left its
@@ -29,9 +30,7 @@ struct AbandonedBodyTests {
         process.standardError = FileHandle.nullDevice
         try process.run()
         defer { if process.isRunning { process.terminate() } }
-        for _ in 0..<100 where await httpStatus("http://127.0.0.1:\(port)/healthz") != 200 {
-            try await Task.sleep(for: .milliseconds(100))
-        }
+        #expect(await waitUntil { await httpStatus("http://127.0.0.1:\(port)/healthz") == 200 })
         let pid = process.processIdentifier
         let baseline = try openDescriptors(pid)
 
@@ -49,9 +48,9 @@ struct AbandonedBodyTests {
 
         // Within a few idle timeouts every one of those connections is closed again.
         var open = try openDescriptors(pid)
-        for _ in 0..<50 where open > baseline + 2 {
-            try await Task.sleep(for: .milliseconds(100))
+        try await waitUntil {
             open = try openDescriptors(pid)
+            return open <= baseline + 2
         }
         #expect(open <= baseline + 2, "\(open - baseline) connections still open (baseline \(baseline) descriptors)")
         #expect(process.isRunning)

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import Postgres
 import SyncCore
 import SyncService
+import TestSupport
 import Testing
 
 @Suite("Abuse limits")
@@ -11,9 +12,10 @@ struct AbuseTests {
     @Test("a device over its account's rate gets 429 with Retry-After, stores nothing, and recovers")
     func rateLimitTriggersAndRecovers() async throws {
         try await TestEnvironment.withFresh { env in
-            // One token per 5 s: the first three requests cannot earn a fourth on a slow machine.
+            // One token per 5 s on the test's clock: no token is earned while the clock stands.
+            let clock = ManualClock()
             let limit = RateLimiter.Limit(ratePerSecond: 0.2, burst: 3)
-            try await env.application(workers: 0, accountRateLimit: limit).test(.router) { client in
+            try await env.application(workers: 0, accountRateLimit: limit, clock: clock).test(.router) { client in
                 let token = try await env.token(for: "rita")
                 for index in 0..<3 {
                     let body = try SyncBody(device: "iphone", reports: [SyncAPITests.report("r\(index)")]).data
@@ -31,12 +33,15 @@ struct AbuseTests {
                     #expect(String(buffer: response.body).contains("rate_limited"))
                 }
                 let wait = try #require(retryAfter)
-                #expect((1...5).contains(wait))
+                #expect(wait == 5, "an empty bucket refills one token in 5 s")
                 #expect(try await env.count("reports", accountID: "rita") == 3)
                 // The admin key (the app's backend) is not limited.
                 #expect(try await client.sync(account: "rita", body: try SyncBody(device: "backend", reports: [SyncAPITests.report("admin")]).data, waitMilliseconds: nil).status == .accepted)
-                // After Retry-After, the device may sync again.
-                try await Task.sleep(for: .seconds(wait))
+                // Just before Retry-After it is still refused; after it, the device may sync again.
+                clock.advance(by: .seconds(wait) - .milliseconds(100))
+                #expect(try await client.sync(account: "rita", body: limitedBody, credential: token, waitMilliseconds: nil).status == .tooManyRequests)
+                #expect(try await env.count("reports", accountID: "rita") == 4)
+                clock.advance(by: .seconds(wait))
                 #expect(try await client.sync(account: "rita", body: limitedBody, credential: token, waitMilliseconds: nil).status == .accepted)
                 #expect(try await env.count("reports", accountID: "rita") == 5)
             }
@@ -55,6 +60,50 @@ struct AbuseTests {
                 #expect(try await client.sync(account: "dev", body: first, credential: token, waitMilliseconds: nil).status == .accepted)
                 #expect(try await client.sync(account: "dev", body: second, credential: token, waitMilliseconds: nil).status == .tooManyRequests)
                 #expect(try await client.sync(account: "dev", body: other, credential: token, waitMilliseconds: nil).status == .accepted)
+            }
+        }
+    }
+
+    @Test(
+        "a control character in any text field of a sync is a 400 naming the field, and nothing is stored",
+        arguments: ["\u{0}", "\n", "\u{1B}[31m", "\u{7F}", "\u{85}"]
+    )
+    func controlCharactersAreRefused(bad: String) async throws {
+        try await TestEnvironment.withFresh { env in
+            try await env.application(workers: 0).test(.router) { client in
+                let fields: [(path: String, set: (inout [String: Any]) -> Void)] = [
+                    ("device.platform", { $0["device"] = ["id": "iphone", "platform": "ios\(bad)"] }),
+                    ("device.app_version", { $0["device"] = ["id": "iphone", "app_version": "1.0\(bad)"] }),
+                    ("device.id", { $0["device"] = ["id": "iph\(bad)one"] }),
+                ] + ["report_id", "device_id", "product_id", "original_transaction_id", "transaction_id", "signed_transaction", "signed_renewal_info"].map { field in
+                    ("reports[0].\(field)", { body in
+                        var reports = body["reports"] as? [[String: Any]] ?? []
+                        reports[0][field] = "x\(bad)y"
+                        body["reports"] = reports
+                    })
+                }
+                for (path, set) in fields {
+                    var body: [String: Any] = [
+                        "device": ["id": "iphone", "platform": "ios", "app_version": "1.0"],
+                        "reports": [[
+                            "report_id": "r1", "observed_at": "2026-01-01T00:00:00Z", "product_id": "voip.basic.monthly",
+                            "original_transaction_id": "t1", "transaction_id": "t1", "purchased_at": "2026-01-01T00:00:00Z",
+                        ]],
+                    ]
+                    set(&body)
+                    let data = try JSONSerialization.data(withJSONObject: body)
+                    let result = try await client.sync(account: "hostile", body: data, waitMilliseconds: nil)
+                    #expect(result.status == .badRequest, "\(path): \(result.status)")
+                    #expect(result.json.errorCode == "invalid_request", "\(path)")
+                    #expect(result.json.errorMessage?.contains(path) == true, "\(path): \(result.json.errorMessage ?? "")")
+                }
+                #expect(try await env.count("reports", accountID: "hostile") == 0)
+                #expect(try await env.count("devices", accountID: "hostile") == 0)
+                // The App Store notification route too, configured or not.
+                let notification = try JSONSerialization.data(withJSONObject: ["signedPayload": "a.b\(bad).c"])
+                let answer = try await client.postJSON("/v1/notifications/apple", body: notification, credential: nil)
+                #expect(answer.status == .badRequest)
+                #expect(answer.json.errorMessage?.contains("signedPayload") == true)
             }
         }
     }

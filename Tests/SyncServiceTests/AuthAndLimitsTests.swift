@@ -4,6 +4,7 @@ import HummingbirdTesting
 import JWTKit
 import SyncCore
 import SyncService
+import TestSupport
 import Testing
 
 @Suite("Sync API: authentication and bad input")
@@ -17,6 +18,27 @@ struct AuthAndLimitsTests {
         let json = (try? body()).map { String(decoding: $0, as: UTF8.self) } ?? ""
         let pattern = #/"observed_at":"[^"]*"/#
         return Data(json.replacing(pattern, with: "\"observed_at\":\"\(text)\"", maxReplacements: 1).utf8)
+    }
+
+    @Test("a device token works until its expiry on the service's clock, and not a moment after")
+    func tokenExpiresOnTheServiceClock() async throws {
+        try await TestEnvironment.withFresh { env in
+            let clock = ManualClock()
+            let authenticator = await Authenticator(adminKey: nil, tokenSecret: TestCredentials.tokenSecret, clock: clock)
+            try await env.application(workers: 0, authenticator: authenticator).test(.router) { client in
+                let token = try await authenticator.mint(accountID: "tess", validFor: 600)
+                let first = try await client.sync(account: "tess", body: try Self.body([SyncAPITests.report("a")]), credential: token, waitMilliseconds: nil)
+                #expect(first.status == .accepted)
+                clock.advance(by: .seconds(599))
+                let last = try await client.sync(account: "tess", body: try Self.body([SyncAPITests.report("b")]), credential: token, waitMilliseconds: nil)
+                #expect(last.status == .accepted)
+                clock.advance(by: .seconds(1))
+                let late = try await client.sync(account: "tess", body: try Self.body([SyncAPITests.report("c")]), credential: token, waitMilliseconds: nil)
+                #expect(late.status == .unauthorized)
+                #expect(late.json.errorCode == "token_expired")
+                #expect(try await env.count("reports", accountID: "tess") == 2)
+            }
+        }
     }
 
     @Test("missing, malformed, wrong and expired credentials are 401; another account's token is 403; nothing is stored")

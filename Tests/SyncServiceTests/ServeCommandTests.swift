@@ -80,9 +80,7 @@ struct ServeCommandTests {
         process.standardError = handle
         try process.run()
         defer { if process.isRunning { process.terminate() } }
-        for _ in 0..<100 where await httpStatus("http://127.0.0.1:\(httpPort)/readyz") != 200 {
-            try await Task.sleep(for: .milliseconds(100))
-        }
+        #expect(await waitUntil { await httpStatus("http://127.0.0.1:\(httpPort)/readyz") == 200 })
 
         let token = try await curl(["-X", "POST", "-H", "Authorization: Bearer \(adminKey)", "-H", "content-type: application/json",
                                     "-d", #"{"url": "https://example.com/hook"}"#, "http://127.0.0.1:\(httpPort)/v1/webhook-endpoints"])

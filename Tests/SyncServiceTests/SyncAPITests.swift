@@ -4,6 +4,7 @@ import HummingbirdTesting
 import Postgres
 import SyncCore
 import SyncService
+import TestSupport
 import Testing
 
 /// The sync API end to end: real HTTP, a real database, real workers.
@@ -134,10 +135,9 @@ struct SyncAPITests {
                 }
                 // Drain, then check against a resolution of the same reports from scratch.
                 var json: [String: Any] = [:]
-                for _ in 0..<50 {
+                try await waitUntil {
                     json = try await client.getJSON("/v1/accounts/erin").json
-                    if json["pending_reports"] as? Int == 0 { break }
-                    try await Task.sleep(for: .milliseconds(100))
+                    return json["pending_reports"] as? Int == 0
                 }
                 #expect(json["pending_reports"] as? Int == 0)
                 let premium = try #require(Self.entitlement(json, "premium"))

@@ -646,10 +646,12 @@ struct TrustAPITests {
 
     /// The account once none of its reports is pending.
     func settled(_ client: some TestClientProtocol, _ account: String) async throws -> [String: Any] {
-        for _ in 0..<100 {
-            let (_, json) = try await client.getJSON("/v1/accounts/\(account)")
-            if json["pending_reports"] as? Int == 0 { return json }
-            try await Task.sleep(for: .milliseconds(50))
+        var json: [String: Any] = [:]
+        if try await waitUntil({
+            json = try await client.getJSON("/v1/accounts/\(account)").json
+            return json["pending_reports"] as? Int == 0
+        }) {
+            return json
         }
         Issue.record("\(account) still has pending reports")
         return [:]

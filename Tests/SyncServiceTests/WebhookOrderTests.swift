@@ -8,6 +8,7 @@ import ServiceLifecycle
 import SyncCore
 import SyncService
 import SyncStore
+import TestSupport
 import Testing
 
 /// Ordered delivery: an account's events reach an endpoint in sequence order, whichever sender
@@ -112,12 +113,11 @@ struct WebhookOrderTests {
     /// once there are `count`.
     func pendingDeliveries(_ env: TestEnvironment, account: String, count: Int) async throws -> [[String: Any]] {
         var listed: [[String: Any]] = []
-        for _ in 0..<100 {
-            let out = try await OperationsCommandTests.run(["deliveries", "list", "--status", "pending", "--json"], env: env)
+        await waitUntil {
+            guard let out = try? await OperationsCommandTests.run(["deliveries", "list", "--status", "pending", "--json"], env: env) else { return false }
             #expect(out.status == 0, "\(out.stderr)")
             listed = out.array.filter { $0["account_id"] as? String == account }
-            if listed.count >= count { break }
-            try await Task.sleep(for: .milliseconds(100))
+            return listed.count >= count
         }
         return listed.sorted { ($0["event_sequence"] as? Int ?? 0) < ($1["event_sequence"] as? Int ?? 0) }
     }
@@ -283,7 +283,7 @@ struct WebhookOrderTests {
             var pending = -1
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
-                let deadline = Date().addingTimeInterval(90)
+                let deadline = Date().addingTimeInterval(240)
                 while Date() < deadline {
                     pending = try await env.pool.query("SELECT count(*) FROM deliveries WHERE status = 'pending'")[0].decode(Int.self, at: 0)
                     if pending == 0 { break }

@@ -104,7 +104,7 @@ final class WebhookReceiver: @unchecked Sendable {
     }
 
     /// Polls the log until `condition` holds (at most `seconds`).
-    func waitFor(seconds: Double = 15, _ condition: ([Entry]) -> Bool) async throws -> [Entry] {
+    func waitFor(seconds: Double = 60, _ condition: ([Entry]) -> Bool) async throws -> [Entry] {
         let deadline = Date().addingTimeInterval(seconds)
         var entries: [Entry] = []
         while Date() < deadline {

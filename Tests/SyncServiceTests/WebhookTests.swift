@@ -6,6 +6,7 @@ import Postgres
 import SyncCore
 import SyncService
 import SyncStore
+import TestSupport
 import Testing
 
 @Suite("Webhook signing")
@@ -149,7 +150,7 @@ struct WebhookDeliveryTests {
         ).map { (try $0.decode(Int?.self, at: 0), try $0.decode(String?.self, at: 1), try $0.decode(String?.self, at: 2)) }
     }
 
-    func waitForAttempts(_ env: TestEnvironment, endpoint: UUID, count: Int, seconds: Double = 15) async throws -> [(status: Int?, error: String?, excerpt: String?)] {
+    func waitForAttempts(_ env: TestEnvironment, endpoint: UUID, count: Int, seconds: Double = 60) async throws -> [(status: Int?, error: String?, excerpt: String?)] {
         let deadline = Date().addingTimeInterval(seconds)
         var result: [(status: Int?, error: String?, excerpt: String?)] = []
         while Date() < deadline {
@@ -180,11 +181,10 @@ struct WebhookDeliveryTests {
                 #expect(entries.allSatisfy { $0.body?.data.accountID == "alice" })
                 // The outcome is recorded after the batch's sends finish.
                 var succeeded = 0
-                for _ in 0..<50 {
+                try await waitUntil {
                     let delivered = try await env.pool.query("SELECT count(*) FROM deliveries WHERE endpoint_id = \(endpointID) AND status = 'succeeded'")
                     succeeded = try delivered[0].decode(Int.self, at: 0)
-                    if succeeded == events.count { break }
-                    try await Task.sleep(for: .milliseconds(100))
+                    return succeeded == events.count
                 }
                 #expect(succeeded == events.count)
             }
@@ -204,6 +204,48 @@ struct WebhookDeliveryTests {
                 // Outcomes are recorded after each batch's sends finish.
                 let attempts = try await waitForAttempts(env, endpoint: endpointID, count: 2)
                 #expect(attempts.map(\.status) == [500, 200])
+            }
+        }
+    }
+
+    @Test("a receiver answering a NUL byte or a binary body holds up nobody: every attempt is recorded once, nothing is sent twice")
+    func binaryAnswersDoNotStallDelivery() async throws {
+        let receiver = try WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (healthy, _) = try await endpoint(env, receiver, "/ok")
+            let (nul, _) = try await endpoint(env, receiver, "/nul")
+            let (binary, _) = try await endpoint(env, receiver, "/binary")
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).test(.live) { client in
+                for index in 0..<10 {
+                    try await sync(client, account: "acct-\(index)", [SyncAPITests.report("r1")])
+                }
+                let events = try await env.pool.query("SELECT count(*) FROM events")[0].decode(Int.self, at: 0)
+                #expect(events >= 20)
+                // Every delivery of every endpoint is recorded as succeeded, after one attempt.
+                let recorded = try await waitUntil {
+                    try await env.pool.query("SELECT count(*) FROM deliveries WHERE status = 'succeeded'")[0].decode(Int.self, at: 0) == 3 * events
+                }
+                #expect(recorded, "deliveries still pending: the round's record failed")
+                let attempts = try await env.pool.query(
+                    "SELECT count(*), count(DISTINCT (account_id, delivery_id)), max(attempt) FROM delivery_attempts")
+                #expect(try attempts[0].decode(Int.self, at: 0) == 3 * events)
+                #expect(try attempts[0].decode(Int.self, at: 1) == 3 * events)
+                #expect(try attempts[0].decode(Int.self, at: 2) == 1)
+                // What the receivers answered is kept as text an operator can read.
+                let nulExcerpts = try await self.attempts(env, endpoint: nul).map(\.excerpt)
+                #expect(nulExcerpts.count == events && nulExcerpts.allSatisfy { $0 == "\u{FFFD}" }, "\(Set(nulExcerpts))")
+                let binaryExcerpts = try await self.attempts(env, endpoint: binary).map(\.excerpt)
+                #expect(binaryExcerpts.allSatisfy { ($0?.utf8.count ?? 0) > 0 && ($0?.utf8.count ?? 0) <= 4096 })
+                #expect(binaryExcerpts.allSatisfy { !($0?.unicodeScalars.contains { $0.value < 9 } ?? true) })
+                // Each event reached each receiver once: nothing was resent after a failed record.
+                let entries = try await receiver.entries()
+                for path in ["/ok", "/nul", "/binary"] {
+                    let ids = entries.filter { $0.path == path }.map(\.id)
+                    #expect(ids.count == events, "\(path) got \(ids.count) requests for \(events) events")
+                    #expect(Set(ids).count == ids.count, "\(path) got an event twice")
+                }
+                let healthyAttempts = try await self.attempts(env, endpoint: healthy)
+                #expect(healthyAttempts.allSatisfy { $0.status == 200 && $0.excerpt == "ok" })
             }
         }
     }
@@ -272,11 +314,7 @@ struct WebhookDeliveryTests {
             let schedule = RetrySchedule(delays: Array(repeating: 0.3, count: 20), jitter: 0)
             try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: schedule, webhookDisableAfter: 1.5).test(.live) { client in
                 try await sync(client, account: "ivy", [SyncAPITests.report("r1")])
-                var disabled = false
-                for _ in 0..<100 where !disabled {
-                    try await Task.sleep(for: .milliseconds(100))
-                    disabled = try await EndpointStore(pool: env.pool).get(failing)?.enabled == false
-                }
+                try await waitUntil { try await EndpointStore(pool: env.pool).get(failing)?.enabled == false }
                 let endpoint = try await EndpointStore(pool: env.pool).get(failing)
                 #expect(endpoint?.enabled == false)
                 #expect(endpoint?.disabledReason?.contains("failed") == true)

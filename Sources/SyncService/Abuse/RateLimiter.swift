@@ -1,4 +1,5 @@
 import Foundation
+import SyncCore
 
 /// Token buckets keyed by a string (an account or a device): each key may spend `burst`
 /// requests at once and regains `ratePerSecond` of them per second.
@@ -38,24 +39,28 @@ public actor RateLimiter {
 
     private struct Bucket {
         var tokens: Double
-        var updated: ContinuousClock.Instant
+        var updated: Duration
     }
 
     public let limit: Limit
+    private let clock: any ServiceClock
     private var buckets: [String: Bucket] = [:]
-    private var lastSweep = ContinuousClock.now
+    private var lastSweep: Duration
 
-    public init(limit: Limit) {
+    /// - Parameter clock: the service's clock; refills follow its ``ServiceClock/uptime()``.
+    public init(limit: Limit, clock: any ServiceClock = SystemClock()) {
         self.limit = limit
+        self.clock = clock
+        self.lastSweep = clock.uptime()
     }
 
     /// Takes one token for `key`. Returns nil when allowed, or how long to wait before retrying.
     public func take(_ key: String) -> Duration? {
-        let now = ContinuousClock.now
+        let now = clock.uptime()
         sweepIfDue(now)
         var bucket = buckets[key] ?? Bucket(tokens: limit.burst, updated: now)
         let elapsed = now - bucket.updated
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = max(0, elapsed.timeInterval)
         bucket.tokens = min(limit.burst, bucket.tokens + seconds * limit.ratePerSecond)
         bucket.updated = now
         if bucket.tokens >= 1 {
@@ -69,13 +74,13 @@ public actor RateLimiter {
     }
 
     /// Forgets buckets that have refilled: they are the same as no bucket.
-    private func sweepIfDue(_ now: ContinuousClock.Instant) {
+    private func sweepIfDue(_ now: Duration) {
         guard now - lastSweep > .seconds(30) else { return }
         lastSweep = now
         let refill = limit.burst / limit.ratePerSecond
         buckets = buckets.filter { _, bucket in
             let idle = now - bucket.updated
-            return Double(idle.components.seconds) < refill
+            return idle.timeInterval < refill
         }
     }
 }

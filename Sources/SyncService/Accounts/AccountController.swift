@@ -15,7 +15,7 @@ struct AccountController: Sendable {
     let arrivals: WakeSignal
     /// Raised by workers after each committed batch; `wait_ms` waits on it.
     let resolutions: WakeSignal
-    let clock: @Sendable () -> Date
+    let clock: any ServiceClock
     let logger: Logger
     /// Per account and per device; admin callers (the app's backend) are not limited.
     let accountLimiter: RateLimiter?
@@ -33,13 +33,13 @@ struct AccountController: Sendable {
         accounts.get { request, context in
             let accountID = try accountID(context)
             _ = try await authenticator.authorize(request, accountID: accountID)
-            return try JSONResponse.make(AccountResponse(snapshot: try await reader.snapshot(accountID: accountID, now: clock())))
+            return try JSONResponse.make(AccountResponse(snapshot: try await reader.snapshot(accountID: accountID, now: clock.now())))
         }
         accounts.get("features/:feature") { request, context in
             let accountID = try accountID(context)
             _ = try await authenticator.authorize(request, accountID: accountID)
             let feature = context.parameters.get("feature") ?? ""
-            let snapshot = try await reader.snapshot(accountID: accountID, now: clock())
+            let snapshot = try await reader.snapshot(accountID: accountID, now: clock.now())
             do {
                 return try JSONResponse.make(try catalogue.check(feature: feature, state: snapshot.state))
             } catch {
@@ -62,7 +62,7 @@ struct AccountController: Sendable {
     /// 429 with Retry-After when the caller's bucket is empty.
     private func checkRate(_ limiter: RateLimiter?, key: String, what: String) async throws {
         guard let limiter, let wait = await limiter.take(key) else { return }
-        let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
+        let seconds = max(1, Int(wait.timeInterval.rounded(.up)))
         throw APIError(.tooManyRequests, code: "rate_limited", message: "too many requests for this \(what); retry in \(seconds) s",
                        headers: [.retryAfter: String(seconds)])
     }
@@ -92,7 +92,7 @@ struct AccountController: Sendable {
         if !resolved {
             resolved = try await waitUntilResolved(accountID: accountID, reportIDs: ids, milliseconds: waitMilliseconds)
         }
-        let snapshot = try await reader.snapshot(accountID: accountID, now: clock())
+        let snapshot = try await reader.snapshot(accountID: accountID, now: clock.now())
         return try JSONResponse.make(
             SyncResponse(
                 accepted: submission.accepted.count,

@@ -17,7 +17,8 @@ public struct ServiceDependencies: Sendable {
     public var catalogue: Catalogue
     public var authenticator: Authenticator
     public var metricsRegistry: PrometheusCollectorRegistry
-    public var clock: @Sendable () -> Date
+    /// The one clock of the service: resolution, sweeper, rate limits, tokens, webhook schedule.
+    public var clock: any ServiceClock
     /// Verifies StoreKit signed transactions and App Store notifications; `nil` when not configured.
     public var storeKitVerifier: StoreKitVerifier?
 
@@ -26,7 +27,7 @@ public struct ServiceDependencies: Sendable {
         catalogue: Catalogue,
         authenticator: Authenticator,
         metricsRegistry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
-        clock: @escaping @Sendable () -> Date = { Date() },
+        clock: any ServiceClock = SystemClock(),
         storeKitVerifier: StoreKitVerifier? = nil
     ) {
         self.storeKitVerifier = storeKitVerifier
@@ -86,8 +87,8 @@ public func buildApplication(
         resolutions: resolutions,
         clock: dependencies.clock,
         logger: logger,
-        accountLimiter: configuration.accountRateLimit.map { RateLimiter(limit: $0) },
-        deviceLimiter: configuration.deviceRateLimit.map { RateLimiter(limit: $0) },
+        accountLimiter: configuration.accountRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
+        deviceLimiter: configuration.deviceRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         admission: ReportAdmission(
             verifier: dependencies.storeKitVerifier, requireSigned: configuration.requiresSignedReports, logger: logger),
         binder: binder
@@ -112,7 +113,9 @@ public func buildApplication(
                 logger: logger
             )
         )
-        services.append(ExpirySweeper(engine: engine, interval: configuration.sweepInterval, resolutions: resolutions, logger: logger))
+        services.append(
+            ExpirySweeper(
+                engine: engine, interval: configuration.sweepInterval, clock: dependencies.clock, resolutions: resolutions, logger: logger))
         services.append(MetricsSampler(pool: pool, logger: logger))
     }
     if configuration.deliveryWorkers > 0 {
@@ -130,6 +133,7 @@ public func buildApplication(
                     client: CurlClient(configuration: .init(addressGuard: configuration.webhookAddressGuard)),
                     listenerConfiguration: dependencies.connectionConfiguration,
                     configuration: delivery,
+                    clock: dependencies.clock,
                     logger: logger
                 )
             )

@@ -13,7 +13,13 @@ public struct AccountToken: JWTPayload, Equatable {
         self.iat = IssuedAtClaim(value: issuedAt)
     }
 
-    public func verify(using algorithm: some JWTAlgorithm) throws {
-        try exp.verifyNotExpired()
+    /// Checks nothing about time: ``Authenticator`` checks `exp` against the service's clock
+    /// (``ServiceClock``) once the signature has verified, so token expiry is testable without
+    /// waiting. Verify tokens through ``Authenticator/authenticate(_:)``, never with bare JWTKit.
+    public func verify(using algorithm: some JWTAlgorithm) throws {}
+
+    /// Whether the token has expired at `now`.
+    public func isExpired(at now: Date) -> Bool {
+        exp.value <= now
     }
 }

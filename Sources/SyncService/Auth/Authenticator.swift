@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import JWTKit
+import SyncCore
 
 /// Who is calling.
 public enum Principal: Sendable, Equatable {
@@ -25,12 +26,16 @@ public struct Authenticator: Sendable {
     let adminKey: String?
     let keys: JWTKeyCollection
     let tokensEnabled: Bool
+    /// Token expiry is checked against this clock.
+    let clock: any ServiceClock
 
     /// - Parameters:
     ///   - adminKey: `SUBSYNC_ADMIN_KEY`; nil disables admin access.
     ///   - tokenSecret: `SUBSYNC_TOKEN_SECRET`; nil disables device tokens.
-    public init(adminKey: String?, tokenSecret: String?) async {
+    ///   - clock: the service's clock, for token expiry.
+    public init(adminKey: String?, tokenSecret: String?, clock: any ServiceClock = SystemClock()) async {
         self.adminKey = adminKey
+        self.clock = clock
         self.keys = JWTKeyCollection()
         if let tokenSecret {
             await keys.add(hmac: HMACKey(from: tokenSecret), digestAlgorithm: .sha256)
@@ -60,16 +65,18 @@ public struct Authenticator: Sendable {
             throw APIError(.unauthorized, code: "invalid_token", message: "the credential is not valid",
                            headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
         }
+        let token: AccountToken
         do {
-            let token = try await keys.verify(credential, as: AccountToken.self)
-            return .device(accountID: token.sub.value)
-        } catch let error as JWTError where error.errorType == .claimVerificationFailure {
-            throw APIError(.unauthorized, code: "token_expired", message: "the account token has expired",
-                           headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+            token = try await keys.verify(credential, as: AccountToken.self)
         } catch {
             throw APIError(.unauthorized, code: "invalid_token", message: "the credential is not valid",
                            headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
         }
+        guard !token.isExpired(at: clock.now()) else {
+            throw APIError(.unauthorized, code: "token_expired", message: "the account token has expired",
+                           headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+        }
+        return .device(accountID: token.sub.value)
     }
 
     /// Authenticates and checks access to `accountID` (403 `forbidden` for another account).
@@ -82,7 +89,8 @@ public struct Authenticator: Sendable {
     }
 
     /// Signs an account token (for `subsync tokens mint` and tests).
-    public func mint(accountID: String, validFor: TimeInterval, now: Date = Date()) async throws -> String {
-        try await keys.sign(AccountToken(accountID: accountID, expiresAt: now.addingTimeInterval(validFor), issuedAt: now))
+    public func mint(accountID: String, validFor: TimeInterval, now: Date? = nil) async throws -> String {
+        let now = now ?? clock.now()
+        return try await keys.sign(AccountToken(accountID: accountID, expiresAt: now.addingTimeInterval(validFor), issuedAt: now))
     }
 }

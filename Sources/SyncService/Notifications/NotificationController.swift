@@ -59,6 +59,7 @@ struct NotificationController: Sendable {
         } catch {
             throw APIError(.badRequest, code: "invalid_request", message: "the body must be a JSON object with a string signedPayload")
         }
+        try TextField.check(signedPayload, field: "signedPayload")
         guard let verifier else {
             // Not an outage: the route does not exist until it is configured. Apple retries
             // any non-200 for days, so nothing is lost while an operator sets it up.

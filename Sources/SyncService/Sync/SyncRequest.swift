@@ -106,6 +106,20 @@ enum Identifier {
     }
 }
 
+/// Free text from a client: anything printable, never a control character. A NUL would be
+/// refused by PostgreSQL (a 500 and an error log per request before this check), and newlines
+/// or escape sequences would forge lines in logs and terminals.
+enum TextField {
+    /// - Throws: ``APIError`` 400 `invalid_request` naming the field and the character.
+    static func check(_ value: String?, field: String) throws {
+        guard let value, let bad = value.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) else { return }
+        let code = String(bad.value, radix: 16, uppercase: true)
+        throw APIError(
+            .badRequest, code: "invalid_request",
+            message: "\(field) contains a control character (U+\(String(repeating: "0", count: max(0, 4 - code.count)) + code)); nothing was stored")
+    }
+}
+
 extension SyncRequest {
     /// Decodes a body and checks its shape, or throws an ``APIError`` that names the bad field.
     /// The reports become domain reports (verified or not) in ``ReportAdmission``.
@@ -135,12 +149,20 @@ extension SyncRequest {
             if let value, value.count > SyncLimits.maximumDeviceFieldLength {
                 throw APIError(.badRequest, code: "invalid_request", message: "\(field) is longer than \(SyncLimits.maximumDeviceFieldLength) characters")
             }
+            try TextField.check(value, field: field)
         }
         guard request.reports.count <= SyncLimits.maximumReports else {
             throw APIError(.unprocessableContent, code: "too_many_reports",
                            message: "at most \(SyncLimits.maximumReports) reports per request, got \(request.reports.count)")
         }
         for (index, payload) in request.reports.enumerated() {
+            for (field, value) in [
+                ("report_id", payload.reportID), ("device_id", payload.deviceID), ("product_id", payload.productID),
+                ("original_transaction_id", payload.originalTransactionID), ("transaction_id", payload.transactionID),
+                ("signed_transaction", payload.signedTransaction), ("signed_renewal_info", payload.signedRenewalInfo),
+            ] {
+                try TextField.check(value, field: "reports[\(index)].\(field)")
+            }
             for (field, signed) in [("signed_transaction", payload.signedTransaction), ("signed_renewal_info", payload.signedRenewalInfo)] {
                 if let signed, signed.utf8.count > SyncLimits.maximumSignedTransactionBytes {
                     throw APIError(.unprocessableContent, code: "invalid_report",

@@ -29,7 +29,7 @@ public struct StoreKitVerifier: Sendable {
     /// The trusted roots.
     public let rootCertificates: [Certificate]
     private let x5cVerifier: X5CVerifier
-    private let now: @Sendable () -> Date
+    private let clock: any ServiceClock
     /// Chains that verified already (shared by copies of this verifier).
     private let verifiedChains = VerifiedChainCache()
 
@@ -46,13 +46,13 @@ public struct StoreKitVerifier: Sendable {
     ///   - bundleID: the app's bundle id.
     ///   - allowedEnvironments: the StoreKit environments accepted.
     ///   - appAppleID: the app's Apple id, checked against notifications that carry one.
-    ///   - now: the clock, used only for notifications that carry no `signedDate`.
+    ///   - clock: the service's clock, used only for notifications that carry no `signedDate`.
     public init(
         rootCertificates: [Certificate],
         bundleID: String,
         allowedEnvironments: Set<StoreEnvironment>,
         appAppleID: Int64? = nil,
-        now: @escaping @Sendable () -> Date = { Date() }
+        clock: any ServiceClock = SystemClock()
     ) throws(StoreKitVerifierConfigurationError) {
         guard !bundleID.isEmpty else { throw .emptyBundleID }
         guard !allowedEnvironments.isEmpty else { throw .noEnvironments }
@@ -65,7 +65,7 @@ public struct StoreKitVerifier: Sendable {
         self.bundleID = bundleID
         self.allowedEnvironments = allowedEnvironments
         self.appAppleID = appAppleID
-        self.now = now
+        self.clock = clock
     }
 
     /// Creates a verifier from root certificate files, each DER or PEM (e.g. `AppleRootCA-G3.cer`).
@@ -168,7 +168,7 @@ public struct StoreKitVerifier: Sendable {
         guard x5c.count == 3 else {
             throw .untrustedChain("x5c holds \(x5c.count) certificates, expected 3")
         }
-        let validationTime = claims.signedAt ?? now()
+        let validationTime = claims.signedAt ?? clock.now()
         if let known = verifiedChains.entry(for: x5c, at: validationTime) {
             // The chain verified before and is valid at this date: only the signature is left.
             guard Self.signatureIsValid(parts, key: known.leafKey) else { throw .badSignature }

@@ -4,6 +4,7 @@ import Logging
 import Metrics
 import Postgres
 import ServiceLifecycle
+import SyncCore
 import SyncStore
 
 /// Sends due webhook deliveries through libcurl and records every attempt.
@@ -40,7 +41,7 @@ public struct DeliveryWorker: Service {
         }
 
         var timeoutSeconds: TimeInterval {
-            Double(totalTimeout.components.seconds) + Double(totalTimeout.components.attoseconds) / 1e18
+            totalTimeout.timeInterval
         }
     }
 
@@ -48,6 +49,8 @@ public struct DeliveryWorker: Service {
     let client: CurlClient
     let listenerConfiguration: ConnectionConfiguration
     let configuration: Configuration
+    /// Attempt times, the retry schedule, leases and the hold interval.
+    let clock: any ServiceClock
     let wakeups: WakeSignal
     let logger: Logger
 
@@ -56,8 +59,10 @@ public struct DeliveryWorker: Service {
         client: CurlClient,
         listenerConfiguration: ConnectionConfiguration,
         configuration: Configuration,
+        clock: any ServiceClock = SystemClock(),
         logger: Logger
     ) {
+        self.clock = clock
         self.store = store
         self.client = client
         self.listenerConfiguration = listenerConfiguration
@@ -77,7 +82,7 @@ public struct DeliveryWorker: Service {
     }
 
     private func deliverLoop() async {
-        var lastHold = ContinuousClock.now
+        var lastHold = clock.uptime()
         await wakeups.drain(
             batchSize: configuration.batchSize, pollInterval: configuration.pollInterval, logger: logger,
             failureMessage: "webhook delivery round failed; backing off"
@@ -85,9 +90,9 @@ public struct DeliveryWorker: Service {
             let handled = try await deliverBatch()
             // Events that arrive while their stream waits for a retry would be read by every
             // claim until then; from time to time they are set to wait for it too.
-            if ContinuousClock.now - lastHold >= configuration.holdInterval {
-                lastHold = ContinuousClock.now
-                _ = try await store.holdBlocked(partition: configuration.partition)
+            if clock.uptime() - lastHold >= configuration.holdInterval {
+                lastHold = clock.uptime()
+                _ = try await store.holdBlocked(partition: configuration.partition, now: clock.now())
             }
             return handled
         }
@@ -95,7 +100,8 @@ public struct DeliveryWorker: Service {
 
     /// Claims, sends and records one batch; returns how many deliveries it attempted.
     func deliverBatch() async throws -> Int {
-        let claimed = try await store.claimDue(limit: configuration.batchSize, lease: configuration.effectiveLease, partition: configuration.partition)
+        let claimed = try await store.claimDue(
+            limit: configuration.batchSize, lease: configuration.effectiveLease, partition: configuration.partition, now: clock.now())
         guard !claimed.isEmpty else { return 0 }
         // One sequence per (account, endpoint), in event order; the sequences run concurrently.
         var groups: [[DeliveryStore.Claimed]] = []
@@ -111,7 +117,7 @@ public struct DeliveryWorker: Service {
         }
         // The lease must outlast the round: a stream starts no new attempt once an attempt could
         // end past `deadline`, leaving time to record. What it did not send is let go by `record`.
-        let deadline = ContinuousClock.now + .seconds(max(0, configuration.effectiveLease - 2 * configuration.timeoutSeconds - 5))
+        let deadline = clock.uptime() + .seconds(max(0, configuration.effectiveLease - 2 * configuration.timeoutSeconds - 5))
         let results = await withTaskGroup(of: [DeliveryStore.AttemptResult].self) { taskGroup in
             for group in groups {
                 taskGroup.addTask {
@@ -119,7 +125,7 @@ public struct DeliveryWorker: Service {
                     // (`record` holds it back), so the receiver never sees a later event first.
                     var results: [DeliveryStore.AttemptResult] = []
                     for delivery in group {
-                        if !results.isEmpty, ContinuousClock.now > deadline { break }
+                        if !results.isEmpty, clock.uptime() > deadline { break }
                         let result = await attempt(delivery)
                         results.append(result)
                         if result.outcome != .succeeded { break }
@@ -131,14 +137,50 @@ public struct DeliveryWorker: Service {
             for await results in taskGroup { all.append(contentsOf: results) }
             return all
         }
-        try await store.record(results, disableAfter: configuration.disableAfter)
+        try await record(results)
         return claimed.count
+    }
+
+    /// Records a round's attempts in one transaction; when that fails for a reason other than
+    /// the database being gone, stream by stream, so one row the database refuses fails only
+    /// its own stream, whose attempts are then recorded without the receiver's text. Nothing a
+    /// receiver answers can keep other receivers' deliveries from being recorded (and so from
+    /// being sent again after the lease).
+    func record(_ results: [DeliveryStore.AttemptResult]) async throws {
+        let now = clock.now()
+        do {
+            try await store.record(results, disableAfter: configuration.disableAfter, now: now)
+            return
+        } catch let error as PostgresError where error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed {
+            throw error
+        } catch {
+            logger.warning("recording a round of webhook attempts failed; recording them stream by stream", metadata: ["error": "\(error)"])
+        }
+        let streams = Dictionary(grouping: results) { "\($0.accountID)\u{0}\($0.endpointID)" }
+        for stream in streams.values {
+            do {
+                try await store.record(stream, disableAfter: configuration.disableAfter, now: now)
+            } catch let error as PostgresError where error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed {
+                throw error
+            } catch {
+                logger.error("recording webhook attempts failed; recording them without the response", metadata: [
+                    "endpoint": "\(stream[0].endpointID)", "account_id": "\(stream[0].accountID)", "error": "\(error)",
+                ])
+                let bare = stream.map { result in
+                    var result = result
+                    result.responseExcerpt = nil
+                    result.error = "the attempt's response could not be recorded"
+                    return result
+                }
+                try await store.record(bare, disableAfter: configuration.disableAfter, now: now)
+            }
+        }
     }
 
     /// One attempt at one delivery.
     func attempt(_ delivery: DeliveryStore.Claimed) async -> DeliveryStore.AttemptResult {
         let attemptNumber = delivery.attempts + 1
-        let now = Date()
+        let now = clock.now()
         let timestamp = Int(now.timeIntervalSince1970)
         let body = WebhookSigner.body(type: delivery.eventType, occurredAt: delivery.occurredAt, payload: delivery.payload)
         let eventID = delivery.eventID.uuidString.lowercased()

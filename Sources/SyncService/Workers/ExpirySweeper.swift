@@ -1,19 +1,26 @@
 import Logging
 import ServiceLifecycle
+import SyncCore
 import SyncStore
 
 /// Time alone changes state: a subscription expires, a grace period ends. Every `interval` the
 /// sweeper re-resolves the accounts whose `next_transition_at` has passed and writes the events
 /// (`entitlement.expired`, grace and billing transitions). Several processes can sweep at once:
-/// due accounts are claimed with `FOR UPDATE SKIP LOCKED`.
+/// due accounts are claimed with `FOR UPDATE SKIP LOCKED`. `now` and the interval come from the
+/// service's ``ServiceClock``.
 public struct ExpirySweeper: Service {
     let engine: ResolutionEngine
     let interval: Duration
+    let clock: any ServiceClock
     let batchSize: Int
     let resolutions: WakeSignal
     let logger: Logger
 
-    public init(engine: ResolutionEngine, interval: Duration, batchSize: Int = 200, resolutions: WakeSignal, logger: Logger) {
+    public init(
+        engine: ResolutionEngine, interval: Duration, clock: any ServiceClock = SystemClock(), batchSize: Int = 200,
+        resolutions: WakeSignal, logger: Logger
+    ) {
+        self.clock = clock
         self.engine = engine
         self.interval = interval
         self.batchSize = batchSize
@@ -25,7 +32,8 @@ public struct ExpirySweeper: Service {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 await sweep()
-                try? await Task.sleep(for: interval)
+                // The service's clock: a test clock that jumps past an expiry wakes the sweeper.
+                try? await clock.sleep(for: interval)
             }
         }
     }

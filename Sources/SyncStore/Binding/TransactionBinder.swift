@@ -230,7 +230,7 @@ public struct TransactionBinder: Sendable {
         // changes follows as the resolution's own events.
         var sequences = locked.mapValues(\.lastSequence)
         var events: [Event] = []
-        let now = engine.clock()
+        let now = engine.clock.now()
         for transfer in transfers {
             let entitlementID = movedReports.lazy
                 .first { $0.originalTransactionID == transfer.originalTransactionID }

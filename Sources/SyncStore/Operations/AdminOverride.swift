@@ -15,12 +15,12 @@ import SyncCore
 public struct AdminOverride: Sendable {
     let pool: ConnectionPool
     let engine: ResolutionEngine
-    let clock: @Sendable () -> Date
+    let clock: any ServiceClock
 
     public init(
         pool: ConnectionPool,
         catalogue: Catalogue,
-        clock: @escaping @Sendable () -> Date = { Date() },
+        clock: any ServiceClock = SystemClock(),
         logger: Logger = Logger(label: "subsync.admin")
     ) {
         self.pool = pool
@@ -90,7 +90,7 @@ public struct AdminOverride: Sendable {
             )
             guard let row = rows.first else { throw Failure.notFound(transactionID: transactionID, accountID: accountID) }
             let aggregate = try row.decode(JSONColumn<TransactionAggregate>.self, at: 0).value
-            let at = clock()
+            let at = clock.now()
             var result = Result(
                 accountID: accountID, transactionID: transactionID, action: action, recorded: false, reportID: nil,
                 revoked: aggregate.isRevoked, eventsWritten: 0, actor: actor, reason: reason, at: at)

@@ -36,13 +36,13 @@ public struct Reconciler: Sendable {
     public let pool: ConnectionPool
     public let catalogue: Catalogue
     let engine: ResolutionEngine
-    let clock: @Sendable () -> Date
+    let clock: any ServiceClock
     let logger: Logger
 
     public init(
         pool: ConnectionPool,
         catalogue: Catalogue,
-        clock: @escaping @Sendable () -> Date = { Date() },
+        clock: any ServiceClock = SystemClock(),
         logger: Logger = Logger(label: "subsync.reconcile")
     ) {
         self.pool = pool
@@ -93,7 +93,7 @@ public struct Reconciler: Sendable {
     /// Re-checks `accounts` under the workers' locks and re-resolves the ones still drifted.
     private func repair(_ accounts: [String]) async throws -> (accounts: Int, differences: [Difference], events: Int) {
         try await pool.withTransaction { connection in
-            let base = Resolver.resolve(transactions: [], catalogue: catalogue, now: clock())
+            let base = Resolver.resolve(transactions: [], catalogue: catalogue, now: clock.now())
             // Missing state rows first, in sorted order like the workers' placeholders, so
             // concurrent inserts cannot deadlock. Such a row restarts from the account's last
             // event: its counter (no sequence is reused) and its snapshot (what consumers know).
@@ -270,7 +270,7 @@ public struct Reconciler: Sendable {
         }
 
         let decoder = JSONDecoder.postgres
-        let now = clock()
+        let now = clock.now()
         for accountID in accounts {
             var inspection = inspections[accountID] ?? Inspection()
             var differences: [Difference] = []

@@ -45,7 +45,7 @@ extension ResolutionEngine {
                 let due = try await connection.preparedQuery(
                     """
                     SELECT account_id FROM account_states
-                    WHERE next_transition_at <= \(clock())
+                    WHERE next_transition_at <= \(clock.now())
                     ORDER BY next_transition_at
                     LIMIT \(limit)
                     FOR UPDATE SKIP LOCKED
@@ -70,7 +70,7 @@ extension ResolutionEngine {
                                  metadata: ["account": "\(accountID)", "error": "\(error)"])
                     try await pool.preparedQuery(
                         """
-                        UPDATE account_states SET next_transition_at = \(clock().addingTimeInterval(60))
+                        UPDATE account_states SET next_transition_at = \(clock.now().addingTimeInterval(60))
                         WHERE account_id = \(accountID)
                         """
                     )

@@ -21,13 +21,13 @@ public struct ResolutionEngine: Sendable {
 
     public let pool: ConnectionPool
     public let catalogue: Catalogue
-    let clock: @Sendable () -> Date
+    let clock: any ServiceClock
     let logger: Logger
 
     public init(
         pool: ConnectionPool,
         catalogue: Catalogue,
-        clock: @escaping @Sendable () -> Date = { Date() },
+        clock: any ServiceClock = SystemClock(),
         logger: Logger = Logger(label: "subsync.resolution")
     ) {
         self.pool = pool
@@ -116,7 +116,7 @@ public struct ResolutionEngine: Sendable {
         // a worker that waited on a lock must not resolve at an instant older than the one the
         // previous holder (another process, maybe with a skewed clock) already resolved at,
         // or an expired subscription would flap back to active.
-        var now = clock()
+        var now = clock.now()
         var previousStates: [String: (state: AccountState, sequence: Int64)] = [:]
         for (accountID, stored) in locked {
             previousStates[accountID] = (stored.state, stored.lastSequence)
@@ -337,7 +337,7 @@ public struct ResolutionEngine: Sendable {
     /// `resolved_at` is -infinity: it has never been resolved.
     func lockStates(of accountIDs: [String], on connection: Connection) async throws -> [String: LockedState] {
         let sorted = Array(Set(accountIDs)).sorted()
-        let baseState = Resolver.resolve(transactions: [], catalogue: catalogue, now: clock())
+        let baseState = Resolver.resolve(transactions: [], catalogue: catalogue, now: clock.now())
         try await connection.preparedQuery(
             """
             INSERT INTO account_states (account_id, tier, state, resolved_at)

@@ -143,10 +143,34 @@ public struct DeliveryStore: Sendable {
         public var nextAttemptAt: Date
         public var statusCode: Int?
         public var latencyMilliseconds: Int
-        public var error: String?
-        /// The first 4 KiB of the response body.
-        public var responseExcerpt: String?
+        /// Why it failed (at most 1,000 bytes, control characters replaced).
+        public var error: String? {
+            didSet { error = Self.storable(error, limit: 1000) }
+        }
+        /// The first 4 KiB of the response body, as text: a receiver's bytes are whatever it
+        /// sent (binary, compressed, a NUL), so invalid UTF-8 and control characters other
+        /// than tab and newlines are replaced with U+FFFD. PostgreSQL text cannot hold a NUL,
+        /// and one such reply used to fail the record of its whole batch.
+        public var responseExcerpt: String? {
+            didSet { responseExcerpt = Self.storable(responseExcerpt, limit: 4096) }
+        }
         public var attemptedAt: Date
+
+        /// `text` as it can be stored and shown: at most `limit` bytes of UTF-8, no control
+        /// characters but tab, line feed and carriage return.
+        static func storable(_ text: String?, limit: Int) -> String? {
+            guard let text else { return nil }
+            var scalars = String.UnicodeScalarView()
+            var bytes = 0
+            for scalar in text.unicodeScalars {
+                let kept: Unicode.Scalar =
+                    scalar.properties.generalCategory == .control && !["\t", "\n", "\r"].contains(scalar) ? "\u{FFFD}" : scalar
+                bytes += kept.utf8.count
+                guard bytes <= limit else { break }
+                scalars.append(kept)
+            }
+            return String(scalars)
+        }
 
         public init(
             accountID: String, deliveryID: Int64, endpointID: UUID, eventSequence: Int64, attempt: Int, outcome: Outcome, nextAttemptAt: Date,
@@ -161,8 +185,8 @@ public struct DeliveryStore: Sendable {
             self.nextAttemptAt = nextAttemptAt
             self.statusCode = statusCode
             self.latencyMilliseconds = latencyMilliseconds
-            self.error = error
-            self.responseExcerpt = responseExcerpt
+            self.error = Self.storable(error, limit: 1000)
+            self.responseExcerpt = Self.storable(responseExcerpt, limit: 4096)
             self.attemptedAt = attemptedAt
         }
     }
