@@ -71,12 +71,14 @@ struct TestEnvironment: Sendable {
         requireSigned: Bool = false,
         verifier: StoreKitVerifier? = nil,
         binding: BindingPolicy = .reject,
+        appAccountTokenKey: String? = nil,
         clock: any ServiceClock = SystemClock(),
         authenticator: Authenticator? = nil
     ) -> some ApplicationProtocol {
         var configuration = ServiceConfiguration(port: 0)
         configuration.requireSigned = requireSigned
         configuration.accountBinding = binding
+        configuration.appAccountTokenKey = appAccountTokenKey
         configuration.accountRateLimit = accountRateLimit
         configuration.deviceRateLimit = deviceRateLimit
         configuration.deliveryWorkers = deliveryWorkers

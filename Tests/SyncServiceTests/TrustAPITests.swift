@@ -263,7 +263,8 @@ struct TrustAPITests {
                 let first = try await client.postJSON("/v1/notifications/apple", body: refund, credential: nil)
                 #expect(first.status == .ok)
                 #expect(first.json["status"] as? String == "applied")
-                #expect(first.json["account_id"] as? String == "acct-refund")
+                #expect(first.json["account_id"] == nil, "the unauthenticated caller is not told the account")
+                #expect(try await notificationAccount(env, refundUUID) == "acct-refund")
                 let revoked = try await settled(client, "acct-refund")
                 #expect(revoked["tier"] as? String == "free")
                 #expect(entitlementStatus(revoked) == "revoked")
@@ -314,8 +315,9 @@ struct TrustAPITests {
                 _ = try await client.sync(account: accountID, body: try Self.signedBody(reportID: "d1", jws: device))
                 // DID_FAIL_TO_RENEW with renewal info: billing retry with a grace period.
                 let grace = now.addingTimeInterval(3 * 86_400)
+                let failedUUID = UUID()
                 let failed = try notification(
-                    "DID_FAIL_TO_RENEW",
+                    "DID_FAIL_TO_RENEW", uuid: failedUUID,
                     transaction: Self.transaction(
                         original: "6000", purchased: now.addingTimeInterval(-86_400 * 31), expires: now.addingTimeInterval(-60),
                         signed: now.addingTimeInterval(-10), token: token),
@@ -325,7 +327,7 @@ struct TrustAPITests {
                               "environment": "Production", "signedDate": (now.timeIntervalSince1970 * 1000).rounded()])
                 let answer = try await client.postJSON("/v1/notifications/apple", body: failed, credential: nil)
                 #expect(answer.json["status"] as? String == "applied")
-                #expect(answer.json["account_id"] as? String == accountID)
+                #expect(try await notificationAccount(env, failedUUID) == accountID)
 
                 // A purchase nobody has reported yet: acknowledged and kept as unmatched.
                 let orphan = try notification("SUBSCRIBED", transaction: Self.transaction(
@@ -550,28 +552,54 @@ struct TrustAPITests {
         }
     }
 
-    @Test("binding: an appAccountToken bound to another account is refused under reject, even on a new purchase")
-    func tokenConflict() async throws {
+    @Test("an appAccountToken binds only to its own account: a purchase carrying another account's token cannot claim it")
+    func tokenCannotBeClaimed() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier, binding: .reject)
+            let key = "app-account-token-key-for-tests-0123456789"
+            let app = env.application(requireSigned: true, verifier: verifier, binding: .reject, appAccountTokenKey: key)
+            let victimToken = try #require(AppAccountTokens(key: key).token(for: "acct-victim"))
+            #expect(AppAccountTokens(key: key).token(for: "acct-attacker") != victimToken)
             let now = Date()
-            let token = UUID()
-            let first = try authority.sign(Self.transaction(
-                original: "8200", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now, token: token))
-            let second = try authority.sign(Self.transaction(
-                original: "8201", purchased: now.addingTimeInterval(-30), expires: now.addingTimeInterval(86_400), signed: now, token: token))
-            try await app.test(.router) { client in
-                #expect(try await client.sync(account: "acct-token-a", body: try Self.signedBody(reportID: "a", jws: first)).status == .accepted)
-                let (status, json) = try await client.sync(account: "acct-token-b", body: try Self.signedBody(reportID: "b", jws: second))
-                #expect(status == .conflict)
-                #expect(json.errorCode == "purchase_bound_to_another_account")
-                #expect(json.errorMessage?.contains("appAccountToken") == true)
-                // The token's own account may report the second purchase.
-                #expect(try await client.sync(account: "acct-token-a", body: try Self.signedBody(reportID: "a2", jws: second)).status == .accepted)
+            let purchases = try ["8300", "8301"].map { original in
+                try authority.sign(Self.transaction(
+                    original: original, purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now,
+                    token: victimToken))
             }
-            #expect(try await env.count("reports", accountID: "acct-token-b") == 0)
-            let owner = try await env.pool.query("SELECT account_id FROM transaction_owners WHERE original_transaction_id = '8201'")
-            #expect(try owner.map { try $0.decode(String.self, at: 0) } == ["acct-token-a"])
+            try await app.test(.router) { client in
+                // The account state tells the app which token to put on its purchases.
+                let state = try await client.getJSON("/v1/accounts/acct-victim").json
+                #expect(state["app_account_token"] as? String == victimToken.uuidString.lowercased())
+
+                // A tampered client puts the victim's token on the attacker's own purchase: stored
+                // for the attacker (it is a real purchase), but the token binds to no one.
+                #expect(try await client.sync(account: "acct-attacker", body: try Self.signedBody(reportID: "x1", jws: purchases[0])).status == .accepted)
+                let bound = try await env.pool.query("SELECT count(*) FROM app_account_tokens WHERE app_account_token = \(victimToken.uuidString.lowercased())::uuid")
+                #expect(try bound[0].decode(Int.self, at: 0) == 0)
+
+                // The victim's own purchase with its own token is accepted, and binds the token.
+                let (status, json) = try await client.sync(account: "acct-victim", body: try Self.signedBody(reportID: "v1", jws: purchases[1]))
+                #expect(status == .accepted, "\(json)")
+                let owner = try await env.pool.query("SELECT account_id FROM app_account_tokens WHERE app_account_token = \(victimToken.uuidString.lowercased())::uuid")
+                #expect(try owner.map { try $0.decode(String.self, at: 0) } == ["acct-victim"])
+
+                // The store's notification about the attacker's purchase goes to its owner, not to
+                // the account its token names.
+                let renewalUUID = UUID()
+                let renewal = try notification("DID_RENEW", uuid: renewalUUID, transaction: Self.transaction(
+                    original: "8300", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(2 * 86_400), signed: now,
+                    token: victimToken), signed: now)
+                let answer = try await client.postJSON("/v1/notifications/apple", body: renewal, credential: nil)
+                #expect(answer.json["status"] as? String == "applied")
+                #expect(try await notificationAccount(env, renewalUUID) == "acct-attacker")
+                // A purchase no account has yet, with the victim's (bound) token, goes to the victim.
+                let newUUID = UUID()
+                let newPurchase = try notification("SUBSCRIBED", uuid: newUUID, transaction: Self.transaction(
+                    original: "8302", purchased: now, expires: now.addingTimeInterval(86_400), signed: now, token: victimToken), signed: now)
+                #expect(try await client.postJSON("/v1/notifications/apple", body: newPurchase, credential: nil).json["status"] as? String == "applied")
+                #expect(try await notificationAccount(env, newUUID) == "acct-victim")
+            }
+            #expect(try await env.count("reports", accountID: "acct-attacker") == 2)
+            #expect(try await env.count("reports", accountID: "acct-victim") == 2)
         }
     }
 
@@ -643,6 +671,13 @@ struct TrustAPITests {
     }
 
     // MARK: - Helpers
+
+    /// The account a store notification was applied to.
+    func notificationAccount(_ env: TestEnvironment, _ uuid: UUID) async throws -> String? {
+        let rows = try await env.pool.query(
+            "SELECT account_id FROM store_notifications WHERE notification_uuid = \(uuid.uuidString.lowercased())::uuid")
+        return try rows.first?.decode(String?.self, at: 0)
+    }
 
     /// The account once none of its reports is pending.
     func settled(_ client: some TestClientProtocol, _ account: String) async throws -> [String: Any] {

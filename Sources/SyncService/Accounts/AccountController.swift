@@ -24,6 +24,8 @@ struct AccountController: Sendable {
     let admission: ReportAdmission
     /// Stores verified reports under the account-binding policy.
     let binder: TransactionBinder
+    /// Each account's `appAccountToken`, returned with its state.
+    let tokens: AppAccountTokens
 
     func addRoutes(to router: Router<some RequestContext>) {
         let accounts = router.group("v1/accounts/:account_id")
@@ -33,7 +35,7 @@ struct AccountController: Sendable {
         accounts.get { request, context in
             let accountID = try accountID(context)
             _ = try await authenticator.authorize(request, accountID: accountID)
-            return try JSONResponse.make(AccountResponse(snapshot: try await reader.snapshot(accountID: accountID, now: clock.now())))
+            return try JSONResponse.make(AccountResponse(snapshot: try await reader.snapshot(accountID: accountID, now: clock.now()), appAccountToken: tokens.token(for: accountID)))
         }
         accounts.get("features/:feature") { request, context in
             let accountID = try accountID(context)
@@ -75,7 +77,7 @@ struct AccountController: Sendable {
         let (device, payloads) = try SyncRequest.decode(Data(buffer: body))
         if principal != .admin { try await checkRate(deviceLimiter, key: accountID + "\u{0}" + device.id, what: "device") }
 
-        let admitted = try await admission.admit(payloads, deviceID: device.id)
+        let admitted = try await admission.admit(payloads, accountID: accountID, deviceID: device.id)
         let submission: ReportInbox.Submission
         if admitted.claims.isEmpty {
             // Nothing to bind: the one-statement inbox write.
@@ -98,7 +100,7 @@ struct AccountController: Sendable {
                 accepted: submission.accepted.count,
                 duplicates: submission.duplicates.count,
                 resolved: resolved,
-                account: AccountResponse(snapshot: snapshot)
+                account: AccountResponse(snapshot: snapshot, appAccountToken: tokens.token(for: accountID))
             ),
             status: .accepted
         )

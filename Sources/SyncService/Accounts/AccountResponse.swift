@@ -5,6 +5,8 @@ import SyncStore
 /// The JSON of an account: its resolved state, devices and bookkeeping.
 struct AccountResponse: Encodable {
     var snapshot: AccountReader.Snapshot
+    /// The `appAccountToken` the app should put on this account's purchases (``AppAccountTokens``).
+    var appAccountToken: UUID?
 
     enum CodingKeys: String, CodingKey {
         case accountID = "account_id"
@@ -14,6 +16,7 @@ struct AccountResponse: Encodable {
         case lastSequence = "last_sequence"
         case pendingReports = "pending_reports"
         case resolvedAt = "resolved_at"
+        case appAccountToken = "app_account_token"
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -30,6 +33,7 @@ struct AccountResponse: Encodable {
         try container.encode(snapshot.lastSequence, forKey: .lastSequence)
         try container.encode(snapshot.pendingReports, forKey: .pendingReports)
         try container.encode(snapshot.resolvedAt, forKey: .resolvedAt)
+        try container.encode(appAccountToken?.uuidString.lowercased(), forKey: .appAccountToken)
     }
 }
 

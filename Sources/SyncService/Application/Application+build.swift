@@ -78,6 +78,7 @@ public func buildApplication(
         )
     }
     let binder = TransactionBinder(pool: pool, engine: engine, policy: configuration.accountBinding)
+    let tokens = AppAccountTokens(key: configuration.appAccountTokenKey)
     AccountController(
         inbox: ReportInbox(pool: pool),
         reader: AccountReader(pool: pool, catalogue: dependencies.catalogue),
@@ -90,12 +91,13 @@ public func buildApplication(
         accountLimiter: configuration.accountRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         deviceLimiter: configuration.deviceRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         admission: ReportAdmission(
-            verifier: dependencies.storeKitVerifier, requireSigned: configuration.requiresSignedReports, logger: logger),
-        binder: binder
+            verifier: dependencies.storeKitVerifier, requireSigned: configuration.requiresSignedReports, tokens: tokens, logger: logger),
+        binder: binder,
+        tokens: tokens
     ).addRoutes(to: router)
     NotificationController(
         verifier: dependencies.storeKitVerifier, binder: binder, store: StoreNotificationStore(pool: pool),
-        arrivals: arrivals, logger: logger
+        tokens: tokens, arrivals: arrivals, logger: logger
     ).addRoutes(to: router)
     EndpointController(store: EndpointStore(pool: pool), authenticator: dependencies.authenticator).addRoutes(to: router)
 

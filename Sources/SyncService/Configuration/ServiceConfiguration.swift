@@ -27,6 +27,9 @@ public struct ServiceConfiguration: Sendable {
     public var adminKey: String?
     /// `SUBSYNC_TOKEN_SECRET`: the HS256 secret of device account tokens.
     public var tokenSecret: String?
+    /// `SUBSYNC_APP_ACCOUNT_TOKEN_KEY`: derives each account's `appAccountToken`
+    /// (``AppAccountTokens``); without it only the account-UUID form binds. Never change it.
+    public var appAccountTokenKey: String?
     /// `SUBSYNC_WORKERS`: resolution workers in this process (0: none, the API only).
     public var workers: Int
     /// `SUBSYNC_BATCH_SIZE`: reports claimed per worker transaction.
@@ -149,6 +152,12 @@ public struct ServiceConfiguration: Sendable {
                 throw ConfigurationError(variable: "SUBSYNC_TOKEN_SECRET", message: "must be at least 32 bytes")
             }
             configuration.tokenSecret = secret
+        }
+        if let key = environment["SUBSYNC_APP_ACCOUNT_TOKEN_KEY"], !key.isEmpty {
+            guard key.utf8.count >= 32 else {
+                throw ConfigurationError(variable: "SUBSYNC_APP_ACCOUNT_TOKEN_KEY", message: "must be at least 32 bytes")
+            }
+            configuration.appAccountTokenKey = key
         }
         if let text = environment["SUBSYNC_WORKERS"] {
             configuration.workers = try parseInt(text, name: "SUBSYNC_WORKERS", range: 0...64)

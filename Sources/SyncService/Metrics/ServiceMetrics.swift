@@ -21,6 +21,8 @@ enum ServiceMetrics {
         Counter(label: "subsync_signatures_refused_total", dimensions: [("code", code)])
     }
     static let signedReportsVerified = Counter(label: "subsync_signed_reports_verified_total")
+    /// Verified purchases whose `appAccountToken` was not the reporting account's (not bound).
+    static let unprovenAppAccountTokens = Counter(label: "subsync_unproven_app_account_tokens_total")
     /// Purchases refused (`reject`) or moved (`transfer`) because another account had them.
     static func bindingConflicts(_ outcome: String) -> Counter {
         Counter(label: "subsync_binding_conflicts_total", dimensions: [("outcome", outcome)])

@@ -9,7 +9,9 @@ import SyncStore
 /// Apple authenticates by signature, not by a header, so the route takes no key: the
 /// `signedPayload` and the transaction inside it must verify like a device's signed transaction.
 /// A notification that carries a transaction becomes one verified report with source `store`,
-/// for the account its `appAccountToken` names, or else the account that owns the purchase. Each
+/// for the account that owns the purchase, or else the account its (proven) `appAccountToken`
+/// names (``TransactionBinder/account(for:)``). The answer never names the account: the caller
+/// is unauthenticated until its signature is checked, and Apple does not need it. Each
 /// `notificationUUID` is handled once; a repeat is answered 200 and ignored. Answers are 200 for
 /// everything Apple should not retry (applied, duplicate, unmatched, ignored), 422 for a payload
 /// that does not verify, 404 `not_configured` without trusted roots, 503 when the database is
@@ -18,6 +20,8 @@ struct NotificationController: Sendable {
     let verifier: StoreKitVerifier?
     let binder: TransactionBinder
     let store: StoreNotificationStore
+    /// Which account a token on the purchase may bind to.
+    let tokens: AppAccountTokens
     /// Raised so this process's workers resolve the new report at once.
     let arrivals: WakeSignal
     let logger: Logger
@@ -39,12 +43,10 @@ struct NotificationController: Sendable {
     struct Answer: Encodable {
         var status: String
         var notificationUUID: String
-        var accountID: String?
 
         enum CodingKeys: String, CodingKey {
             case status
             case notificationUUID = "notification_uuid"
-            case accountID = "account_id"
         }
     }
 
@@ -113,10 +115,14 @@ struct NotificationController: Sendable {
             }
             accountID = owner
         }
+        // The token binds only where it belongs; an unproven one is kept on the report, no more.
+        let binding = PurchaseClaim(
+            originalTransactionID: claim.originalTransactionID,
+            appAccountToken: claim.appAccountToken.flatMap { tokens.proves($0, for: accountID) ? $0 : nil })
         let applied = try await binder.pool.withTransaction { connection -> String? in
             guard try await store.insert(record, status: .applied, accountID: accountID, on: connection) else { return nil }
             do {
-                _ = try await binder.submit(accountID: accountID, device: nil, reports: [report], claims: [claim], on: connection)
+                _ = try await binder.submit(accountID: accountID, device: nil, reports: [report], claims: [binding], on: connection)
                 return accountID
             } catch let conflict as BindingConflict {
                 // The token names one account and the purchase is another's (policy `reject`):
@@ -136,7 +142,6 @@ struct NotificationController: Sendable {
             "type": "\(notification.notificationType)", "account_id": "\(applied)",
         ])
         answer.status = "applied"
-        answer.accountID = applied
         return answer
     }
 

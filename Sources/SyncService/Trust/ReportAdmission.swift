@@ -17,6 +17,8 @@ struct ReportAdmission: Sendable {
     /// `nil` when no roots and bundle id are configured.
     let verifier: StoreKitVerifier?
     let requireSigned: Bool
+    /// Which `appAccountToken`s an account may bind.
+    let tokens: AppAccountTokens
     let logger: Logger
 
     /// The admitted reports, and the purchase each verified one claims for the account.
@@ -25,7 +27,7 @@ struct ReportAdmission: Sendable {
         var claims: [PurchaseClaim] = []
     }
 
-    func admit(_ payloads: [ReportPayload], deviceID: String) async throws -> Admitted {
+    func admit(_ payloads: [ReportPayload], accountID: String, deviceID: String) async throws -> Admitted {
         var admitted = Admitted()
         admitted.reports.reserveCapacity(payloads.count)
         for (index, payload) in payloads.enumerated() {
@@ -55,7 +57,7 @@ struct ReportAdmission: Sendable {
                 admitted.claims.append(
                     PurchaseClaim(
                         originalTransactionID: report.originalTransactionID,
-                        appAccountToken: verified.payload.appAccountToken.flatMap(UUID.init(uuidString:))))
+                        appAccountToken: provenToken(verified.payload.appAccountToken, accountID: accountID, index: index)))
             } else {
                 if payload.signedRenewalInfo != nil {
                     throw APIError(
@@ -83,6 +85,20 @@ struct ReportAdmission: Sendable {
             admitted.reports.append(report)
         }
         return admitted
+    }
+
+    /// The purchase's `appAccountToken` when it is `accountID`'s own (see ``AppAccountTokens``);
+    /// another one is unproven: counted, logged, and neither bound nor a conflict.
+    private func provenToken(_ text: String?, accountID: String, index: Int) -> UUID? {
+        guard let text, let token = UUID(uuidString: text) else { return nil }
+        guard tokens.proves(token, for: accountID) else {
+            ServiceMetrics.unprovenAppAccountTokens.increment()
+            logger.notice("a purchase carries an appAccountToken that is not this account's; it is stored but does not bind", metadata: [
+                "account_id": "\(accountID)", "report_index": "\(index)",
+            ])
+            return nil
+        }
+        return token
     }
 
     /// Runs `check` with the verifier on the JWS at `field` (e.g. `reports[2].signed_transaction`),

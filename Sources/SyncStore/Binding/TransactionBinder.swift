@@ -67,28 +67,28 @@ public struct TransactionBinder: Sendable {
         return Outcome(submission: ReportInbox.Submission(reportIDs: reports.map(\.reportID), inserted: inserted), transfers: transfers)
     }
 
-    /// The account that a store notification about `claim` belongs to: the account its token names
-    /// (or, when the token is bound to no one, an account whose id *is* the token, for apps that use
-    /// their account UUID as the token), else the owner of its purchase; `nil` when none is known.
+    /// The account that a store notification about `claim` belongs to: the owner of its purchase
+    /// first (the account whose verified report bound it), else the account its token is bound
+    /// to (tokens bind only to the account they belong to), else an account whose id *is* the
+    /// token (apps that use their account UUID as the token); `nil` when none is known.
     public func account(for claim: PurchaseClaim) async throws -> String? {
         try await pool.withConnection { try await account(for: claim, on: $0) }
     }
 
     /// ``account(for:)`` on the caller's connection (inside its transaction).
     public func account(for claim: PurchaseClaim, on connection: Connection) async throws -> String? {
-        if let token = claim.appAccountToken {
-            let rows = try await connection.preparedQuery(
-                """
-                SELECT account_id FROM app_account_tokens WHERE app_account_token = \(token.uuidString.lowercased())::uuid
-                UNION ALL
-                SELECT account_id FROM account_states WHERE account_id = \(token.uuidString.lowercased())
-                LIMIT 1
-                """
-            )
-            if let row = rows.first { return try row.decode(String.self, at: 0) }
-        }
-        let rows = try await connection.preparedQuery(
+        let owners = try await connection.preparedQuery(
             "SELECT account_id FROM transaction_owners WHERE original_transaction_id = \(claim.originalTransactionID)"
+        )
+        if let owner = owners.first { return try owner.decode(String.self, at: 0) }
+        guard let token = claim.appAccountToken else { return nil }
+        let rows = try await connection.preparedQuery(
+            """
+            SELECT account_id FROM app_account_tokens WHERE app_account_token = \(token.uuidString.lowercased())::uuid
+            UNION ALL
+            SELECT account_id FROM account_states WHERE account_id = \(token.uuidString.lowercased())
+            LIMIT 1
+            """
         )
         return try rows.first?.decode(String.self, at: 0)
     }
