@@ -41,6 +41,70 @@ struct AuthAndLimitsTests {
         }
     }
 
+    @Test("token secrets rotate by kid: the previous secret's tokens still work, a token is refused before its nbf")
+    func tokenSecretRotationAndNotBefore() async throws {
+        let (old, new, other) = (String(repeating: "o", count: 40), String(repeating: "n", count: 40), String(repeating: "x", count: 40))
+        let clock = ManualClock()
+        let rotating = await Authenticator(adminKey: nil, tokenSecret: new, previousTokenSecrets: [old], clock: clock)
+        let rotated = await Authenticator(adminKey: nil, tokenSecret: new, clock: clock)
+        let oldToken = try await Authenticator(adminKey: nil, tokenSecret: old, clock: clock).mint(accountID: "rob", validFor: 600)
+        let newToken = try await rotating.mint(accountID: "rob", validFor: 600)
+        let foreign = try await Authenticator(adminKey: nil, tokenSecret: other, clock: clock).mint(accountID: "rob", validFor: 600)
+        #expect(Authenticator.keyID(old) != Authenticator.keyID(new))
+        #expect(!Authenticator.keyID(new).string.contains(new.prefix(8)), "the key id does not reveal the secret")
+        try await TestEnvironment.withFresh { env in
+            try await env.application(workers: 0, authenticator: rotating).test(.router) { client in
+                let cases: [(String, HTTPResponse.Status)] = [(oldToken, .ok), (newToken, .ok), (foreign, .unauthorized)]
+                for (token, expected) in cases {
+                    let status = try await client.getJSON("/v1/accounts/rob", credential: token).status
+                    #expect(status == expected)
+                }
+            }
+            try await env.application(workers: 0, authenticator: rotated).test(.router) { client in
+                #expect(try await client.getJSON("/v1/accounts/rob", credential: oldToken).status == .unauthorized, "rotation over")
+                #expect(try await client.getJSON("/v1/accounts/rob", credential: newToken).status == .ok)
+                // A token that starts to count in 10 minutes (beyond the minute of leeway).
+                let early = try await rotated.mint(accountID: "rob", validFor: 3600, now: clock.now().addingTimeInterval(600))
+                let refused = try await client.getJSON("/v1/accounts/rob", credential: early)
+                #expect(refused.status == .unauthorized)
+                #expect(refused.json.errorCode == "token_not_yet_valid")
+                clock.advance(by: .seconds(600))
+                #expect(try await client.getJSON("/v1/accounts/rob", credential: early).status == .ok)
+            }
+        }
+    }
+
+    @Test("with SUBSYNC_METRICS_TOKEN set, /metrics needs it as a bearer token")
+    func metricsToken() async throws {
+        try await TestEnvironment.withFresh { env in
+            let token = "metrics-token-0123456789"
+            try await env.application(workers: 0, metricsToken: token).test(.router) { client in
+                let cases: [(String?, HTTPResponse.Status)] = [
+                    (nil, .unauthorized), ("wrong-token-0123456789", .unauthorized), (TestCredentials.adminKey, .unauthorized), (token, .ok),
+                ]
+                for (credential, expected) in cases {
+                    var headers: HTTPFields = [:]
+                    if let credential { headers[.authorization] = "Bearer \(credential)" }
+                    try await client.execute(uri: "/metrics", method: .get, headers: headers) { response in
+                        #expect(response.status == expected, "\(credential ?? "none")")
+                    }
+                }
+            }
+            try await env.application(workers: 0).test(.router) { client in
+                try await client.execute(uri: "/metrics", method: .get) { response in #expect(response.status == .ok) }
+            }
+        }
+    }
+
+    @Test("what a token says is quoted in logs: a forged alg cannot forge a log line")
+    func verificationErrorsAreQuoted() {
+        let error = StoreKitVerificationError.unsupportedAlgorithm("none\n2026-01-01 critical: forged\u{1B}[2J\"")
+        #expect(!error.description.contains("\n") && !error.description.contains("\u{1B}"))
+        #expect(error.description == #"unsupported_algorithm: "none\n2026-01-01 critical: forged\u{1B}[2J\"""#)
+        let long = StoreKitVerificationError.malformed(String(repeating: "a", count: 5000))
+        #expect(long.description.count < 140)
+    }
+
     @Test("missing, malformed, wrong and expired credentials are 401; another account's token is 403; nothing is stored")
     func authentication() async throws {
         try await TestEnvironment.withFresh { env in
@@ -49,7 +113,7 @@ struct AuthAndLimitsTests {
                 let expired = try await env.authenticator.mint(accountID: "alice", validFor: 60, now: Date().addingTimeInterval(-3600))
                 let otherSecret = JWTKeyCollection()
                 await otherSecret.add(hmac: HMACKey(from: "another-secret-another-secret-0123456789"), digestAlgorithm: .sha256)
-                let forged = try await otherSecret.sign(AccountToken(accountID: "alice", expiresAt: Date().addingTimeInterval(3600)))
+                let forged = try await otherSecret.sign(AccountToken(accountID: "alice", expiresAt: Date().addingTimeInterval(3600), issuedAt: Date()))
                 let cases: [(String?, HTTPResponse.Status, String)] = [
                     (nil, .unauthorized, "unauthenticated"),
                     ("not-a-jwt", .unauthorized, "invalid_token"),

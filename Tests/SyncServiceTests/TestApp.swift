@@ -72,6 +72,7 @@ struct TestEnvironment: Sendable {
         verifier: StoreKitVerifier? = nil,
         binding: BindingPolicy = .reject,
         appAccountTokenKey: String? = nil,
+        metricsToken: String? = nil,
         clock: any ServiceClock = SystemClock(),
         authenticator: Authenticator? = nil
     ) -> some ApplicationProtocol {
@@ -79,6 +80,7 @@ struct TestEnvironment: Sendable {
         configuration.requireSigned = requireSigned
         configuration.accountBinding = binding
         configuration.appAccountTokenKey = appAccountTokenKey
+        configuration.metricsToken = metricsToken
         configuration.accountRateLimit = accountRateLimit
         configuration.deviceRateLimit = deviceRateLimit
         configuration.deliveryWorkers = deliveryWorkers

@@ -61,7 +61,14 @@ public func buildApplication(
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: ErrorMiddleware(logger: logger))
     HealthController(pool: pool).addRoutes(to: router)
-    router.get("metrics") { _, _ in
+    router.get("metrics") { request, _ in
+        if let token = configuration.metricsToken {
+            let credential = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+            guard let credential, ConstantTime.equals(credential, token) else {
+                throw APIError(.unauthorized, code: "unauthenticated", message: "GET /metrics needs Authorization: Bearer <SUBSYNC_METRICS_TOKEN>",
+                               headers: [.wwwAuthenticate: "Bearer"])
+            }
+        }
         var buffer: [UInt8] = []
         dependencies.metricsRegistry.emit(into: &buffer)
         return Response(

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -26,21 +27,39 @@ public struct Authenticator: Sendable {
     let adminKey: String?
     let keys: JWTKeyCollection
     let tokensEnabled: Bool
+    /// The `kid` of the current token secret: tokens are signed with it.
+    let currentKeyID: JWKIdentifier?
     /// Token expiry is checked against this clock.
     let clock: any ServiceClock
 
     /// - Parameters:
     ///   - adminKey: `SUBSYNC_ADMIN_KEY`; nil disables admin access.
     ///   - tokenSecret: `SUBSYNC_TOKEN_SECRET`; nil disables device tokens.
-    ///   - clock: the service's clock, for token expiry.
-    public init(adminKey: String?, tokenSecret: String?, clock: any ServiceClock = SystemClock()) async {
+    ///   - previousTokenSecrets: `SUBSYNC_TOKEN_SECRET_PREVIOUS`: secrets whose tokens are still
+    ///     accepted (by their `kid`) while a rotation runs; new tokens are signed with `tokenSecret`.
+    ///   - clock: the service's clock, for token expiry and `nbf`.
+    public init(adminKey: String?, tokenSecret: String?, previousTokenSecrets: [String] = [], clock: any ServiceClock = SystemClock()) async {
         self.adminKey = adminKey
         self.clock = clock
         self.keys = JWTKeyCollection()
+        // The current secret is also the default key: tokens minted before key ids existed
+        // (no `kid`) still verify with it.
         if let tokenSecret {
-            await keys.add(hmac: HMACKey(from: tokenSecret), digestAlgorithm: .sha256)
+            await keys.add(hmac: HMACKey(from: tokenSecret), digestAlgorithm: .sha256, kid: Self.keyID(tokenSecret))
         }
+        for previous in previousTokenSecrets where previous != tokenSecret {
+            await keys.add(hmac: HMACKey(from: previous), digestAlgorithm: .sha256, kid: Self.keyID(previous))
+        }
+        self.currentKeyID = tokenSecret.map(Self.keyID)
         self.tokensEnabled = tokenSecret != nil
+    }
+
+    /// A token secret's key id: a hash of it, which names the secret without revealing it.
+    public static func keyID(_ secret: String) -> JWKIdentifier {
+        var message = Data("subsync.token-key-id\u{0}".utf8)
+        message.append(contentsOf: secret.utf8)
+        let digest = SHA256.hash(data: message)
+        return JWKIdentifier(string: "k" + digest.prefix(6).map { String(format: "%02x", $0) }.joined())
     }
 
     /// The caller of `request`.
@@ -72,8 +91,13 @@ public struct Authenticator: Sendable {
             throw APIError(.unauthorized, code: "invalid_token", message: "the credential is not valid",
                            headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
         }
-        guard !token.isExpired(at: clock.now()) else {
+        let now = clock.now()
+        guard !token.isExpired(at: now) else {
             throw APIError(.unauthorized, code: "token_expired", message: "the account token has expired",
+                           headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+        }
+        guard !token.isNotYetValid(at: now) else {
+            throw APIError(.unauthorized, code: "token_not_yet_valid", message: "the account token is not valid yet (nbf)",
                            headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
         }
         return .device(accountID: token.sub.value)
@@ -91,6 +115,7 @@ public struct Authenticator: Sendable {
     /// Signs an account token (for `subsync tokens mint` and tests).
     public func mint(accountID: String, validFor: TimeInterval, now: Date? = nil) async throws -> String {
         let now = now ?? clock.now()
-        return try await keys.sign(AccountToken(accountID: accountID, expiresAt: now.addingTimeInterval(validFor), issuedAt: now))
+        return try await keys.sign(
+            AccountToken(accountID: accountID, expiresAt: now.addingTimeInterval(validFor), issuedAt: now, notBefore: now), kid: currentKeyID)
     }
 }

@@ -27,6 +27,11 @@ public struct ServiceConfiguration: Sendable {
     public var adminKey: String?
     /// `SUBSYNC_TOKEN_SECRET`: the HS256 secret of device account tokens.
     public var tokenSecret: String?
+    /// `SUBSYNC_TOKEN_SECRET_PREVIOUS`: a former token secret whose tokens are still accepted
+    /// (by their `kid`) during a rotation.
+    public var previousTokenSecret: String?
+    /// `SUBSYNC_METRICS_TOKEN`: when set, `GET /metrics` needs `Authorization: Bearer <it>`.
+    public var metricsToken: String?
     /// `SUBSYNC_APP_ACCOUNT_TOKEN_KEY`: derives each account's `appAccountToken`
     /// (``AppAccountTokens``); without it only the account-UUID form binds. Never change it.
     public var appAccountTokenKey: String?
@@ -152,6 +157,18 @@ public struct ServiceConfiguration: Sendable {
                 throw ConfigurationError(variable: "SUBSYNC_TOKEN_SECRET", message: "must be at least 32 bytes")
             }
             configuration.tokenSecret = secret
+        }
+        if let secret = environment["SUBSYNC_TOKEN_SECRET_PREVIOUS"], !secret.isEmpty {
+            guard secret.utf8.count >= 32 else {
+                throw ConfigurationError(variable: "SUBSYNC_TOKEN_SECRET_PREVIOUS", message: "must be at least 32 bytes")
+            }
+            configuration.previousTokenSecret = secret
+        }
+        if let token = environment["SUBSYNC_METRICS_TOKEN"], !token.isEmpty {
+            guard token.count >= 16 else {
+                throw ConfigurationError(variable: "SUBSYNC_METRICS_TOKEN", message: "must be at least 16 characters")
+            }
+            configuration.metricsToken = token
         }
         if let key = environment["SUBSYNC_APP_ACCOUNT_TOKEN_KEY"], !key.isEmpty {
             guard key.utf8.count >= 32 else {

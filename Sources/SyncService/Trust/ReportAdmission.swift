@@ -145,7 +145,7 @@ extension StoreKitVerificationError {
         case .badSignature: "the signature does not verify"
         case .untrustedChain: "the certificate chain does not lead to a trusted root"
         case .wrongBundle: "signed for another app (bundle id)"
-        case .wrongEnvironment(let environment): "environment \(environment ?? "none") is not accepted here"
+        case .wrongEnvironment(let environment): "environment \(Self.quoted(environment)) is not accepted here"
         case .certificateExpired: "a certificate of the chain was not valid at the signed date"
         case .malformed: "not a well-formed StoreKit JWS"
         case .unsupportedAlgorithm: "only ES256 is accepted"

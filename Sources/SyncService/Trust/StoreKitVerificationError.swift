@@ -37,15 +37,40 @@ public enum StoreKitVerificationError: Error, Sendable, Equatable, Hashable {
 }
 
 extension StoreKitVerificationError: CustomStringConvertible {
-    /// The code followed by the detail, for logs.
+    /// The code followed by the detail, for logs. Every detail that came from the token (its
+    /// `alg`, bundle id, environment, parse errors quoting it) is quoted with control characters
+    /// escaped and cut at 120 characters, so a token cannot forge log lines or flood the log.
     public var description: String {
         switch self {
         case .badSignature, .certificateExpired: code
-        case .untrustedChain(let reason), .malformed(let reason): "\(code): \(reason)"
-        case .wrongBundle(let bundle): "\(code): \(bundle ?? "none")"
-        case .wrongEnvironment(let environment): "\(code): \(environment ?? "none")"
-        case .unsupportedAlgorithm(let alg): "\(code): \(alg ?? "none")"
+        case .untrustedChain(let reason), .malformed(let reason): "\(code): \(Self.quoted(reason))"
+        case .wrongBundle(let bundle): "\(code): \(Self.quoted(bundle))"
+        case .wrongEnvironment(let environment): "\(code): \(Self.quoted(environment))"
+        case .unsupportedAlgorithm(let alg): "\(code): \(Self.quoted(alg))"
         case .wrongApp(let app): "\(code): \(app.map(String.init) ?? "none")"
         }
+    }
+
+    /// `text` in double quotes, with quotes, backslashes and every control character escaped
+    /// (`\n`, `\u{1B}`), at most 120 characters of it; `none` for nil.
+    static func quoted(_ text: String?) -> String {
+        guard let text else { return "none" }
+        var escaped = ""
+        for scalar in text.unicodeScalars.prefix(120) {
+            switch scalar {
+            case "\"": escaped += "\\\""
+            case "\\": escaped += "\\\\"
+            case "\n": escaped += "\\n"
+            case "\r": escaped += "\\r"
+            case "\t": escaped += "\\t"
+            default:
+                if scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format {
+                    escaped += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+                } else {
+                    escaped.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return "\"" + escaped + (text.unicodeScalars.count > 120 ? "…" : "") + "\""
     }
 }

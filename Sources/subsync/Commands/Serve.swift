@@ -132,7 +132,9 @@ struct Serve: AsyncParsableCommand {
             }
         }
 
-        let authenticator = await Authenticator(adminKey: configuration.adminKey, tokenSecret: configuration.tokenSecret)
+        let authenticator = await Authenticator(
+            adminKey: configuration.adminKey, tokenSecret: configuration.tokenSecret,
+            previousTokenSecrets: configuration.previousTokenSecret.map { [$0] } ?? [])
         let dependencies = ServiceDependencies(
             pool: pool,
             catalogue: catalogue,
