@@ -73,6 +73,7 @@ struct TestEnvironment: Sendable {
         binding: BindingPolicy = .reject,
         appAccountTokenKey: String? = nil,
         metricsToken: String? = nil,
+        notificationRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 20, burst: 200),
         clock: any ServiceClock = SystemClock(),
         authenticator: Authenticator? = nil
     ) -> some ApplicationProtocol {
@@ -81,6 +82,7 @@ struct TestEnvironment: Sendable {
         configuration.accountBinding = binding
         configuration.appAccountTokenKey = appAccountTokenKey
         configuration.metricsToken = metricsToken
+        configuration.notificationRateLimit = notificationRateLimit
         configuration.accountRateLimit = accountRateLimit
         configuration.deviceRateLimit = deviceRateLimit
         configuration.deliveryWorkers = deliveryWorkers

@@ -552,6 +552,60 @@ struct TrustAPITests {
         }
     }
 
+    @Test("forged notifications cost one signature check each and no chain work, a failed chain is built once, and a flood meets 429")
+    func forgedNotificationsAreCheap() async throws {
+        try await TestEnvironment.withFresh { env in
+            let now = Date()
+            let clock = ManualClock()
+            // A fresh verifier, so its count of chain validations starts at zero.
+            let fresh = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: Self.bundleID, allowedEnvironments: [.production])
+            let limit = RateLimiter.Limit(ratePerSecond: 0.2, burst: 5)
+            let app = env.application(verifier: fresh, notificationRateLimit: limit, clock: clock)
+            try await app.test(.router) { client in
+                // The real chain, a signature of random bytes.
+                for _ in 0..<5 {
+                    let body = try notification("DID_RENEW", transaction: nil, signed: now)
+                    let json = try #require(JSONSerialization.jsonObject(with: body) as? [String: String])
+                    let parts = try #require(json["signedPayload"]).split(separator: ".")
+                    let forged = parts[0] + "." + parts[1] + "." + TestCertificateAuthority.base64URL(Data((0..<64).map { _ in UInt8.random(in: 0...255) }))
+                    let answer = try await client.postJSON(
+                        "/v1/notifications/apple", body: try JSONSerialization.data(withJSONObject: ["signedPayload": forged]), credential: nil)
+                    #expect(answer.status == .unprocessableContent)
+                    #expect(answer.json.errorCode == "bad_signature")
+                }
+                #expect(fresh.chainValidations == 0, "a forged signature reached the chain check")
+                // The sixth within the burst's refill time is refused before any work.
+                try await client.execute(
+                    uri: "/v1/notifications/apple", method: .post, headers: [.contentType: "application/json"],
+                    body: ByteBuffer(bytes: try notification("DID_RENEW", transaction: nil, signed: now))
+                ) { response in
+                    #expect(response.status == .tooManyRequests)
+                    #expect(response.headers[.retryAfter] == "5")
+                }
+                clock.advance(by: .seconds(5))
+                let genuine = try await client.postJSON("/v1/notifications/apple", body: try notification("TEST", transaction: nil, signed: now), credential: nil)
+                #expect(genuine.status == .ok)
+                #expect(fresh.chainValidations == 1)
+            }
+            // A correctly signed token whose chain leads nowhere trusted: the chain is built once.
+            let stranger = try TestCertificateAuthority(name: "stranger")
+            let strangerApp = env.application(verifier: fresh, notificationRateLimit: nil)
+            try await strangerApp.test(.router) { client in
+                for _ in 0..<4 {
+                    let payload: [String: Any] = [
+                        "notificationType": "TEST", "notificationUUID": UUID().uuidString, "version": "2.0",
+                        "signedDate": (now.timeIntervalSince1970 * 1000).rounded(), "data": ["bundleId": Self.bundleID, "environment": "Production"],
+                    ]
+                    let jws = try stranger.sign(header: try stranger.header(), payload: try JSONSerialization.data(withJSONObject: payload))
+                    let answer = try await client.postJSON(
+                        "/v1/notifications/apple", body: try JSONSerialization.data(withJSONObject: ["signedPayload": jws]), credential: nil)
+                    #expect(answer.json.errorCode == "untrusted_chain")
+                }
+            }
+            #expect(fresh.chainValidations == 2, "the stranger's chain was built more than once")
+        }
+    }
+
     @Test("an appAccountToken binds only to its own account: a purchase carrying another account's token cannot claim it")
     func tokenCannotBeClaimed() async throws {
         try await TestEnvironment.withFresh { env in

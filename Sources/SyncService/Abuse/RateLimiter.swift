@@ -1,6 +1,15 @@
 import Foundation
 import SyncCore
 
+extension APIError {
+    /// `429 rate_limited` with `Retry-After` in whole seconds (at least 1).
+    static func rateLimited(retryAfter wait: Duration, what: String) -> APIError {
+        let seconds = max(1, Int(wait.timeInterval.rounded(.up)))
+        return APIError(.tooManyRequests, code: "rate_limited", message: "too many requests for \(what); retry in \(seconds) s",
+                        headers: [.retryAfter: String(seconds)])
+    }
+}
+
 /// Token buckets keyed by a string (an account or a device): each key may spend `burst`
 /// requests at once and regains `ratePerSecond` of them per second.
 ///

@@ -64,9 +64,7 @@ struct AccountController: Sendable {
     /// 429 with Retry-After when the caller's bucket is empty.
     private func checkRate(_ limiter: RateLimiter?, key: String, what: String) async throws {
         guard let limiter, let wait = await limiter.take(key) else { return }
-        let seconds = max(1, Int(wait.timeInterval.rounded(.up)))
-        throw APIError(.tooManyRequests, code: "rate_limited", message: "too many requests for this \(what); retry in \(seconds) s",
-                       headers: [.retryAfter: String(seconds)])
+        throw APIError.rateLimited(retryAfter: wait, what: "this \(what)")
     }
 
     private func sync(_ request: Request, accountID: String) async throws -> Response {

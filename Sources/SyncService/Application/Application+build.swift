@@ -56,7 +56,7 @@ public func buildApplication(
     let resolutions = WakeSignal()
     let engine = ResolutionEngine(pool: pool, catalogue: dependencies.catalogue, clock: dependencies.clock, logger: logger)
 
-    let router = Router()
+    let router = Router(context: SubsyncRequestContext.self)
     router.add(middleware: LogRequestsMiddleware(.debug))
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: ErrorMiddleware(logger: logger))
@@ -104,7 +104,8 @@ public func buildApplication(
     ).addRoutes(to: router)
     NotificationController(
         verifier: dependencies.storeKitVerifier, binder: binder, store: StoreNotificationStore(pool: pool),
-        tokens: tokens, arrivals: arrivals, logger: logger
+        tokens: tokens, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
+        arrivals: arrivals, logger: logger
     ).addRoutes(to: router)
     EndpointController(store: EndpointStore(pool: pool), authenticator: dependencies.authenticator).addRoutes(to: router)
 

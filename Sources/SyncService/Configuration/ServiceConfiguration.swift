@@ -55,6 +55,9 @@ public struct ServiceConfiguration: Sendable {
     public var webhookTimeout: Duration = .seconds(15)
     /// `SUBSYNC_RATE_LIMIT_ACCOUNT`: sync requests per account (device tokens only); nil: none.
     public var accountRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 2, burst: 60)
+    /// `SUBSYNC_RATE_LIMIT_NOTIFICATIONS`: App Store notifications per source address (the route
+    /// takes no key, and each forged one costs a signature check). Apple retries what is refused.
+    public var notificationRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 20, burst: 200)
     /// `SUBSYNC_RATE_LIMIT_DEVICE`: sync requests per device of an account; nil: none.
     public var deviceRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 1, burst: 30)
     /// `SUBSYNC_DELIVERY_WORKERS`: webhook delivery loops in this process (0: none). Each owns a
@@ -207,6 +210,10 @@ public struct ServiceConfiguration: Sendable {
         }
         if let text = environment["SUBSYNC_RATE_LIMIT_ACCOUNT"] {
             configuration.accountRateLimit = text == "off" ? nil : try RateLimiter.Limit(parsing: text, variable: "SUBSYNC_RATE_LIMIT_ACCOUNT")
+        }
+        if let text = environment["SUBSYNC_RATE_LIMIT_NOTIFICATIONS"] {
+            configuration.notificationRateLimit =
+                text == "off" ? nil : try RateLimiter.Limit(parsing: text, variable: "SUBSYNC_RATE_LIMIT_NOTIFICATIONS")
         }
         if let text = environment["SUBSYNC_RATE_LIMIT_DEVICE"] {
             configuration.deviceRateLimit = text == "off" ? nil : try RateLimiter.Limit(parsing: text, variable: "SUBSYNC_RATE_LIMIT_DEVICE")

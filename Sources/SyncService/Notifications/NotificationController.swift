@@ -22,6 +22,8 @@ struct NotificationController: Sendable {
     let store: StoreNotificationStore
     /// Which account a token on the purchase may bind to.
     let tokens: AppAccountTokens
+    /// Per source address: the route takes no key, and every request costs a signature check.
+    let limiter: RateLimiter?
     /// Raised so this process's workers resolve the new report at once.
     let arrivals: WakeSignal
     let logger: Logger
@@ -30,8 +32,12 @@ struct NotificationController: Sendable {
     /// The store's reports name this reporter as their device.
     static let deviceID = "app-store"
 
-    func addRoutes(to router: Router<some RequestContext>) {
-        router.post("v1/notifications/apple") { request, _ in
+    func addRoutes(to router: Router<SubsyncRequestContext>) {
+        router.post("v1/notifications/apple") { request, context in
+            if let limiter, let wait = await limiter.take(context.clientAddress) {
+                ServiceMetrics.storeNotifications("rate_limited").increment()
+                throw APIError.rateLimited(retryAfter: wait, what: "this address")
+            }
             let body = try await request.body.collect(upTo: Self.maximumBodyBytes)
             let answer = try await handle(Data(buffer: body))
             ServiceMetrics.storeNotifications(answer.status).increment()

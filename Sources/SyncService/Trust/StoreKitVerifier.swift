@@ -7,14 +7,17 @@ import SyncCore
 /// Verifies StoreKit 2 JWS: signed transactions, signed renewal info and App Store Server
 /// Notifications V2 (DESIGN §3, "verified reports").
 ///
-/// A token is accepted only when all of these hold, checked in this order:
-/// 1. it is a compact JWS whose header and payload decode (else ``StoreKitVerificationError/malformed(_:)``);
+/// A token is accepted only when all of these hold, checked in this order (cheapest first, so a
+/// forged token costs one signature check and no chain work):
+/// 1. it is a compact JWS whose header and payload decode, and its `x5c` header holds three DER
+///    certificates (else ``StoreKitVerificationError/malformed(_:)`` or `untrustedChain`);
 /// 2. its `alg` is `ES256` (else ``StoreKitVerificationError/unsupportedAlgorithm(_:)``);
-/// 3. its `x5c` header holds three certificates (leaf, intermediate, root) that chain to a configured
-///    trusted root under RFC 5280, with Apple's policy OIDs on leaf and intermediate
+/// 3. the signature verifies with the leaf certificate's P-256 key (else ``StoreKitVerificationError/badSignature``);
+/// 4. the certificates (leaf, intermediate, root) chain to a configured trusted root under
+///    RFC 5280, with Apple's policy OIDs on leaf and intermediate
 ///    (else ``StoreKitVerificationError/untrustedChain(_:)``), every certificate valid at the payload's
-///    `signedDate` (else ``StoreKitVerificationError/certificateExpired``);
-/// 4. the signature verifies with the leaf's key (else ``StoreKitVerificationError/badSignature``);
+///    `signedDate` (else ``StoreKitVerificationError/certificateExpired``). Chains that verified are
+///    cached with their validity, and so are chains that failed, so each chain is built once;
 /// 5. the bundle id, the app Apple id (when configured and carried) and the environment match the
 ///    configuration (else `wrongBundle`, `wrongApp`, `wrongEnvironment`).
 ///
@@ -30,8 +33,12 @@ public struct StoreKitVerifier: Sendable {
     public let rootCertificates: [Certificate]
     private let x5cVerifier: X5CVerifier
     private let clock: any ServiceClock
-    /// Chains that verified already (shared by copies of this verifier).
+    /// Chains that verified already, and ones that failed (shared by copies of this verifier).
     private let verifiedChains = VerifiedChainCache()
+
+    /// How many certificate chains this verifier (and its copies) built and checked: the costly
+    /// step, which forged tokens must not reach and repeated chains must not repeat.
+    public var chainValidations: Int { verifiedChains.chainValidations }
 
     /// The decoder of StoreKit payloads: dates are milliseconds since 1970, possibly fractional.
     public static var payloadDecoder: JSONDecoder {
@@ -183,11 +190,24 @@ public struct StoreKitVerifier: Sendable {
             }
             certificates.append(certificate)
         }
-        try await verifyChain(certificates, at: validationTime)
-        let payload = try await verifySignature(jws, as: Payload.self, at: validationTime)
+        // The signature first: a token that the leaf did not sign costs no chain work.
+        guard let leafKey = P256.Signing.PublicKey(certificates[0].publicKey) else {
+            throw .untrustedChain("the leaf certificate's key is not a P-256 key")
+        }
+        guard Self.signatureIsValid(parts, key: leafKey) else { throw .badSignature }
+        if let reason = verifiedChains.failure(for: x5c) { throw .untrustedChain(reason) }
+        verifiedChains.countValidation()
+        ServiceMetrics.chainValidations.increment()
+        do {
+            try await verifyChain(certificates, at: validationTime)
+        } catch .untrustedChain(let reason) {
+            verifiedChains.insertFailure(x5c: x5c, reason: reason)
+            throw .untrustedChain(reason)
+        }
+        // The chain holds and the leaf signed the token: that is what jwt-kit's
+        // `X5CVerifier.verifyJWS` checks too, which would build the chain a second time.
         verifiedChains.insert(x5c: x5c, certificates: certificates)
-        let environment = try checkClaims(payload)
-        return (payload, environment)
+        return (claims, try checkClaims(claims))
     }
 
     /// Chain to a trusted root with Apple's OIDs at `date`; when that fails, tells an expired
@@ -213,26 +233,6 @@ public struct StoreKitVerifier: Sendable {
             throw error
         } catch {
             throw .untrustedChain("\(error)")
-        }
-    }
-
-    /// The signature, with jwt-kit's `X5CVerifier` (which re-validates the chain at `date`).
-    private func verifySignature<Payload: StoreKitSignedPayload>(
-        _ jws: String, as _: Payload.Type, at date: Date
-    ) async throws(StoreKitVerificationError) -> Payload {
-        do {
-            return try await x5cVerifier.verifyJWS(
-                Array(jws.utf8), as: Payload.self, jsonDecoder: Self.payloadDecoder,
-                validationTime: .fixed(date), policy: { AppleCertificatePolicy() })
-        } catch let error as JWTError {
-            switch error.errorType {
-            case .invalidX5CChain, .missingX5CHeader: throw .untrustedChain(error.reason ?? "\(error)")
-            case .malformedToken: throw .malformed(error.reason ?? "\(error)")
-            case .unsupportedAlgorithm: throw .unsupportedAlgorithm(error.reason)
-            default: throw .badSignature
-            }
-        } catch {
-            throw .badSignature
         }
     }
 

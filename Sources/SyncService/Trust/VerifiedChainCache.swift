@@ -26,6 +26,34 @@ final class VerifiedChainCache: Sendable {
     static let capacity = 32
 
     private let entries = Mutex<[String: Entry]>([:])
+    /// Chains that did not lead to a trusted root even ignoring validity periods (a failure
+    /// that no date changes), with the reason; bounded like the verified ones, but larger, since
+    /// anyone can send new ones.
+    private let failures = Mutex<[String: String]>([:])
+    static let failureCapacity = 1024
+    private let builds = Mutex(0)
+
+    /// How many chains were built and checked (not answered from this cache).
+    var chainValidations: Int { builds.withLock { $0 } }
+
+    func countValidation() {
+        builds.withLock { $0 += 1 }
+    }
+
+    /// Why the chain `x5c` failed before, when it did.
+    func failure(for x5c: [String]) -> String? {
+        let key = x5c.joined(separator: ",")
+        return failures.withLock { $0[key] }
+    }
+
+    /// Remembers that the chain `x5c` does not lead to a trusted root.
+    func insertFailure(x5c: [String], reason: String) {
+        let key = x5c.joined(separator: ",")
+        failures.withLock { failures in
+            if failures.count >= Self.failureCapacity, failures[key] == nil { failures.removeAll(keepingCapacity: true) }
+            failures[key] = reason
+        }
+    }
 
     /// The verified chain `x5c`, when `date` is inside its validity.
     func entry(for x5c: [String], at date: Date) -> Entry? {
