@@ -43,6 +43,22 @@ struct OpenAPITests {
                     return String(buffer: response.body)
                 }
                 #expect(yaml.hasPrefix("openapi: 3"))
+                // A real YAML parser (PyYAML, installed with schemathesis by scripts/setup) reads it:
+                // a stray `key: value` inside a plain scalar breaks every client generator.
+                let parser = Process()
+                parser.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                parser.arguments = ["python3", "-c", "import sys, yaml; d = yaml.safe_load(sys.stdin); print(len(d['paths']))"]
+                let input = Pipe()
+                let output = Pipe()
+                parser.standardInput = input
+                parser.standardOutput = output
+                parser.standardError = output
+                try parser.run()
+                input.fileHandleForWriting.write(Data(yaml.utf8))
+                try input.fileHandleForWriting.close()
+                let parsed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                parser.waitUntilExit()
+                #expect(parser.terminationStatus == 0, "openapi.yaml is not valid YAML: \(parsed)")
                 let operations = Self.documentedOperations(yaml)
                 #expect(operations.count >= 13)
                 // The check itself can fail: an undocumented path is a router miss.

@@ -191,10 +191,8 @@ struct OperationsCommandTests {
             try await OperationsFixture.drain(env.pool)
             let (process, stdout, stderr) = try Self.start(["reconcile", "--all", "--dry-run", "--batch-size", "1", "--json"], env: env)
             // Interrupt once it has made progress (the handler is installed before the first batch).
-            var started = false
-            for _ in 0..<200 where !started {
-                try await Task.sleep(for: .milliseconds(25))
-                started = try await env.pool.query("SELECT count(*) FROM reconcile_checkpoints")[0].decode(Int.self, at: 0) > 0
+            let started = try await waitUntil {
+                try await env.pool.query("SELECT count(*) FROM reconcile_checkpoints")[0].decode(Int.self, at: 0) > 0
             }
             #expect(started)
             process.interrupt()

@@ -40,7 +40,7 @@ struct ServeCommandTests {
         #expect(status == 200, "serve did not become ready")
 
         process.terminate()  // SIGTERM
-        let exited = await waitForExit(process, seconds: 30)
+        let exited = await waitForExit(process, seconds: 60)
         #expect(exited, "serve did not stop after SIGTERM")
         #expect(process.terminationStatus == 0)
         let log = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -93,7 +93,7 @@ struct ServeCommandTests {
                                 "-d", body, "http://127.0.0.1:\(httpPort)/v1/accounts/logged/sync?wait_ms=500"])
         }
         process.terminate()
-        for _ in 0..<100 where process.isRunning { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(await waitForExit(process, seconds: 60))
         try handle.close()
         let log = try String(contentsOf: logFile, encoding: .utf8)
         #expect(log.contains("trace") || log.contains("debug") || log.count > 200, "expected verbose logs")
@@ -106,7 +106,7 @@ struct ServeCommandTests {
     func curl(_ arguments: [String]) async throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["-s", "--max-time", "5"] + arguments
+        process.arguments = ["-s", "--max-time", "60"] + arguments
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
