@@ -149,36 +149,11 @@ public struct ServiceConfiguration: Sendable {
             }
             configuration.logLevel = value
         }
-        if let key = environment["SUBSYNC_ADMIN_KEY"], !key.isEmpty {
-            guard key.count >= 16 else {
-                throw ConfigurationError(variable: "SUBSYNC_ADMIN_KEY", message: "must be at least 16 characters")
-            }
-            configuration.adminKey = key
-        }
-        if let secret = environment["SUBSYNC_TOKEN_SECRET"], !secret.isEmpty {
-            guard secret.utf8.count >= 32 else {
-                throw ConfigurationError(variable: "SUBSYNC_TOKEN_SECRET", message: "must be at least 32 bytes")
-            }
-            configuration.tokenSecret = secret
-        }
-        if let secret = environment["SUBSYNC_TOKEN_SECRET_PREVIOUS"], !secret.isEmpty {
-            guard secret.utf8.count >= 32 else {
-                throw ConfigurationError(variable: "SUBSYNC_TOKEN_SECRET_PREVIOUS", message: "must be at least 32 bytes")
-            }
-            configuration.previousTokenSecret = secret
-        }
-        if let token = environment["SUBSYNC_METRICS_TOKEN"], !token.isEmpty {
-            guard token.count >= 16 else {
-                throw ConfigurationError(variable: "SUBSYNC_METRICS_TOKEN", message: "must be at least 16 characters")
-            }
-            configuration.metricsToken = token
-        }
-        if let key = environment["SUBSYNC_APP_ACCOUNT_TOKEN_KEY"], !key.isEmpty {
-            guard key.utf8.count >= 32 else {
-                throw ConfigurationError(variable: "SUBSYNC_APP_ACCOUNT_TOKEN_KEY", message: "must be at least 32 bytes")
-            }
-            configuration.appAccountTokenKey = key
-        }
+        configuration.adminKey = try secret("SUBSYNC_ADMIN_KEY", in: environment, characters: 16)
+        configuration.tokenSecret = try secret("SUBSYNC_TOKEN_SECRET", in: environment, bytes: 32)
+        configuration.previousTokenSecret = try secret("SUBSYNC_TOKEN_SECRET_PREVIOUS", in: environment, bytes: 32)
+        configuration.metricsToken = try secret("SUBSYNC_METRICS_TOKEN", in: environment, characters: 16)
+        configuration.appAccountTokenKey = try secret("SUBSYNC_APP_ACCOUNT_TOKEN_KEY", in: environment, bytes: 32)
         if let text = environment["SUBSYNC_WORKERS"] {
             configuration.workers = try parseInt(text, name: "SUBSYNC_WORKERS", range: 0...64)
         }
@@ -274,6 +249,20 @@ public struct ServiceConfiguration: Sendable {
     /// Two resolution workers per core: each spends much of its time waiting on the database.
     public static var defaultWorkerCount: Int {
         max(2, ProcessInfo.processInfo.activeProcessorCount * 2)
+    }
+
+    /// A key or secret from `environment`: nil when unset or empty, else at least `characters`
+    /// characters or `bytes` bytes of UTF-8 long (a short one is a configuration error, never
+    /// silently used).
+    static func secret(_ name: String, in environment: [String: String], characters: Int = 0, bytes: Int = 0) throws -> String? {
+        guard let value = environment[name], !value.isEmpty else { return nil }
+        if value.count < characters {
+            throw ConfigurationError(variable: name, message: "must be at least \(characters) characters")
+        }
+        if value.utf8.count < bytes {
+            throw ConfigurationError(variable: name, message: "must be at least \(bytes) bytes")
+        }
+        return value
     }
 
     static func parseInt(_ text: String, name: String, range: ClosedRange<Int>) throws -> Int {
