@@ -48,6 +48,33 @@ struct AbuseTests {
         }
     }
 
+    @Test("a device resending reports under fresh ids meets the account's daily report quota: 429, nothing stored, and the quota refills")
+    func dailyReportQuota() async throws {
+        try await TestEnvironment.withFresh { env in
+            let clock = ManualClock()
+            let quota = RateLimiter.Limit(ratePerSecond: 150.0 / 86_400, burst: 150)
+            try await env.application(workers: 0, reportQuota: quota, clock: clock).test(.router) { client in
+                let token = try await env.token(for: "flood")
+                func body(_ prefix: String, _ count: Int) throws -> Data {
+                    try SyncBody(device: "iphone", reports: (0..<count).map { SyncAPITests.report("\(prefix)-\($0)") }).data
+                }
+                #expect(try await client.sync(account: "flood", body: try body("a", 100), credential: token, waitMilliseconds: nil).status == .accepted)
+                let refused = try await client.sync(account: "flood", body: try body("b", 60), credential: token, waitMilliseconds: nil)
+                #expect(refused.status == .tooManyRequests)
+                #expect(refused.json.errorCode == "rate_limited")
+                #expect(try await env.count("reports", accountID: "flood") == 100, "a refused request stores nothing")
+                #expect(try await client.sync(account: "flood", body: try body("c", 50), credential: token, waitMilliseconds: nil).status == .accepted)
+                #expect(try await client.sync(account: "flood", body: try body("d", 1), credential: token, waitMilliseconds: nil).status == .tooManyRequests)
+                // The app's backend (admin key) is not counted.
+                #expect(try await client.sync(account: "flood", body: try body("e", 10), waitMilliseconds: nil).status == .accepted)
+                // A day later the device may send again.
+                clock.advance(by: .seconds(86_400))
+                #expect(try await client.sync(account: "flood", body: try body("f", 100), credential: token, waitMilliseconds: nil).status == .accepted)
+                #expect(try await env.count("reports", accountID: "flood") == 260)
+            }
+        }
+    }
+
     @Test("per-device limits are separate from the account's")
     func deviceLimit() async throws {
         try await TestEnvironment.withFresh { env in

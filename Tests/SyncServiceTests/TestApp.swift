@@ -74,6 +74,7 @@ struct TestEnvironment: Sendable {
         appAccountTokenKey: String? = nil,
         metricsToken: String? = nil,
         notificationRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 20, burst: 200),
+        reportQuota: RateLimiter.Limit? = nil,
         clock: any ServiceClock = SystemClock(),
         authenticator: Authenticator? = nil
     ) -> some ApplicationProtocol {
@@ -83,6 +84,7 @@ struct TestEnvironment: Sendable {
         configuration.appAccountTokenKey = appAccountTokenKey
         configuration.metricsToken = metricsToken
         configuration.notificationRateLimit = notificationRateLimit
+        configuration.accountReportQuota = reportQuota
         configuration.accountRateLimit = accountRateLimit
         configuration.deviceRateLimit = deviceRateLimit
         configuration.deliveryWorkers = deliveryWorkers

@@ -63,8 +63,9 @@ public actor RateLimiter {
         self.lastSweep = clock.uptime()
     }
 
-    /// Takes one token for `key`. Returns nil when allowed, or how long to wait before retrying.
-    public func take(_ key: String) -> Duration? {
+    /// Takes `cost` tokens (one by default) for `key`. Returns nil when allowed, or how long to
+    /// wait before retrying; a refused take takes nothing.
+    public func take(_ key: String, cost: Double = 1) -> Duration? {
         let now = clock.uptime()
         sweepIfDue(now)
         var bucket = buckets[key] ?? Bucket(tokens: limit.burst, updated: now)
@@ -72,13 +73,13 @@ public actor RateLimiter {
         let seconds = max(0, elapsed.timeInterval)
         bucket.tokens = min(limit.burst, bucket.tokens + seconds * limit.ratePerSecond)
         bucket.updated = now
-        if bucket.tokens >= 1 {
-            bucket.tokens -= 1
+        if bucket.tokens >= cost {
+            bucket.tokens -= cost
             buckets[key] = bucket
             return nil
         }
         buckets[key] = bucket
-        let wait = (1 - bucket.tokens) / limit.ratePerSecond
+        let wait = (min(cost, limit.burst) - bucket.tokens) / limit.ratePerSecond
         return .milliseconds(Int((wait * 1000).rounded(.up)))
     }
 

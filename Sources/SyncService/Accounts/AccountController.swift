@@ -20,6 +20,8 @@ struct AccountController: Sendable {
     /// Per account and per device; admin callers (the app's backend) are not limited.
     let accountLimiter: RateLimiter?
     let deviceLimiter: RateLimiter?
+    /// Reports per account per day (each report costs one token).
+    let reportQuota: RateLimiter?
     /// Verifies signed transactions and applies `SUBSYNC_REQUIRE_SIGNED`.
     let admission: ReportAdmission
     /// Stores verified reports under the account-binding policy.
@@ -74,6 +76,10 @@ struct AccountController: Sendable {
         let body = try await request.body.collect(upTo: SyncLimits.maximumBodyBytes)
         let (device, payloads) = try SyncRequest.decode(Data(buffer: body))
         if principal != .admin { try await checkRate(deviceLimiter, key: accountID + "\u{0}" + device.id, what: "device") }
+        if principal != .admin, let reportQuota, let wait = await reportQuota.take(accountID, cost: Double(payloads.count)) {
+            ServiceMetrics.reportQuotaRefused.increment()
+            throw APIError.rateLimited(retryAfter: wait, what: "this account today (SUBSYNC_REPORTS_PER_ACCOUNT_PER_DAY)")
+        }
 
         let admitted = try await admission.admit(payloads, accountID: accountID, deviceID: device.id)
         let submission: ReportInbox.Submission

@@ -97,6 +97,7 @@ public func buildApplication(
         logger: logger,
         accountLimiter: configuration.accountRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         deviceLimiter: configuration.deviceRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
+        reportQuota: configuration.accountReportQuota.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         admission: ReportAdmission(
             verifier: dependencies.storeKitVerifier, requireSigned: configuration.requiresSignedReports, tokens: tokens, logger: logger),
         binder: binder,

@@ -55,6 +55,10 @@ public struct ServiceConfiguration: Sendable {
     public var webhookTimeout: Duration = .seconds(15)
     /// `SUBSYNC_RATE_LIMIT_ACCOUNT`: sync requests per account (device tokens only); nil: none.
     public var accountRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 2, burst: 60)
+    /// `SUBSYNC_REPORTS_PER_ACCOUNT_PER_DAY`: reports a device may send for one account in a day
+    /// (a bucket of that size refilling over 24 h, per process), so one genuine signed
+    /// transaction resent under fresh report ids cannot grow the database without bound.
+    public var accountReportQuota: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 10_000 / 86_400, burst: 10_000)
     /// `SUBSYNC_RATE_LIMIT_NOTIFICATIONS`: App Store notifications per source address (the route
     /// takes no key, and each forged one costs a signature check). Apple retries what is refused.
     public var notificationRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 20, burst: 200)
@@ -185,6 +189,14 @@ public struct ServiceConfiguration: Sendable {
         }
         if let text = environment["SUBSYNC_RATE_LIMIT_ACCOUNT"] {
             configuration.accountRateLimit = text == "off" ? nil : try RateLimiter.Limit(parsing: text, variable: "SUBSYNC_RATE_LIMIT_ACCOUNT")
+        }
+        if let text = environment["SUBSYNC_REPORTS_PER_ACCOUNT_PER_DAY"] {
+            if text == "off" {
+                configuration.accountReportQuota = nil
+            } else {
+                let perDay = try parseInt(text, name: "SUBSYNC_REPORTS_PER_ACCOUNT_PER_DAY", range: 100...10_000_000)
+                configuration.accountReportQuota = RateLimiter.Limit(ratePerSecond: Double(perDay) / 86_400, burst: Double(perDay))
+            }
         }
         if let text = environment["SUBSYNC_RATE_LIMIT_NOTIFICATIONS"] {
             configuration.notificationRateLimit =

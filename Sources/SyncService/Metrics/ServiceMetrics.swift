@@ -21,6 +21,8 @@ enum ServiceMetrics {
         Counter(label: "subsync_signatures_refused_total", dimensions: [("code", code)])
     }
     static let signedReportsVerified = Counter(label: "subsync_signed_reports_verified_total")
+    /// Sync requests refused by the per-account daily report quota.
+    static let reportQuotaRefused = Counter(label: "subsync_report_quota_refused_total")
     /// StoreKit certificate chains built and checked (the costly step of verification).
     static let chainValidations = Counter(label: "subsync_storekit_chain_validations_total")
     /// Verified purchases whose `appAccountToken` was not the reporting account's (not bound).
