@@ -53,10 +53,11 @@ struct WebhookOrderTests {
             let (_, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/ok"), eventTypes: nil)
             try await receiver.setSecrets([secret.text])
             try await receiver.setMode("500")
-            // Alice's retry comes 4.8–7.2 s after her failure: Bob's event, synced at once, must
-            // not wait for it.
+            // Alice's retry comes 4.8–7.2 s after her failure on the test's clock, which stands
+            // still until Bob's event is in: Bob's stream must not wait for Alice's retry.
+            let clock = ManualClock(start: Date())
             let schedule = RetrySchedule(delays: [6, 6, 6, 6])
-            try await env.application(deliveryWorkers: 2, webhookGuard: Self.loopback, retrySchedule: schedule).test(.live) { client in
+            try await env.application(deliveryWorkers: 2, webhookGuard: Self.loopback, retrySchedule: schedule, clock: clock).test(.live) { client in
                 let first = try await client.sync(account: "alice", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("a1")]).data)
                 #expect(first.status == .accepted)
                 let failed = try await receiver.waitFor { $0.contains { $0.status == 500 } }
@@ -74,7 +75,14 @@ struct WebhookOrderTests {
                     .map { (id: try $0.decode(String.self, at: 0), account: try $0.decode(String.self, at: 1), sequence: try $0.decode(Int.self, at: 2)) }
                 #expect(events.filter { $0.account == "alice" }.count >= 4, "alice: activation and revocation events")
                 #expect(events.contains { $0.account == "bob" })
-                let entries = try await receiver.waitFor(seconds: 30) { entries in
+                // Bob's event arrives while Alice's retry is not due yet.
+                let beforeRetry = try await receiver.waitFor { entries in
+                    entries.contains { $0.status == 200 && $0.body?.data.accountID == "bob" }
+                }
+                #expect(beforeRetry.contains { $0.status == 200 && $0.body?.data.accountID == "bob" })
+                #expect(!beforeRetry.contains { $0.status == 200 && $0.body?.data.accountID == "alice" }, "alice's events went before her retry")
+                clock.advance(by: .seconds(10))
+                let entries = try await receiver.waitFor(seconds: 60) { entries in
                     Set(entries.filter { $0.status == 200 }.map(\.id)).isSuperset(of: events.map(\.id))
                 }
                 #expect(Set(entries.filter { $0.status == 200 }.map(\.id)).isSuperset(of: events.map(\.id)), "every event delivered")

@@ -381,12 +381,17 @@ public struct ResolutionEngine: Sendable {
             ) AS v(a, s, i, t, o, p)
             """
         )
-        // The outbox: one delivery per event and subscribed, enabled endpoint.
+        // The outbox: one delivery per event and subscribed, enabled endpoint, due when the event
+        // occurred on the engine's clock (not the database's), so delivery and resolution share
+        // one time.
         let deliveries = try await connection.preparedQuery(
             """
-            INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id)
-            SELECT v.a, w.endpoint_id, v.s, v.i::uuid
-            FROM unnest(\(events.map(\.accountID))::text[], \(events.map(\.sequence))::bigint[], \(ids)::text[], \(events.map(\.type.rawValue))::text[]) AS v(a, s, i, t)
+            INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id, next_attempt_at)
+            SELECT v.a, w.endpoint_id, v.s, v.i::uuid, v.o
+            FROM unnest(
+                \(events.map(\.accountID))::text[], \(events.map(\.sequence))::bigint[], \(ids)::text[], \(events.map(\.type.rawValue))::text[],
+                \(events.map(\.occurredAt))::timestamptz[]
+            ) AS v(a, s, i, t, o)
             JOIN webhook_endpoints AS w ON w.enabled AND (w.event_types IS NULL OR v.t = ANY(w.event_types))
             ORDER BY v.a, v.s
             """
