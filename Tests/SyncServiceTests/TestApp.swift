@@ -36,7 +36,7 @@ struct TestEnvironment: Sendable {
     /// Creates a fresh, migrated database for `body` and drops it afterwards.
     static func withFresh<T>(poolSize: Int = 8, _ body: (TestEnvironment) async throws -> T) async throws -> T {
         try await TestDatabase.withFreshDatabase { connection in
-            let pool = ConnectionPool(configuration: .init(connection: connection, maximumConnections: poolSize))
+            let pool = ConnectionPool(configuration: .init(connection: connection, maximumConnections: poolSize, leaseTimeout: .seconds(60)))
             try await Migrator().migrate(pool: pool)
             let environment = TestEnvironment(
                 connection: connection,
@@ -102,7 +102,10 @@ struct TestEnvironment: Sendable {
         // read but not finished (reset by peer). The timeout itself is tested against a real
         // `serve` (AbandonedBodyTests); here it only needs to stay out of the way.
         configuration.httpIdleTimeout = .seconds(600)
-        let appPool = ConnectionPool(configuration: .init(connection: connection, maximumConnections: 8))
+        // Callers wait up to a minute for a connection: tests burst 30+ requests at 8
+        // connections, which on a busy core queue longer than the 10 s default (a 503 there is
+        // the service shedding load, not what those tests are about; PoolTests test the timeout).
+        let appPool = ConnectionPool(configuration: .init(connection: connection, maximumConnections: 8, leaseTimeout: .seconds(60)))
         let dependencies = ServiceDependencies(
             pool: appPool,
             catalogue: catalogue,
