@@ -68,6 +68,7 @@ let package = Package(
             dependencies: [
                 "Postgres",
                 "SyncCore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

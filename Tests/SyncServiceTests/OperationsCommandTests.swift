@@ -25,7 +25,7 @@ struct OperationsCommandTests {
         return "postgresql://\(c["user"] ?? "postgres")@\(c["host"] ?? "127.0.0.1"):\(c["port"] ?? "5432")/\(c["dbname"] ?? "postgres")"
     }
 
-    static func start(_ arguments: [String], env: TestEnvironment?) throws -> (Process, Pipe, Pipe) {
+    static func start(_ arguments: [String], env: TestEnvironment?, extra: [String: String] = [:]) throws -> (Process, Pipe, Pipe) {
         let process = Process()
         process.executableURL = ServeCommandTests.binary
         process.arguments = arguments
@@ -33,6 +33,7 @@ struct OperationsCommandTests {
         environment["DATABASE_URL"] = env.map(url) ?? ""
         environment["SUBSYNC_LOG_LEVEL"] = "warning"
         environment["USER"] = "tester"
+        environment.merge(extra) { $1 }
         process.environment = environment
         let stdout = Pipe()
         let stderr = Pipe()
@@ -51,8 +52,8 @@ struct OperationsCommandTests {
         return Output(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
     }
 
-    static func run(_ arguments: [String], env: TestEnvironment?) async throws -> Output {
-        let (process, stdout, stderr) = try start(arguments, env: env)
+    static func run(_ arguments: [String], env: TestEnvironment?, extra: [String: String] = [:]) async throws -> Output {
+        let (process, stdout, stderr) = try start(arguments, env: env, extra: extra)
         return try await finish(process, stdout, stderr)
     }
 

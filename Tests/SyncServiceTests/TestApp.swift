@@ -75,6 +75,7 @@ struct TestEnvironment: Sendable {
         metricsToken: String? = nil,
         notificationRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 20, burst: 200),
         reportQuota: RateLimiter.Limit? = nil,
+        secretSealer: SecretSealer = .none,
         clock: any ServiceClock = SystemClock(),
         authenticator: Authenticator? = nil
     ) -> some ApplicationProtocol {
@@ -85,6 +86,7 @@ struct TestEnvironment: Sendable {
         configuration.metricsToken = metricsToken
         configuration.notificationRateLimit = notificationRateLimit
         configuration.accountReportQuota = reportQuota
+        configuration.secretSealer = secretSealer
         configuration.accountRateLimit = accountRateLimit
         configuration.deviceRateLimit = deviceRateLimit
         configuration.deliveryWorkers = deliveryWorkers

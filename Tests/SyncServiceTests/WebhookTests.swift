@@ -208,6 +208,52 @@ struct WebhookDeliveryTests {
         }
     }
 
+    @Test("webhook secrets are sealed at rest: a database copy holds no secret, deliveries still verify, keys rotate with reseal")
+    func secretsAreSealedAtRest() async throws {
+        let receiver = try WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (keyA, keyB) = (SecretSealer.generateKey(), SecretSealer.generateKey())
+            let sealerA = try SecretSealer(keys: [keyA])
+            // One endpoint from before sealing (in clear), one sealed.
+            let (legacy, legacySecret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/ok"))
+            let (sealed, sealedSecret) = try await EndpointStore(pool: env.pool, sealer: sealerA).create(url: receiver.url("/ok"))
+            func stored(_ id: UUID) async throws -> String {
+                try await env.pool.query("SELECT secret FROM webhook_endpoints WHERE endpoint_id = \(id)")[0].decode(String.self, at: 0)
+            }
+            let raw = try await stored(sealed.id)
+            #expect(raw.hasPrefix("sealed:v1:"))
+            #expect(!raw.contains(String(sealedSecret.text.dropFirst(6).prefix(12))), "the database holds the secret")
+            #expect(try await stored(legacy.id) == legacySecret.text)
+            // Deliveries open both and sign with them: the receiver verifies every request.
+            try await receiver.setSecrets([legacySecret.text, sealedSecret.text])
+            try await env.application(deliveryWorkers: 1, webhookGuard: WebhookDeliveryTests.loopback, secretSealer: sealerA).test(.live) { client in
+                _ = try await client.sync(account: "sealy", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("r1")]).data)
+                let entries = try await receiver.waitFor { $0.filter { $0.status == 200 }.count >= 4 }
+                #expect(entries.count >= 4)
+                #expect(entries.allSatisfy { !$0.verifiedBy.isEmpty }, "a delivery signed with a sealed secret did not verify")
+            }
+            // Rotation: B first, A still opens; reseal rewrites both endpoints with B.
+            let out = try await OperationsCommandTests.run(["endpoints", "reseal", "--json"], env: env, extra: ["SUBSYNC_SECRET_KEYS": "\(keyB),\(keyA)"])
+            #expect(out.status == 0, "\(out.stderr)")
+            #expect(out.object["resealed"] as? Int == 2)
+            let sealerB = try SecretSealer(keys: [keyB])
+            for (id, secret) in [(legacy.id, legacySecret), (sealed.id, sealedSecret)] {
+                let value = try await stored(id)
+                #expect(sealerB.isCurrent(value))
+                #expect(try sealerB.open(value) == secret)
+                #expect(throws: SecretSealer.OpenError.self) { try sealerA.open(value) }
+            }
+            // A tampered value does not open; no key, no reseal.
+            var tampered = Array(try await stored(sealed.id))
+            tampered[tampered.count - 3] = tampered[tampered.count - 3] == "A" ? "B" : "A"
+            #expect(throws: SecretSealer.OpenError.self) { try sealerB.open(String(tampered)) }
+            let noKey = try await OperationsCommandTests.run(["endpoints", "reseal"], env: env, extra: ["SUBSYNC_SECRET_KEYS": ""])
+            #expect(noKey.status == 64 && noKey.stderr.contains("SUBSYNC_SECRET_KEYS"))
+            let badKey = try await OperationsCommandTests.run(["endpoints", "list"], env: env, extra: ["SUBSYNC_SECRET_KEYS": "short"])
+            #expect(badKey.status == 64 && badKey.stderr.contains("32 bytes"))
+        }
+    }
+
     @Test("a receiver answering a NUL byte or a binary body holds up nobody: every attempt is recorded once, nothing is sent twice")
     func binaryAnswersDoNotStallDelivery() async throws {
         let receiver = try WebhookReceiver()

@@ -108,7 +108,7 @@ public func buildApplication(
         tokens: tokens, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         arrivals: arrivals, logger: logger
     ).addRoutes(to: router)
-    EndpointController(store: EndpointStore(pool: pool), authenticator: dependencies.authenticator).addRoutes(to: router)
+    EndpointController(store: EndpointStore(pool: pool, sealer: configuration.secretSealer), authenticator: dependencies.authenticator).addRoutes(to: router)
 
     var services: [any Service] = [DatabaseService(pool: pool, logger: logger)]
     if configuration.workers > 0 {
@@ -140,7 +140,7 @@ public func buildApplication(
             delivery.partition = (index, configuration.deliveryWorkers)
             services.append(
                 DeliveryWorker(
-                    store: DeliveryStore(pool: pool),
+                    store: DeliveryStore(pool: pool, sealer: configuration.secretSealer),
                     client: CurlClient(configuration: .init(addressGuard: configuration.webhookAddressGuard)),
                     listenerConfiguration: dependencies.connectionConfiguration,
                     configuration: delivery,

@@ -32,6 +32,9 @@ public struct ServiceConfiguration: Sendable {
     public var previousTokenSecret: String?
     /// `SUBSYNC_METRICS_TOKEN`: when set, `GET /metrics` needs `Authorization: Bearer <it>`.
     public var metricsToken: String?
+    /// `SUBSYNC_SECRET_KEYS`: keys that seal webhook signing secrets at rest, current first
+    /// (``SecretSealer``); `.none` stores them in clear.
+    public var secretSealer: SecretSealer = .none
     /// `SUBSYNC_APP_ACCOUNT_TOKEN_KEY`: derives each account's `appAccountToken`
     /// (``AppAccountTokens``); without it only the account-UUID form binds. Never change it.
     public var appAccountTokenKey: String?
@@ -158,6 +161,7 @@ public struct ServiceConfiguration: Sendable {
         configuration.previousTokenSecret = try secret("SUBSYNC_TOKEN_SECRET_PREVIOUS", in: environment, bytes: 32)
         configuration.metricsToken = try secret("SUBSYNC_METRICS_TOKEN", in: environment, characters: 16)
         configuration.appAccountTokenKey = try secret("SUBSYNC_APP_ACCOUNT_TOKEN_KEY", in: environment, bytes: 32)
+        configuration.secretSealer = try sealer(from: environment)
         if let text = environment["SUBSYNC_WORKERS"] {
             configuration.workers = try parseInt(text, name: "SUBSYNC_WORKERS", range: 0...64)
         }
@@ -261,6 +265,16 @@ public struct ServiceConfiguration: Sendable {
     /// Two resolution workers per core: each spends much of its time waiting on the database.
     public static var defaultWorkerCount: Int {
         max(2, ProcessInfo.processInfo.activeProcessorCount * 2)
+    }
+
+    /// The webhook-secret sealer of `SUBSYNC_SECRET_KEYS` (comma-separated, current first).
+    public static func sealer(from environment: [String: String]) throws -> SecretSealer {
+        guard let text = environment["SUBSYNC_SECRET_KEYS"], !text.isEmpty else { return .none }
+        do {
+            return try SecretSealer(keys: text.split(separator: ",").map(String.init))
+        } catch {
+            throw ConfigurationError(variable: "SUBSYNC_SECRET_KEYS", message: "\(error)")
+        }
     }
 
     /// A key or secret from `environment`: nil when unset or empty, else at least `characters`

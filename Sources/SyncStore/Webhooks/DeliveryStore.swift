@@ -4,9 +4,12 @@ import Postgres
 /// The webhook outbox as the delivery workers and operators see it.
 public struct DeliveryStore: Sendable {
     let pool: ConnectionPool
+    /// Opens the endpoints' sealed signing secrets.
+    let sealer: SecretSealer
 
-    public init(pool: ConnectionPool) {
+    public init(pool: ConnectionPool, sealer: SecretSealer = .none) {
         self.pool = pool
+        self.sealer = sealer
     }
 
     /// At most this many deliveries behind one head are claimed with it. A sender must also stop
@@ -102,8 +105,8 @@ public struct DeliveryStore: Sendable {
             """
         )
         return try rows.map { row in
-            var secrets = [WebhookSecret(text: try row.decode(String.self, at: 10))]
-            if let previous = try row.decode(String?.self, at: 11) { secrets.append(WebhookSecret(text: previous)) }
+            var secrets = [try sealer.open(try row.decode(String.self, at: 10))]
+            if let previous = try row.decode(String?.self, at: 11) { secrets.append(try sealer.open(previous)) }
             return Claimed(
                 accountID: try row.decode(String.self, at: 0),
                 deliveryID: try row.decode(Int64.self, at: 1),

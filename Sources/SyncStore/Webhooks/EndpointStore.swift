@@ -2,12 +2,15 @@ import Foundation
 import Postgres
 import SyncCore
 
-/// Webhook endpoints: create, list, update, delete, rotate secrets.
+/// Webhook endpoints: create, list, update, delete, rotate and reseal secrets.
 public struct EndpointStore: Sendable {
     let pool: ConnectionPool
+    /// Seals the signing secrets it stores (``SecretSealer``).
+    let sealer: SecretSealer
 
-    public init(pool: ConnectionPool) {
+    public init(pool: ConnectionPool, sealer: SecretSealer = .none) {
         self.pool = pool
+        self.sealer = sealer
     }
 
     /// How long the previous secret keeps signing after a rotation.
@@ -52,7 +55,7 @@ public struct EndpointStore: Sendable {
         let rows = try await pool.query(
             """
             INSERT INTO webhook_endpoints (endpoint_id, url, description, event_types, secret)
-            VALUES (\(UUID()), \(url), \(description), \(eventTypes)::text[], \(secret.text))
+            VALUES (\(UUID()), \(url), \(description), \(eventTypes)::text[], \(try sealer.seal(secret)))
             RETURNING \(unescaped: Self.columns)
             """
         )
@@ -120,13 +123,40 @@ public struct EndpointStore: Sendable {
             UPDATE webhook_endpoints SET
                 previous_secret = secret,
                 previous_secret_expires_at = \(now.addingTimeInterval(Self.rotationOverlap)),
-                secret = \(secret.text),
+                secret = \(try sealer.seal(secret)),
                 updated_at = now()
             WHERE endpoint_id = \(id)
             RETURNING \(unescaped: Self.columns)
             """
         )
         return try rows.first.map { (try Self.endpoint($0), secret) }
+    }
+
+    /// Seals every stored secret (current and previous) with the current key, opening each with
+    /// whichever configured key sealed it, or reading it in clear; for key rotation and for
+    /// secrets stored before sealing was configured. Returns how many values were rewritten.
+    public func reseal() async throws -> Int {
+        try await pool.withTransaction { connection in
+            let rows = try await connection.query(
+                "SELECT endpoint_id, secret, previous_secret FROM webhook_endpoints ORDER BY endpoint_id FOR UPDATE")
+            var rewritten = 0
+            for row in rows {
+                let id = try row.decode(UUID.self, at: 0)
+                var values: [String?] = [try row.decode(String.self, at: 1), try row.decode(String?.self, at: 2)]
+                var changed = false
+                for index in values.indices {
+                    guard let stored = values[index], !sealer.isCurrent(stored) else { continue }
+                    values[index] = try sealer.seal(try sealer.open(stored))
+                    changed = true
+                    rewritten += 1
+                }
+                if changed {
+                    try await connection.query(
+                        "UPDATE webhook_endpoints SET secret = \(values[0]), previous_secret = \(values[1]) WHERE endpoint_id = \(id)")
+                }
+            }
+            return rewritten
+        }
     }
 
     static let columns = """

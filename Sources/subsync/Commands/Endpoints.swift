@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Postgres
+import SyncService
 import SyncStore
 
 struct Endpoints: AsyncParsableCommand {
@@ -14,7 +15,7 @@ struct Endpoints: AsyncParsableCommand {
               subsync endpoints rotate-secret 7d3c...
               subsync endpoints disable 7d3c...
             """,
-        subcommands: [Create.self, List.self, Show.self, Update.self, Enable.self, Disable.self, Delete.self, RotateSecret.self]
+        subcommands: [Create.self, List.self, Show.self, Update.self, Enable.self, Disable.self, Delete.self, RotateSecret.self, Reseal.self]
     )
 
     struct Output: ParsableArguments {
@@ -139,10 +140,54 @@ struct Endpoints: AsyncParsableCommand {
     }
 }
 
+extension Endpoints {
+    struct Reseal: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Seal every stored webhook secret with the current key of SUBSYNC_SECRET_KEYS.",
+            discussion: """
+            Opens each secret with whichever configured key sealed it (or reads it in clear, as stored \
+            before SUBSYNC_SECRET_KEYS was set) and seals it with the first key. To rotate keys: put \
+            the new key first and keep the old one after it, run this, then drop the old key.
+
+            Examples:
+              SUBSYNC_SECRET_KEYS="$NEW,$OLD" subsync endpoints reseal
+            """
+        )
+        @OptionGroup var output: Endpoints.Output
+
+        func run() async throws {
+            let sealer = try secretSealer()
+            guard sealer.isSealing else {
+                printError("SUBSYNC_SECRET_KEYS is not set: there is no key to seal with")
+                throw ExitCodes.usage
+            }
+            try await withStore(output) { store in
+                let count = try await store.reseal()
+                if output.json {
+                    print(#"{"resealed": \#(count)}"#)
+                } else {
+                    print("resealed \(count) webhook secret(s) with the current key")
+                }
+            }
+        }
+    }
+}
+
+/// The sealer of `SUBSYNC_SECRET_KEYS`, or a usage error naming the bad key.
+func secretSealer() throws -> SecretSealer {
+    do {
+        return try ServiceConfiguration.sealer(from: ProcessInfo.processInfo.environment)
+    } catch {
+        printError("\(error)")
+        throw ExitCodes.usage
+    }
+}
+
 private func withStore(_ output: Endpoints.Output, _ body: (EndpointStore) async throws -> Void) async throws {
+    let sealer = try secretSealer()
     let pool = try output.database.makePool(size: 2, logger: Logger(label: "subsync.endpoints"))
     do {
-        try await body(EndpointStore(pool: pool))
+        try await body(EndpointStore(pool: pool, sealer: sealer))
         await pool.close()
     } catch let error as EndpointStore.ValidationError {
         await pool.close()

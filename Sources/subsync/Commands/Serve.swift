@@ -88,6 +88,9 @@ struct Serve: AsyncParsableCommand {
             logger.warning("SUBSYNC_TOKEN_SECRET is not set: device tokens are refused")
         }
         let verifier = try storeKitVerifier(configuration, logger: logger)
+        if configuration.databaseURL != nil, !configuration.secretSealer.isSealing {
+            logger.warning("SUBSYNC_SECRET_KEYS is not set: webhook signing secrets are stored in clear")
+        }
 
         var services: [any Service] = []
         let connection: ConnectionConfiguration
@@ -114,6 +117,15 @@ struct Serve: AsyncParsableCommand {
             }
             logger.notice("embedded PostgreSQL ready", metadata: ["url": "\(server.url)"])
             connection = server.connectionConfiguration
+            if !configuration.secretSealer.isSealing {
+                // Development: a key of its own, kept beside the database it protects.
+                do {
+                    configuration.secretSealer = try SecretSealer(keys: [try embeddedSecretKey(in: URL(fileURLWithPath: configuration.dataDirectory))])
+                } catch {
+                    printError("could not read or create the embedded secret key: \(error)")
+                    throw ExitCodes.unavailable
+                }
+            }
             services.append(EmbeddedPostgresService(server: server, logger: logger))
         }
 
@@ -179,6 +191,21 @@ func loadCatalogue(path: String?) throws -> Catalogue {
         printError("cannot read the catalogue \(path): \(error.localizedDescription)")
         throw ExitCodes.usage
     }
+}
+
+/// The embedded mode's key for webhook secrets: `<data>/secret-key` (mode 0600), made on
+/// first start. Never used with a `DATABASE_URL`, where `SUBSYNC_SECRET_KEYS` is the key.
+func embeddedSecretKey(in dataDirectory: URL) throws -> String {
+    let file = dataDirectory.appendingPathComponent("secret-key")
+    if let existing = try? String(contentsOf: file, encoding: .utf8) {
+        return existing.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+    try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
+    let key = SecretSealer.generateKey()
+    guard FileManager.default.createFile(atPath: file.path, contents: Data((key + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
+        throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: file.path])
+    }
+    return key
 }
 
 extension Serve {
