@@ -606,6 +606,43 @@ struct TrustAPITests {
         }
     }
 
+    @Test("a genuine signed transaction resent under fresh report ids is stored once; new facts about it are stored")
+    func resentSignedTransactionIsStoredOnce() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier)
+            let now = Date()
+            let jws = try authority.sign(Self.transaction(
+                original: "9100", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now))
+            try await app.test(.router) { client in
+                let reports: [[String: Any]] = (0..<100).map { index in
+                    ["report_id": "flood-\(index)", "observed_at": RFC3339.format(now.addingTimeInterval(Double(index))), "signed_transaction": jws]
+                }
+                let flood = try JSONSerialization.data(withJSONObject: ["device": ["id": "phone"], "reports": reports])
+                let first = try await client.sync(account: "acct-flood", body: flood, waitMilliseconds: nil)
+                #expect(first.status == .accepted)
+                #expect(first.json["accepted"] as? Int == 1)
+                #expect(first.json["duplicates"] as? Int == 99)
+                // Again, and from another device: the same facts, nothing new.
+                let again = try await client.sync(account: "acct-flood", body: try Self.signedBody(reportID: "other", jws: jws, device: "ipad"), waitMilliseconds: nil)
+                #expect(again.json["duplicates"] as? Int == 1)
+                #expect(try await env.count("reports", accountID: "acct-flood") == 1)
+                // Renewal info that says something new about the same transaction is new facts.
+                let renewal = try renewalInfo(original: "9100", autoRenew: false, billingRetry: false, grace: nil, signed: now)
+                let changed = try await client.sync(account: "acct-flood", body: try Self.signedBody(reportID: "renewal", jws: jws, renewal: renewal), waitMilliseconds: nil)
+                #expect(changed.json["accepted"] as? Int == 1)
+                // So is a later signing of the transaction (a renewal).
+                let renewed = try authority.sign(Self.transaction(
+                    original: "9100", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(2 * 86_400), signed: now.addingTimeInterval(1)))
+                #expect(try await client.sync(account: "acct-flood", body: try Self.signedBody(reportID: "renewed", jws: renewed), waitMilliseconds: nil).json["accepted"] as? Int == 1)
+                #expect(try await env.count("reports", accountID: "acct-flood") == 3)
+                let state = try await settled(client, "acct-flood")
+                #expect(entitlementStatus(state) == "active")
+            }
+            let reconciler = Reconciler(pool: env.pool, catalogue: .default)
+            #expect(try await reconciler.reconcile(accounts: ["acct-flood"], repair: false).differences == [])
+        }
+    }
+
     @Test("an appAccountToken binds only to its own account: a purchase carrying another account's token cannot claim it")
     func tokenCannotBeClaimed() async throws {
         try await TestEnvironment.withFresh { env in
@@ -710,7 +747,8 @@ struct TrustAPITests {
                 #expect(transfer == Transfer(originalTransactionID: "8100", fromAccountID: "acct-old", toAccountID: "acct-new"))
             }
             #expect(try await env.count("reports", accountID: "acct-old") == 0)
-            #expect(try await env.count("reports", accountID: "acct-new") == 2)
+            // The moved report and the new one are the same signed facts: stored once.
+            #expect(try await env.count("reports", accountID: "acct-new") == 1)
             let sequences = try await env.pool.query("SELECT account_id, array_agg(sequence ORDER BY sequence)::text FROM events GROUP BY account_id")
             for row in sequences {
                 let account = try row.decode(String.self, at: 0)

@@ -202,13 +202,16 @@ public struct TransactionBinder: Sendable {
         var movedReports: [Report] = []
         for conflict in conflicts {
             let from = conflict.ownerAccountID
-            // A report whose id the account already has is the same client report sent twice
-            // (a device that switched accounts): the account's copy stays, the other goes.
+            // A report whose id (or, verified, whose facts) the account already has is the same
+            // report sent twice (a device that switched accounts): the account's copy stays, the
+            // other goes.
             try await connection.preparedQuery(
                 """
                 DELETE FROM reports AS r
                 WHERE r.account_id = \(from) AND r.original_transaction_id = \(conflict.originalTransactionID)
-                  AND EXISTS (SELECT 1 FROM reports AS mine WHERE mine.account_id = \(accountID) AND mine.report_id = r.report_id)
+                  AND EXISTS (
+                      SELECT 1 FROM reports AS mine WHERE mine.account_id = \(accountID)
+                        AND (mine.report_id = r.report_id OR (r.fact_digest IS NOT NULL AND mine.fact_digest = r.fact_digest)))
                 """
             )
             let rows = try await connection.preparedQuery(

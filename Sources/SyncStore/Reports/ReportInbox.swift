@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Postgres
 import SyncCore
@@ -90,6 +91,7 @@ public struct ReportInbox: Sendable {
         ("revoked_at", "timestamptz"), ("revocation_reason", "text"), ("is_upgraded", "boolean"),
         ("will_auto_renew", "boolean"), ("in_billing_retry", "boolean"), ("environment", "text"),
         ("signed_transaction", "text"), ("verified", "boolean"), ("signed_date", "timestamptz"), ("admin_action", "text"),
+        ("fact_digest", "text"),
     ]
 
     /// `INSERT ... SELECT $1, * FROM unnest($n::text[], ...)`: the account is `$1`, the column
@@ -99,7 +101,7 @@ public struct ReportInbox: Sendable {
         return """
             INSERT INTO reports (account_id, \(columns.map(\.name).joined(separator: ", ")))
             SELECT $1, * FROM unnest(\(arrays.joined(separator: ", ")))
-            ON CONFLICT (account_id, report_id) DO NOTHING
+            ON CONFLICT DO NOTHING -- the same report id, or (verified) the same facts: a duplicate
             RETURNING report_id
             """
     }
@@ -127,7 +129,27 @@ public struct ReportInbox: Sendable {
             reports.map(\.trust.isVerified).postgresValue,
             reports.map(\.trust.signedDate).postgresValue,
             reports.map { $0.trust.adminAction?.rawValue }.postgresValue,
+            reports.map(Self.factDigest).postgresValue,
         ]
+    }
+
+    /// For a verified device report, a digest of everything it says but its report id, device
+    /// and observed time: two such reports with one digest are the same facts (a genuine JWS
+    /// resent under a fresh id), and the second is a duplicate. `nil` for other reports.
+    static func factDigest(_ report: Report) -> String? {
+        guard report.trust.isVerified, report.trust.source == .device, report.trust.adminAction == nil else { return nil }
+        func time(_ date: Date?) -> String { date.map { String(format: "%.6f", $0.timeIntervalSince1970) } ?? "-" }
+        func flag(_ value: Bool?) -> String { value.map { $0 ? "1" : "0" } ?? "-" }
+        let fields: [String] = [
+            report.productID, report.originalTransactionID, report.transactionID, time(report.purchasedAt),
+            time(report.expiresAt), time(report.gracePeriodExpiresAt), time(report.revokedAt),
+            report.revocationReason?.rawValue ?? "-", flag(report.isUpgraded), flag(report.willAutoRenew),
+            flag(report.inBillingRetry), report.environment?.rawValue ?? "-", time(report.trust.signedDate),
+            report.signedTransaction ?? "-",
+        ]
+        // Unit separators cannot occur in the fields (client text with control characters is refused).
+        let digest = SHA256.hash(data: Data(fields.joined(separator: "\u{1F}").utf8))
+        return digest.map { String(format: "%02x", $0) }.joined()
     }
 
     /// How many of `reportIDs` of `accountID` are still waiting to be resolved.
