@@ -78,8 +78,9 @@ struct AbuseTests {
     @Test("per-device limits are separate from the account's")
     func deviceLimit() async throws {
         try await TestEnvironment.withFresh { env in
+            // On the test's clock: no token refills between the requests, however slow they are.
             let limit = RateLimiter.Limit(ratePerSecond: 0.1, burst: 1)
-            try await env.application(workers: 0, deviceRateLimit: limit).test(.router) { client in
+            try await env.application(workers: 0, deviceRateLimit: limit, clock: ManualClock()).test(.router) { client in
                 let token = try await env.token(for: "dev")
                 let first = try SyncBody(device: "iphone", reports: [SyncAPITests.report("a")]).data
                 let second = try SyncBody(device: "iphone", reports: [SyncAPITests.report("b")]).data
