@@ -55,7 +55,7 @@ struct PipelineTests {
                 try await appB.test(.live) { clientB in
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         // Each device sends its reports in chunks of 1–3, half to each process;
-                        // 12 devices at a time. (The live test client pipelines requests on one
+                        // 6 devices at a time. (The live test client pipelines requests on one
                         // connection and gives each 20 s: with every device at once, the last
                         // in line would wait longer than that on a busy core.)
                         let byDevice = Dictionary(grouping: reports) { "\($0.account)|\($0.device)" }
@@ -63,7 +63,7 @@ struct PipelineTests {
                         for (key, items) in byDevice {
                             let account = String(key.split(separator: "|")[0])
                             let device = items[0].device
-                            if inFlight == 12 {
+                            if inFlight == 6 {
                                 try await group.next()
                                 inFlight -= 1
                             }
