@@ -46,7 +46,7 @@ struct SyncAPITests {
         try await TestEnvironment.withFresh { env in
             try await env.application().test(.live) { client in
                 let body = try SyncBody(device: "iphone", reports: [Self.report("r1")]).data
-                let (status, json) = try await client.sync(account: "alice", body: body)
+                let (status, json) = try await client.sync(account: "alice", body: body, waitMilliseconds: 60_000)
                 #expect(status == .accepted)
                 #expect(json["accepted"] as? Int == 1)
                 #expect(json["duplicates"] as? Int == 0)

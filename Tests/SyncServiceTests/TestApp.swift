@@ -104,6 +104,9 @@ struct TestEnvironment: Sendable {
         // read but not finished (reset by peer). The timeout itself is tested against a real
         // `serve` (AbandonedBodyTests); here it only needs to stay out of the way.
         configuration.httpIdleTimeout = .seconds(600)
+        // wait_ms may be a minute here: tests that wait for resolution ask for as long as a busy
+        // core needs, and still see the answer as soon as the reports are resolved.
+        configuration.maximumWaitMilliseconds = 60_000
         // Callers wait up to a minute for a connection: tests burst 30+ requests at 8
         // connections, which on a busy core queue longer than the 10 s default (a 503 there is
         // the service shedding load, not what those tests are about; PoolTests test the timeout).

@@ -28,6 +28,8 @@ struct AccountController: Sendable {
     let binder: TransactionBinder
     /// Each account's `appAccountToken`, returned with its state.
     let tokens: AppAccountTokens
+    /// The cap of `wait_ms` (`SUBSYNC_MAX_WAIT_MS`).
+    let maximumWaitMilliseconds: Int
 
     func addRoutes(to router: Router<some RequestContext>) {
         let accounts = router.group("v1/accounts/:account_id")
@@ -140,7 +142,7 @@ struct AccountController: Sendable {
         guard let value = Int(text), value >= 0 else {
             throw APIError(.badRequest, code: "invalid_request", message: "wait_ms must be a whole number of milliseconds")
         }
-        return min(value, SyncLimits.maximumWaitMilliseconds)
+        return min(value, maximumWaitMilliseconds)
     }
 
     /// Waits until none of the reports is pending, or the time is up. Wakes on this process's

@@ -101,7 +101,8 @@ public func buildApplication(
         admission: ReportAdmission(
             verifier: dependencies.storeKitVerifier, requireSigned: configuration.requiresSignedReports, tokens: tokens, logger: logger),
         binder: binder,
-        tokens: tokens
+        tokens: tokens,
+        maximumWaitMilliseconds: configuration.maximumWaitMilliseconds
     ).addRoutes(to: router)
     NotificationController(
         verifier: dependencies.storeKitVerifier, binder: binder, store: StoreNotificationStore(pool: pool),

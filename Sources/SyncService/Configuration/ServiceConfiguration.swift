@@ -58,6 +58,8 @@ public struct ServiceConfiguration: Sendable {
     public var webhookTimeout: Duration = .seconds(15)
     /// `SUBSYNC_RATE_LIMIT_ACCOUNT`: sync requests per account (device tokens only); nil: none.
     public var accountRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 2, burst: 60)
+    /// `SUBSYNC_MAX_WAIT_MS`: the longest `wait_ms` a sync may ask for (larger values are clamped).
+    public var maximumWaitMilliseconds: Int = SyncLimits.maximumWaitMilliseconds
     /// `SUBSYNC_REPORTS_PER_ACCOUNT_PER_DAY`: reports a device may send for one account in a day
     /// (a bucket of that size refilling over 24 h, per process), so one genuine signed
     /// transaction resent under fresh report ids cannot grow the database without bound.
@@ -193,6 +195,9 @@ public struct ServiceConfiguration: Sendable {
         }
         if let text = environment["SUBSYNC_RATE_LIMIT_ACCOUNT"] {
             configuration.accountRateLimit = text == "off" ? nil : try RateLimiter.Limit(parsing: text, variable: "SUBSYNC_RATE_LIMIT_ACCOUNT")
+        }
+        if let text = environment["SUBSYNC_MAX_WAIT_MS"] {
+            configuration.maximumWaitMilliseconds = try parseInt(text, name: "SUBSYNC_MAX_WAIT_MS", range: 0...60_000)
         }
         if let text = environment["SUBSYNC_REPORTS_PER_ACCOUNT_PER_DAY"] {
             if text == "off" {

@@ -73,6 +73,7 @@ struct ReportPayload: Decodable {
 enum SyncLimits {
     static let maximumBodyBytes = 1 << 20
     static let maximumReports = 100
+    /// The default cap of `wait_ms` (`SUBSYNC_MAX_WAIT_MS`).
     static let maximumWaitMilliseconds = 5_000
     static let maximumSignedTransactionBytes = 16 * 1024
     static let maximumDeviceFieldLength = 64
