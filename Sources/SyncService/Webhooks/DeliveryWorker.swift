@@ -142,10 +142,10 @@ public struct DeliveryWorker: Service {
     }
 
     /// Records a round's attempts in one transaction; when that fails for a reason other than
-    /// the database being gone, stream by stream, so one row the database refuses fails only
-    /// its own stream, whose attempts are then recorded without the receiver's text. Nothing a
-    /// receiver answers can keep other receivers' deliveries from being recorded (and so from
-    /// being sent again after the lease).
+    /// the database being gone, delivery by delivery (each stream's in sequence order), so one
+    /// row the database refuses fails only itself, and that one is recorded without the
+    /// receiver's text. Nothing a receiver answers can keep other deliveries from being recorded
+    /// (and so from being sent again after the lease).
     func record(_ results: [DeliveryStore.AttemptResult]) async throws {
         let now = clock.now()
         do {
@@ -154,25 +154,23 @@ public struct DeliveryWorker: Service {
         } catch let error as PostgresError where error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed {
             throw error
         } catch {
-            logger.warning("recording a round of webhook attempts failed; recording them stream by stream", metadata: ["error": "\(error)"])
+            logger.warning("recording a round of webhook attempts failed; recording them one by one", metadata: ["error": "\(error)"])
         }
-        let streams = Dictionary(grouping: results) { "\($0.accountID)\u{0}\($0.endpointID)" }
-        for stream in streams.values {
+        // `results` holds each stream's attempts in sequence order, as its sender made them.
+        for result in results {
             do {
-                try await store.record(stream, disableAfter: configuration.disableAfter, now: now)
+                try await store.record([result], disableAfter: configuration.disableAfter, now: now)
             } catch let error as PostgresError where error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed {
                 throw error
             } catch {
-                logger.error("recording webhook attempts failed; recording them without the response", metadata: [
-                    "endpoint": "\(stream[0].endpointID)", "account_id": "\(stream[0].accountID)", "error": "\(error)",
+                logger.error("recording a webhook attempt failed; recording it without the response", metadata: [
+                    "endpoint": "\(result.endpointID)", "account_id": "\(result.accountID)", "delivery_id": "\(result.deliveryID)",
+                    "error": "\(error)",
                 ])
-                let bare = stream.map { result in
-                    var result = result
-                    result.responseExcerpt = nil
-                    result.error = "the attempt's response could not be recorded"
-                    return result
-                }
-                try await store.record(bare, disableAfter: configuration.disableAfter, now: now)
+                var bare = result
+                bare.responseExcerpt = nil
+                bare.error = "the attempt's response could not be recorded"
+                try await store.record([bare], disableAfter: configuration.disableAfter, now: now)
             }
         }
     }
