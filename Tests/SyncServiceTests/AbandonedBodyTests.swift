@@ -23,7 +23,9 @@ struct AbandonedBodyTests {
         environment["SUBSYNC_REQUIRE_SIGNED"] = "false"
         environment["SUBSYNC_DELIVERY_WORKERS"] = "0"
         environment["SUBSYNC_ADMIN_KEY"] = "abandoned-body-admin-key"
-        environment["SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS"] = "1"
+        // Long enough that a request the busy machine is slow to route is not closed before its answer
+        // (the channel reads nothing while the handler waits); short enough to watch the closes.
+        environment["SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS"] = "5"
         environment["SUBSYNC_LOG_LEVEL"] = "error"
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
@@ -76,20 +78,32 @@ struct AbandonedBodyTests {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+        // Sends and reads at once: the answer (given on the head) is read as soon as it comes, not
+        // only after the whole body was pushed into the socket buffers; then the rest of the body is
+        // sent as far as the server's buffers take it, and the write side is closed behind it.
         var sent = 0
-        while sent < bytes.count {
-            let written = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if written <= 0 { break }  // the server stopped reading: it has answered already
-            sent += written
+        var answer: [UInt8] = []
+        var reading = true
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while reading || sent < bytes.count {
+            let events = (reading ? Int16(POLLIN) : 0) | (sent < bytes.count ? Int16(POLLOUT) : 0)
+            var descriptor = pollfd(fd: fd, events: events, revents: 0)
+            guard poll(&descriptor, 1, reading ? 30_000 : 2_000) > 0 else { break }
+            if reading, descriptor.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
+                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if count > 0 { answer += buffer[0..<count] }
+                reading = count > 0 && answer.count < 64 && !answer.contains(13)
+            } else if descriptor.revents & Int16(POLLOUT) != 0 {
+                let chunk = min(bytes.count - sent, 65_536)
+                let written = bytes[sent..<(sent + chunk)].withUnsafeBytes {
+                    send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+                }
+                if written > 0 { sent += written } else if errno != EAGAIN, errno != EWOULDBLOCK { sent = bytes.count }
+            } else {
+                break
+            }
         }
         shutdown(fd, Int32(SHUT_WR))
-        var answer: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while answer.count < 64 {
-            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count <= 0 { break }
-            answer += buffer[0..<count]
-        }
         return String(decoding: answer.prefix(while: { $0 != 13 }), as: UTF8.self)
     }
 }
