@@ -2,7 +2,8 @@
 """Writes signed StoreKit 2 material for scripts/bench-signed: a root -> intermediate -> leaf
 P-256 chain shaped like Apple's (policy OID extensions on leaf and intermediate), the root as PEM,
 and one line per account: `account<TAB>jws jws jws jws jws` (five renewals of one purchase, each an
-ES256 JWS with the chain in x5c).
+ES256 JWS with the chain in x5c); and forged_notification.json, an App Store notification body
+whose x5c is the real chain but whose signature is random bytes.
 
 usage: signed_material.py OUT_DIR ACCOUNTS BUNDLE_ID
 """
@@ -78,6 +79,13 @@ def main():
                 r, s = decode_dss_signature(leaf_key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
                 jws.append(signing_input + "." + b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big")))
             f.write(f"signed-{a}\t{' '.join(jws)}\n")
+    notification = {
+        "notificationType": "DID_RENEW", "notificationUUID": "00000000-0000-4000-8000-000000000000", "version": "2.0",
+        "signedDate": now_ms, "data": {"bundleId": bundle, "environment": "Production"},
+    }
+    forged = header + "." + b64url(json.dumps(notification).encode()) + "." + b64url(os.urandom(64))
+    with open(os.path.join(out, "forged_notification.json"), "w") as f:
+        json.dump({"signedPayload": forged}, f)
 
 
 if __name__ == "__main__":
