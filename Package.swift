@@ -96,6 +96,7 @@ let package = Package(
         .executableTarget(
             name: "subsync",
             dependencies: [
+                "Curl",
                 "Postgres",
                 "SyncStore",
                 "SyncService",

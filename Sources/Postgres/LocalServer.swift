@@ -21,6 +21,8 @@ public struct LocalServer: Sendable {
         case commandFailed(command: String, status: Int32, output: String)
         case noUnprivilegedUser(String)
         case notReachable(String)
+        /// The server's data folder is claimed by another live process (see ``LocalServer/claimOwnership()``).
+        case ownedByAnotherProcess(pid: Int32?, dataDirectory: String)
 
         public var description: String {
             switch self {
@@ -32,6 +34,8 @@ public struct LocalServer: Sendable {
                 message
             case .notReachable(let message):
                 message
+            case .ownedByAnotherProcess(let pid, let dataDirectory):
+                "the embedded PostgreSQL in \(dataDirectory) belongs to \(pid.map { "process \($0)" } ?? "another process"), which is still running (perhaps still shutting down): stop it first, or give this one its own data folder (--data-dir or SUBSYNC_DATA_DIR)"
             }
         }
     }

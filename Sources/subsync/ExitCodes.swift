@@ -5,8 +5,6 @@ enum ExitCodes {
     static let failure = ExitCode(1)
     /// `reconcile --dry-run` found drift (for monitoring: the database needs a repair).
     static let drift = ExitCode(2)
-    /// Done in part: `prune` kept reports the current state depends on (see its help).
-    static let partial = ExitCode(3)
     /// Interrupted by SIGINT after saving a checkpoint (`reconcile --all --resume` goes on).
     static let interrupted = ExitCode(130)
     static let usage = ExitCode(64)

@@ -54,10 +54,10 @@ final class WebhookReceiver: @unchecked Sendable {
         (process, port) = try Self.launch(port: requested)
     }
 
-    private static func launch(port: Int) throws -> (Process, Int) {
+    private static func launch(port: Int, secrets: [String] = []) throws -> (Process, Int) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path, "--port", String(port)]
+        process.arguments = ["python3", script.path, "--port", String(port)] + secrets.flatMap { ["--secret", $0] }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
@@ -124,9 +124,10 @@ final class WebhookReceiver: @unchecked Sendable {
         for _ in 0..<100 where process.isRunning { usleep(20_000) }
     }
 
-    /// Starts it again on the same port (with an empty log).
-    func start() throws {
-        (process, _) = try Self.launch(port: port)
+    /// Starts it again on the same port (with an empty log); `secrets` verify from its first
+    /// request on.
+    func start(secrets: [String] = []) throws {
+        (process, _) = try Self.launch(port: port, secrets: secrets)
     }
 
     deinit {

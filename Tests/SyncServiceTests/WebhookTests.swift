@@ -443,8 +443,8 @@ struct WebhookDeliveryTests {
                     try await sync(client, account: "hal-\(index)", [SyncAPITests.report("r\(index)")])
                 }
                 _ = try await waitForAttempts(env, endpoint: endpointID, count: 10)
-                try receiver.start()
-                try await receiver.setSecrets([secret.text])
+                // The secret from its start: a delivery may arrive before a later setSecrets would.
+                try receiver.start(secrets: [secret.text])
                 let events = try await env.pool.query("SELECT event_id::text FROM events").map { try $0.decode(String.self, at: 0) }
                 let entries = try await receiver.waitFor(seconds: 20) { Set($0.map(\.id)).isSuperset(of: events) }
                 #expect(Set(entries.map(\.id)).isSuperset(of: events))

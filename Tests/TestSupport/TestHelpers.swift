@@ -54,15 +54,6 @@ public func thrownError(_ body: () async throws -> Void) async -> (any Error)? {
     }
 }
 
-/// Runs a blocking call (such as `pg_ctl`) on a Dispatch thread, off Swift's cooperative pool.
-public func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-        DispatchQueue.global().async {
-            continuation.resume(with: Result { try body() })
-        }
-    }
-}
-
 /// Seconds elapsed since `start`.
 public func secondsSince(_ start: ContinuousClock.Instant) -> Double {
     let elapsed = ContinuousClock.now - start

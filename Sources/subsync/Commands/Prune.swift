@@ -15,14 +15,13 @@ struct Prune: AsyncParsableCommand {
             determine its aggregate (the representative, the latest expiry, the latest grace \
             end, the latest revocation, the latest reinstatement, one that says upgraded, the \
             first and last observed; at most eight). Those are kept, so `subsync reconcile` \
-            recomputes exactly the same state after a prune. The command then says how many it \
-            kept and exits 3. --force deletes them too: the stored aggregates then remain the \
+            recomputes exactly the same state after a prune. The command says how many it kept \
+            and exits 0: keeping them is the retention rule, not a failure. --force deletes them too: the stored aggregates then remain the \
             only record of those facts, and reconcile reports drift for those transactions (do \
             not run reconcile without --dry-run afterwards).
 
-            Exit codes: 0 pruned everything eligible; 3 pruned, but kept reports the state \
-            depends on (nothing wrong: that is the retention rule); 64 bad usage; 69 database \
-            unavailable.
+            Exit codes: 0 done as asked (including when it kept reports the state depends on), \
+            so cron sees success; 1 failure; 64 bad usage; 69 database unavailable.
 
             Examples:
               subsync prune --reports-older-than 90d --dry-run
@@ -52,10 +51,9 @@ struct Prune: AsyncParsableCommand {
         } else {
             let verb = dryRun ? "would delete" : "deleted"
             print("prune: \(summary.eligible) resolved reports received before \(Operator.time(cutoff)) in \(summary.accounts) accounts; \(verb) \(summary.deleted), kept \(summary.kept)")
-        }
-        if summary.kept > 0 {
-            printError("kept \(summary.kept) reports of \(summary.transactionsKept) transactions that the current state depends on (they prove each transaction's aggregate); --force deletes them too, after which reconcile reports drift")
-            throw ExitCodes.partial
+            if summary.kept > 0 {
+                print("prune: kept \(summary.kept) reports of \(summary.transactionsKept) transactions because the current state depends on them (each proves its transaction's aggregate; reconcile needs them); --force deletes them too, after which reconcile reports drift")
+            }
         }
     }
 }

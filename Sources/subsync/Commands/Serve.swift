@@ -81,12 +81,6 @@ struct Serve: AsyncParsableCommand {
         let logger = Logger(label: "subsync")
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        if configuration.adminKey == nil {
-            logger.warning("SUBSYNC_ADMIN_KEY is not set: admin access is disabled")
-        }
-        if configuration.tokenSecret == nil {
-            logger.warning("SUBSYNC_TOKEN_SECRET is not set: device tokens are refused")
-        }
         let verifier = try storeKitVerifier(configuration, logger: logger)
         if configuration.databaseURL != nil, !configuration.secretSealer.isSealing {
             logger.warning("SUBSYNC_SECRET_KEYS is not set: webhook signing secrets are stored in clear")
@@ -102,31 +96,15 @@ struct Serve: AsyncParsableCommand {
                 throw ExitCodes.usage
             }
         } else {
-            let directory = URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("postgres")
-            logger.notice(
-                "no DATABASE_URL: starting an embedded PostgreSQL",
-                metadata: ["data": "\(directory.path)", "port": "\(configuration.embeddedPostgresPort)"]
-            )
-            let server: LocalServer
-            do {
-                server = try LocalServer(dataDirectory: directory, port: configuration.embeddedPostgresPort, logger: logger)
-                try await runBlocking { try server.start() }
-            } catch {
-                printError("could not start the embedded PostgreSQL: \(error)")
-                throw ExitCodes.unavailable
-            }
-            logger.notice("embedded PostgreSQL ready", metadata: ["url": "\(server.url)"])
-            connection = server.connectionConfiguration
-            if !configuration.secretSealer.isSealing {
-                // Development: a key of its own, kept beside the database it protects.
-                do {
-                    configuration.secretSealer = try SecretSealer(keys: [try embeddedSecretKey(in: URL(fileURLWithPath: configuration.dataDirectory))])
-                } catch {
-                    printError("could not read or create the embedded secret key: \(error)")
-                    throw ExitCodes.unavailable
-                }
-            }
-            services.append(EmbeddedPostgresService(server: server, logger: logger))
+            let embedded = try await startEmbedded(&configuration, logger: logger)
+            connection = embedded.server.connectionConfiguration
+            services.append(embedded.service)
+        }
+        if configuration.adminKey == nil {
+            logger.warning("SUBSYNC_ADMIN_KEY is not set: admin access is disabled")
+        }
+        if configuration.tokenSecret == nil {
+            logger.warning("SUBSYNC_TOKEN_SECRET is not set: device tokens are refused")
         }
 
         let pool = ConnectionPool(
@@ -164,15 +142,11 @@ struct Serve: AsyncParsableCommand {
                 logger: logger
             )
         )
-        try await group.run()
-    }
-}
-
-/// Runs blocking work (processes, file system) on a dispatch thread, off the cooperative pool.
-func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async {
-            continuation.resume(with: Result { try body() })
+        do {
+            try await group.run()
+        } catch let error as EmbeddedPostgresService.Failure {
+            printError("\(error); exiting so that a supervisor can start serve again")
+            throw ExitCodes.unavailable
         }
     }
 }
@@ -191,21 +165,6 @@ func loadCatalogue(path: String?) throws -> Catalogue {
         printError("cannot read the catalogue \(path): \(error.localizedDescription)")
         throw ExitCodes.usage
     }
-}
-
-/// The embedded mode's key for webhook secrets: `<data>/secret-key` (mode 0600), made on
-/// first start. Never used with a `DATABASE_URL`, where `SUBSYNC_SECRET_KEYS` is the key.
-func embeddedSecretKey(in dataDirectory: URL) throws -> String {
-    let file = dataDirectory.appendingPathComponent("secret-key")
-    if let existing = try? String(contentsOf: file, encoding: .utf8) {
-        return existing.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-    try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
-    let key = SecretSealer.generateKey()
-    guard FileManager.default.createFile(atPath: file.path, contents: Data((key + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
-        throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: file.path])
-    }
-    return key
 }
 
 extension Serve {
