@@ -71,7 +71,7 @@ public final class Connection: @unchecked Sendable {
     /// Never build `sql` from input: it has no parameters.
     @discardableResult
     public func execute(script sql: String) async throws -> QueryResult {
-        try await onQueue { handle, _ in try handle.executeSimple(sql) }
+        try await onQueue { handle, _ in try handle.executeSimple(sql, waitForever: true) }
     }
 
     /// Whether the connection is open and has no unexpected input (checked without blocking).

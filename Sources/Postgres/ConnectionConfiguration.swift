@@ -10,6 +10,14 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
     /// Keywords in the order they were given (libpq gives later ones precedence).
     public private(set) var parameters: [(key: String, value: String)]
 
+    /// The longest silence from the server, in seconds, while a statement runs: past it the
+    /// statement fails with `.connectionLost` and the connection is closed, so a server that
+    /// accepts connections but does not answer (stopped, wedged) cannot hang a caller for ever.
+    /// `nil` (the default) waits as long as the server takes, as operator commands want; `serve`
+    /// sets `SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS`. Not a libpq keyword: it bounds our own `poll`.
+    /// Migration scripts (``Connection/execute(script:)``) always wait.
+    public var answerTimeout: Double?
+
     /// Settings subsync relies on when decoding results: UTC timestamps in ISO style,
     /// UTF-8 text, floats that round-trip.
     static let sessionOptions = "-c TimeZone=UTC -c DateStyle=ISO,YMD -c IntervalStyle=iso_8601 -c extra_float_digits=3"

@@ -16,6 +16,8 @@ final class ConnectionHandle: @unchecked Sendable {
     /// closed, even while libpq has not yet read the end of the socket.
     private var serverSaidFatal = false
     private let logger: Logger
+    /// See ``ConnectionConfiguration/answerTimeout``.
+    private let answerTimeout: Double?
 
     /// Opens a connection with `PQconnectdbParams`. `PQfinish` runs on failure too, because
     /// libpq allocates a `PGconn` even for a failed attempt.
@@ -36,6 +38,7 @@ final class ConnectionHandle: @unchecked Sendable {
         }
         self.pointer = connection
         self.logger = logger
+        self.answerTimeout = configuration.answerTimeout
         // Notices (and errors the server sends while no statement runs) go to our logger
         // instead of libpq's default, which prints to stderr. libpq calls the receiver only
         // from inside calls made on this connection's queue. The context is unretained: the
@@ -134,26 +137,60 @@ final class ConnectionHandle: @unchecked Sendable {
                 types[index] = 17  // bytea
             }
         }
-        let result: OpaquePointer? = withPointerArray(storage) { values in
+        let sent: Int32 = withPointerArray(storage) { values in
             if let preparedName {
-                return PQexecPrepared(pointer, preparedName, Int32(count), values, lengths, formats, 0)
+                return PQsendQueryPrepared(pointer, preparedName, Int32(count), values, lengths, formats, 0)
             }
-            return PQexecParams(pointer, sql, Int32(count), types, values, lengths, formats, 0)
+            return PQsendQueryParams(pointer, sql, Int32(count), types, values, lengths, formats, 0)
         }
-        return try check(result)
+        return try check(sent == 1 ? try answer(pointer, timeout: answerTimeout) : nil)
     }
 
-    /// Sends `PQprepare` for a statement with `count` untyped parameters.
+    /// Prepares a statement with `count` untyped parameters (`PQsendPrepare`).
     func prepare(_ sql: String, name: String, parameterCount: Int) throws {
         let pointer = try openPointer()
-        let result = PQprepare(pointer, name, sql, Int32(parameterCount), nil)
-        _ = try check(result)
+        let sent = PQsendPrepare(pointer, name, sql, Int32(parameterCount), nil)
+        _ = try check(sent == 1 ? try answer(pointer, timeout: answerTimeout) : nil)
     }
 
-    /// Runs a parameterless command such as `BEGIN`, `COMMIT` or `LISTEN "x"`.
-    func executeSimple(_ sql: String) throws -> QueryResult {
+    /// Runs a parameterless command such as `BEGIN`, `COMMIT` or `LISTEN "x"`, or with
+    /// `waitForever` a script of several (a migration), which may take as long as it takes.
+    func executeSimple(_ sql: String, waitForever: Bool = false) throws -> QueryResult {
         let pointer = try openPointer()
-        return try check(PQexec(pointer, sql))
+        let sent = PQsendQuery(pointer, sql)
+        return try check(sent == 1 ? try answer(pointer, timeout: waitForever ? nil : answerTimeout) : nil)
+    }
+
+    /// Waits for the results of what was just sent and returns the one `PQexec` would: the
+    /// first error, or else the last result. While libpq needs more input it polls the socket;
+    /// when the server says nothing for `timeout` seconds the connection is closed and
+    /// `.connectionLost` thrown (the statement's transaction, if the server ever wakes, rolls
+    /// back when it sees the connection gone).
+    private func answer(_ pointer: OpaquePointer, timeout: Double?) throws -> OpaquePointer? {
+        var kept: OpaquePointer?
+        while true {
+            while PQisBusy(pointer) == 1 {
+                var descriptor = pollfd(fd: PQsocket(pointer), events: Int16(POLLIN), revents: 0)
+                let milliseconds = timeout.map { Int32(max(1, min($0, 86_400)) * 1000) } ?? -1
+                let ready = poll(&descriptor, 1, milliseconds)
+                if ready < 0, errno == EINTR { continue }
+                if ready == 0 {
+                    if let kept { PQclear(kept) }
+                    close()
+                    let seconds = timeout.map { String(format: "%g", $0) } ?? "?"
+                    throw PostgresError(.connectionLost, message: "the server did not answer within \(seconds) s; the connection was closed")
+                }
+                // On failure libpq has recorded the error: the next PQgetResult returns it.
+                if PQconsumeInput(pointer) == 0 { break }
+            }
+            guard let result = PQgetResult(pointer) else { return kept }
+            if let current = kept, PQresultStatus(current) == PGRES_FATAL_ERROR {
+                PQclear(result)
+            } else {
+                if let current = kept { PQclear(current) }
+                kept = result
+            }
+        }
     }
 
     /// Turns a `PGresult` into a ``QueryResult`` or a typed error, freeing it on error.

@@ -21,6 +21,9 @@ public struct ServiceConfiguration: Sendable {
     public var embeddedPostgresPort: Int
     /// `SUBSYNC_DB_POOL_SIZE`: connections per process.
     public var databasePoolSize: Int
+    /// `SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS`: the longest silence from PostgreSQL while a statement
+    /// runs before its connection is given up (see `ConnectionConfiguration.answerTimeout`).
+    public var databaseAnswerTimeout: Double = 15
     /// `SUBSYNC_LOG_LEVEL`: trace, debug, info, notice, warning, error, critical.
     public var logLevel: Logger.Level
     /// `SUBSYNC_ADMIN_KEY`: the bearer key of operators and the app's backend (any account).
@@ -151,6 +154,9 @@ public struct ServiceConfiguration: Sendable {
                 throw ConfigurationError(variable: "SUBSYNC_DB_POOL_SIZE", message: "must be a whole number from 1 to 500, got \"\(size)\"")
             }
             configuration.databasePoolSize = value
+        }
+        if let text = environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] {
+            configuration.databaseAnswerTimeout = Double(try parseInt(text, name: "SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS", range: 1...3600))
         }
         if let level = environment["SUBSYNC_LOG_LEVEL"] {
             guard let value = Logger.Level(rawValue: level.lowercased()) else {

@@ -1,10 +1,13 @@
 import Foundation
 import Hummingbird
 import Postgres
+import Synchronization
+import SyncCore
 
 /// `GET /healthz` (the process is up) and `GET /readyz` (the database answers).
 struct HealthController: Sendable {
     let pool: ConnectionPool
+    let clock: any ServiceClock
 
     func addRoutes(to router: Router<some RequestContext>) {
         router.get("healthz") { _, _ in
@@ -17,7 +20,7 @@ struct HealthController: Sendable {
 
     private func ready() async throws -> Response {
         do {
-            _ = try await withTimeout(.seconds(2)) {
+            _ = try await firstOf(deadline: .seconds(2), clock: clock) { [pool] in
                 try await pool.query("SELECT 1")
             }
             return Self.json(["status": "ready", "database": "ok"])
@@ -37,16 +40,40 @@ struct HealthController: Sendable {
     }
 }
 
-/// Runs `body`, throwing `CancellationError` if it takes longer than `timeout`.
-func withTimeout<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            throw CancellationError()
+/// The result of `body`, or `CancellationError` once `deadline` has passed on `clock`, whichever
+/// comes first; unlike a task group, it does not wait for `body` to finish. A statement stuck on
+/// a database that does not answer goes on in the background (until the connection's answer
+/// timeout closes it) while the caller already has its answer.
+func firstOf<T: Sendable>(
+    deadline: Duration, clock: any ServiceClock, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    let outcome = ResumeOnce<T>()
+    let finish = { @Sendable (result: Result<T, any Error>) in outcome.resume(with: result) }
+    return try await withCheckedThrowingContinuation { continuation in
+        outcome.set(continuation)
+        let work = Task {
+            do { finish(.success(try await body())) } catch { finish(.failure(error)) }
         }
-        defer { group.cancelAll() }
-        guard let first = try await group.next() else { throw CancellationError() }
-        return first
+        Task {
+            try? await clock.sleep(for: deadline)
+            finish(.failure(CancellationError()))
+            work.cancel()
+        }
+    }
+}
+
+/// A continuation resumed by the first of several racers, and only once.
+private final class ResumeOnce<T: Sendable>: Sendable {
+    private let continuation = Mutex<CheckedContinuation<T, any Error>?>(nil)
+
+    func set(_ continuation: CheckedContinuation<T, any Error>) {
+        self.continuation.withLock { $0 = continuation }
+    }
+
+    func resume(with result: Result<T, any Error>) {
+        continuation.withLock { continuation in
+            continuation?.resume(with: result)
+            continuation = nil
+        }
     }
 }

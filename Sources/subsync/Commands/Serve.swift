@@ -87,7 +87,7 @@ struct Serve: AsyncParsableCommand {
         }
 
         var services: [any Service] = []
-        let connection: ConnectionConfiguration
+        var connection: ConnectionConfiguration
         if let url = configuration.databaseURL {
             do {
                 connection = try ConnectionConfiguration(url: url)
@@ -107,6 +107,7 @@ struct Serve: AsyncParsableCommand {
             logger.warning("SUBSYNC_TOKEN_SECRET is not set: device tokens are refused")
         }
 
+        connection.answerTimeout = configuration.databaseAnswerTimeout
         let pool = ConnectionPool(
             configuration: .init(connection: connection, maximumConnections: configuration.databasePoolSize),
             logger: logger
