@@ -214,10 +214,11 @@ struct WebhookOrderTests {
             try await add(5...5)
             #expect(try await store.claimDue(limit: 10, lease: 60).isEmpty, "nothing of a stream while its head is out")
 
-            // 3, 4 and 5 were due, read by every claim; now they wait for the lease.
-            #expect(try await store.holdBlocked() == 3)
+            // 2 (leased with 1), 3, 4 and 5 were due, read by every claim; now they wait for the lease.
+            #expect(try await store.holdBlocked() == 4)
             var next = try await nextAttempts()
-            #expect(next[3] == next[1] && next[4] == next[1] && next[5] == next[1])
+            let leaseEnd = try await env.pool.query("SELECT leased_until FROM deliveries WHERE event_sequence = 1")[0].decode(Date.self, at: 0)
+            #expect(next[2] == leaseEnd && next[3] == leaseEnd && next[4] == leaseEnd && next[5] == leaseEnd)
             #expect(try await store.holdBlocked() == 0)
 
             // 1 went, 2 failed: everything behind 2 waits for its retry.
@@ -236,6 +237,82 @@ struct WebhookOrderTests {
             // 3 went, 4 died after its last attempt: 5, claimed but not sent, is let go at once.
             try await store.record([result(rest[0], .succeeded), result(rest[1], .dead)], disableAfter: 86_400)
             #expect(try await store.claimDue(limit: 10, lease: 60).map(\.eventSequence) == [5])
+        }
+    }
+
+    @Test("an operator's retry or cancel while a stream is out with a sender does not let a second sender overtake it")
+    func operatorCannotBreakALease() async throws {
+        try await TestEnvironment.withFresh { env in
+            let store = DeliveryStore(pool: env.pool)
+            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            for (account, sequence) in [("ann", 1), ("ann", 2), ("bob", 1), ("bob", 2)] {
+                try await env.pool.query(
+                    """
+                    INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
+                    VALUES (\(account), \(sequence), gen_random_uuid(), 'entitlement.renewed', now(), '{}')
+                    """
+                )
+                try await env.pool.query(
+                    """
+                    INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id)
+                    SELECT account_id, \(endpoint.id), sequence, event_id FROM events WHERE account_id = \(account) AND sequence = \(sequence)
+                    """
+                )
+            }
+            func succeeded(_ claimed: DeliveryStore.Claimed) -> DeliveryStore.AttemptResult {
+                DeliveryStore.AttemptResult(
+                    accountID: claimed.accountID, deliveryID: claimed.deliveryID, endpointID: claimed.endpointID,
+                    eventSequence: claimed.eventSequence, attempt: claimed.attempts + 1, outcome: .succeeded, nextAttemptAt: Date(),
+                    statusCode: 200, latencyMilliseconds: 1, error: nil, responseExcerpt: nil, attemptedAt: Date())
+            }
+
+            // Sender A takes both streams, each head with the delivery behind it.
+            let a = try await store.claimDue(limit: 10, lease: 60)
+            #expect(a.map { "\($0.accountID)\($0.eventSequence)" } == ["ann1", "ann2", "bob1", "bob2"])
+            let ann1 = try #require(a.first { $0.accountID == "ann" && $0.eventSequence == 1 })
+            let bob1 = try #require(a.first { $0.accountID == "bob" && $0.eventSequence == 1 })
+
+            // While A sends, an operator cancels ann's head and retries bob's.
+            #expect(try await store.cancel(deliveryID: ann1.deliveryID))
+            #expect(try await store.retry(deliveryID: bob1.deliveryID) == 1)
+            // Sender B gets nothing: ann2 must not go out while ann1 may still be on the wire, and
+            // bob1 is not sent twice at once.
+            #expect(try await store.claimDue(limit: 10, lease: 60).isEmpty)
+            #expect(try await store.holdBlocked() >= 0)
+            #expect(try await store.claimDue(limit: 10, lease: 60).isEmpty)
+
+            // A finishes and records: ann1 stays cancelled, the rest succeeded; nothing is left.
+            try await store.record(a.map(succeeded), disableAfter: 86_400)
+            let statuses = try await env.pool.query("SELECT account_id || event_sequence, status, leased_until IS NULL FROM deliveries ORDER BY 1")
+                .map { "\(try $0.decode(String.self, at: 0))=\(try $0.decode(String.self, at: 1)),\(try $0.decode(Bool.self, at: 2))" }
+            #expect(statuses == ["ann1=cancelled,true", "ann2=succeeded,true", "bob1=succeeded,true", "bob2=succeeded,true"])
+            #expect(try await store.claimDue(limit: 10, lease: 60).isEmpty)
+        }
+    }
+
+    @Test("a sender that dies only delays its streams: after the lease they are claimed again, in order")
+    func expiredLeaseIsClaimedAgain() async throws {
+        try await TestEnvironment.withFresh { env in
+            let store = DeliveryStore(pool: env.pool)
+            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            for sequence in 1...2 {
+                try await env.pool.query(
+                    """
+                    INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
+                    VALUES ('cy', \(sequence), gen_random_uuid(), 'entitlement.renewed', now(), '{}')
+                    """
+                )
+                try await env.pool.query(
+                    """
+                    INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id)
+                    SELECT account_id, \(endpoint.id), sequence, event_id FROM events WHERE account_id = 'cy' AND sequence = \(sequence)
+                    """
+                )
+            }
+            let now = Date()
+            #expect(try await store.claimDue(limit: 10, lease: 60, now: now).map(\.eventSequence) == [1, 2])
+            #expect(try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(59)).isEmpty)
+            #expect(try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(61)).map(\.eventSequence) == [1, 2])
         }
     }
 

@@ -43,9 +43,11 @@ public struct DeliveryStore: Sendable {
     /// A delivery is a stream's *head* when no earlier delivery of the stream is pending
     /// (waiting, retrying, or leased to a sender). Up to `limit` due heads are claimed, then up to
     /// `limit` pending deliveries that follow them in their streams, so a stream with a backlog
-    /// drains in one round. Everything claimed is leased: its `next_attempt_at` moves
-    /// `lease` ahead, so a sender that dies only delays it, and no other sender takes it, nor
-    /// anything after it in its stream, meanwhile. The result is ordered by stream and sequence;
+    /// drains in one round. Everything claimed is leased: its `leased_until` is set `lease`
+    /// ahead, and no stream with a leased delivery is claimed, so no other sender takes it, nor
+    /// anything after it in its stream, until this sender records (or a sender that died lets
+    /// the lease run out). The lease is its own column: an operator's `retry` or `cancel`, which
+    /// rewrite `next_attempt_at` and `status`, cannot end it. The result is ordered by stream and sequence;
     /// senders must send a stream's deliveries one after another and stop at its first failure
     /// (`record` then holds the rest back until that one is retried).
     ///
@@ -60,6 +62,10 @@ public struct DeliveryStore: Sendable {
                 SELECT d.account_id, d.delivery_id, d.endpoint_id, d.event_sequence FROM deliveries d
                 JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
                 WHERE d.status = 'pending' AND d.next_attempt_at <= \(now)
+                  -- On the row itself, so that a claim racing another one rechecks it on the
+                  -- version the other committed (FOR UPDATE re-evaluates the row's own conditions,
+                  -- not subqueries over other rows).
+                  AND (d.leased_until IS NULL OR d.leased_until <= \(now))
                   AND mod(hashtext(d.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
                   -- The stream's first pending delivery. Written as an ordered LIMIT 1, not as
                   -- NOT EXISTS: with stale statistics the planner answered that anti-join with
@@ -69,6 +75,12 @@ public struct DeliveryStore: Sendable {
                       WHERE first.account_id = d.account_id AND first.endpoint_id = d.endpoint_id AND first.status = 'pending'
                       ORDER BY first.event_sequence, first.delivery_id
                       LIMIT 1)
+                  -- Not while a sender has any of the stream (even one an operator cancelled
+                  -- or retried meanwhile): the lease ends when that sender records, or expires.
+                  AND NOT EXISTS (
+                      SELECT 1 FROM deliveries busy
+                      WHERE busy.account_id = d.account_id AND busy.endpoint_id = d.endpoint_id
+                        AND busy.leased_until IS NOT NULL AND busy.leased_until > \(now))
                 ORDER BY d.next_attempt_at
                 LIMIT \(limit)
                 FOR UPDATE OF d SKIP LOCKED
@@ -90,7 +102,7 @@ public struct DeliveryStore: Sendable {
                 UNION ALL
                 SELECT account_id, delivery_id FROM followers
             ), leased AS (
-                UPDATE deliveries d SET next_attempt_at = \(now.addingTimeInterval(lease))
+                UPDATE deliveries d SET leased_until = \(now.addingTimeInterval(lease))
                 FROM claimed c WHERE d.account_id = c.account_id AND d.delivery_id = c.delivery_id AND d.status = 'pending'
                 RETURNING d.account_id, d.delivery_id, d.endpoint_id, d.event_id, d.event_sequence, d.attempts
             )
@@ -261,6 +273,15 @@ public struct DeliveryStore: Sendable {
                   AND (v.hold OR f.next_attempt_at > v.until)
                 """
             )
+            // The sender is done with these streams: their leases end (the deliveries sent, and
+            // those claimed behind a failure but not sent).
+            try await connection.preparedQuery(
+                """
+                UPDATE deliveries f SET leased_until = NULL
+                FROM unnest(\(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[]) AS v(account_id, endpoint_id)
+                WHERE f.account_id = v.account_id AND f.endpoint_id = v.endpoint_id AND f.leased_until IS NOT NULL
+                """
+            )
             // Endpoint health, per endpoint: any success in the batch clears the failure clock.
             var succeeded = Set<UUID>()
             var failed = Set<UUID>()
@@ -303,7 +324,7 @@ public struct DeliveryStore: Sendable {
     }
 
     /// Moves the due deliveries that wait behind a pending delivery not yet due (retrying, or
-    /// leased to a sender) to that delivery's time, so claims stop reading them over and over
+    /// leased to a sender) to that delivery's time (its retry, or its lease's end), so claims stop reading them over and over
     /// while an endpoint is down. `record` lets them go once it is done. Returns how many.
     ///
     /// It starts from the due deliveries (what claims read), finds the waiting ones' heads, and
@@ -317,21 +338,24 @@ public struct DeliveryStore: Sendable {
                 SELECT DISTINCT head.account_id, head.delivery_id
                 FROM deliveries f
                 CROSS JOIN LATERAL (
-                    SELECT first.account_id, first.delivery_id, first.next_attempt_at FROM deliveries first
+                    SELECT first.account_id, first.delivery_id,
+                           GREATEST(first.next_attempt_at, first.leased_until) AS blocked_until
+                    FROM deliveries first
                     WHERE first.endpoint_id = f.endpoint_id AND first.account_id = f.account_id AND first.status = 'pending'
                     ORDER BY first.event_sequence, first.delivery_id
                     LIMIT 1
                 ) head
                 WHERE f.status = 'pending' AND f.next_attempt_at <= \(now)
                   AND mod(hashtext(f.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
-                  AND head.delivery_id <> f.delivery_id AND head.next_attempt_at > \(now)
+                  AND head.delivery_id <> f.delivery_id AND head.blocked_until > \(now)
             ), waiting AS (
-                SELECT head.account_id, head.endpoint_id, head.event_sequence, head.delivery_id, head.next_attempt_at
+                SELECT head.account_id, head.endpoint_id, head.event_sequence, head.delivery_id,
+                       GREATEST(head.next_attempt_at, head.leased_until) AS blocked_until
                 FROM deliveries head JOIN blocked_heads b ON head.account_id = b.account_id AND head.delivery_id = b.delivery_id
-                WHERE head.status = 'pending' AND head.next_attempt_at > \(now)
+                WHERE head.status = 'pending' AND GREATEST(head.next_attempt_at, head.leased_until) > \(now)
                 FOR SHARE OF head SKIP LOCKED
             )
-            UPDATE deliveries f SET next_attempt_at = w.next_attempt_at
+            UPDATE deliveries f SET next_attempt_at = w.blocked_until
             FROM waiting w
             WHERE f.endpoint_id = w.endpoint_id AND f.account_id = w.account_id AND f.status = 'pending'
               AND (f.event_sequence, f.delivery_id) > (w.event_sequence, w.delivery_id) AND f.next_attempt_at <= \(now)
