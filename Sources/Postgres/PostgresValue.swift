@@ -116,6 +116,12 @@ extension Int64: PostgresArrayElement {
 extension Int: PostgresArrayElement {
     public var arrayElementText: String? { String(self) }
 }
+extension Double: PostgresArrayElement {
+    public var arrayElementText: String? {
+        if case .text(let text) = postgresValue { return text }
+        return nil
+    }
+}
 extension Bool: PostgresArrayElement {
     public var arrayElementText: String? { self ? "t" : "f" }
 }

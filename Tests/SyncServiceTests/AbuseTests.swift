@@ -4,6 +4,7 @@ import HummingbirdTesting
 import Postgres
 import SyncCore
 import SyncService
+import SyncStore
 import TestSupport
 import Testing
 
@@ -71,6 +72,59 @@ struct AbuseTests {
                 clock.advance(by: .seconds(86_400))
                 #expect(try await client.sync(account: "flood", body: try body("f", 100), credential: token, waitMilliseconds: nil).status == .accepted)
                 #expect(try await env.count("reports", accountID: "flood") == 260)
+            }
+        }
+    }
+
+    @Test("a device's limit holds across serve processes: the buckets are shared in PostgreSQL", arguments: [true, false])
+    func limitsHoldAcrossProcesses(shared: Bool) async throws {
+        try await TestEnvironment.withFresh { env in
+            // Two applications on one database, each with buckets of its own in memory: as two
+            // `serve` processes behind a load balancer. No token refills while the clock stands.
+            let clock = ManualClock()
+            let limit = RateLimiter.Limit(ratePerSecond: 0.1, burst: 10)
+            let first = env.application(workers: 0, deviceRateLimit: limit, sharedRateLimits: shared, clock: clock)
+            let second = env.application(workers: 0, deviceRateLimit: limit, sharedRateLimits: shared, clock: clock)
+            let token = try await env.token(for: "roamer")
+            try await first.test(.router) { one in
+                try await second.test(.router) { two in
+                    // 30 requests at once, half through each process.
+                    let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                        for index in 0..<30 {
+                            let body = try SyncBody(device: "iphone", reports: [SyncAPITests.report("r\(index)")]).data
+                            group.addTask {
+                                let client: any TestClientProtocol = index % 2 == 0 ? one : two
+                                return try await client.sync(account: "roamer", body: body, credential: token, waitMilliseconds: nil).status
+                            }
+                        }
+                        return try await group.reduce(into: []) { $0.append($1) }
+                    }
+                    let accepted = statuses.filter { $0 == .accepted }.count
+                    #expect(statuses.allSatisfy { $0 == .accepted || $0 == .tooManyRequests }, "\(statuses)")
+                    if shared {
+                        #expect(accepted == 10, "the device's one burst, whichever process it reached")
+                    } else {
+                        #expect(accepted == 20, "per process only: each process gives the whole burst")
+                    }
+                    #expect(try await env.count("reports", accountID: "roamer") == accepted)
+                    guard shared else { return }
+                    // A refused request waits for the shared bucket: 10 s for one token.
+                    let late = try SyncBody(device: "iphone", reports: [SyncAPITests.report("late")]).data
+                    var retryAfter: String?
+                    try await two.execute(
+                        uri: "/v1/accounts/roamer/sync", method: .post,
+                        headers: [.authorization: "Bearer \(token)", .contentType: "application/json"], body: ByteBuffer(bytes: late)
+                    ) { response in
+                        #expect(response.status == .tooManyRequests)
+                        retryAfter = response.headers[.retryAfter]
+                    }
+                    #expect(retryAfter == "10")
+                    clock.advance(by: .seconds(10))
+                    #expect(try await two.sync(account: "roamer", body: late, credential: token, waitMilliseconds: nil).status == .accepted)
+                    // Full buckets are forgotten; a bucket still refilling is kept.
+                    #expect(try await RateBuckets(pool: env.pool).forgetFull(now: clock.now()) == 0)
+                    #expect(try await RateBuckets(pool: env.pool).forgetFull(now: clock.now().addingTimeInterval(101)) == 1)
+                }
             }
         }
     }

@@ -75,6 +75,7 @@ struct TestEnvironment: Sendable {
         metricsToken: String? = nil,
         notificationRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 20, burst: 200),
         reportQuota: RateLimiter.Limit? = nil,
+        sharedRateLimits: Bool = true,
         secretSealer: SecretSealer = .none,
         clock: any ServiceClock = SystemClock(),
         authenticator: Authenticator? = nil
@@ -86,6 +87,7 @@ struct TestEnvironment: Sendable {
         configuration.metricsToken = metricsToken
         configuration.notificationRateLimit = notificationRateLimit
         configuration.accountReportQuota = reportQuota
+        configuration.sharedRateLimits = sharedRateLimits
         configuration.secretSealer = secretSealer
         configuration.accountRateLimit = accountRateLimit
         configuration.deviceRateLimit = deviceRateLimit

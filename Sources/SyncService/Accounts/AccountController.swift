@@ -22,6 +22,8 @@ struct AccountController: Sendable {
     let deviceLimiter: RateLimiter?
     /// Reports per account per day (each report costs one token).
     let reportQuota: RateLimiter?
+    /// The same limits in PostgreSQL, shared by every process (nil: per process only).
+    let sharedLimits: RateBuckets?
     /// Verifies signed transactions and applies `SUBSYNC_REQUIRE_SIGNED`.
     let admission: ReportAdmission
     /// Stores verified reports under the account-binding policy.
@@ -71,6 +73,28 @@ struct AccountController: Sendable {
         throw APIError.rateLimited(retryAfter: wait, what: "this \(what)")
     }
 
+    /// The account, device and quota buckets every process shares, in one statement, after this
+    /// process's own buckets let the request through: 429 with the longest wait when any is empty.
+    private func checkSharedRates(_ shared: RateBuckets, accountID: String, deviceID: String, reports: Int) async throws {
+        var asks: [(ask: RateBuckets.Ask, what: String)] = []
+        if let limit = accountLimiter?.limit {
+            asks.append((.init(key: "account/" + accountID, ratePerSecond: limit.ratePerSecond, burst: limit.burst), "this account"))
+        }
+        if let limit = deviceLimiter?.limit {
+            asks.append((.init(key: "device/" + accountID + "/" + deviceID, ratePerSecond: limit.ratePerSecond, burst: limit.burst), "this device"))
+        }
+        if let limit = reportQuota?.limit, reports > 0 {
+            asks.append((.init(key: "quota/" + accountID, ratePerSecond: limit.ratePerSecond, burst: limit.burst, cost: Double(reports)),
+                         "this account today (SUBSYNC_REPORTS_PER_ACCOUNT_PER_DAY)"))
+        }
+        let refused = try await shared.take(asks.map(\.ask), now: clock.now())
+        guard !refused.isEmpty else { return }
+        let first = asks.first { refused[$0.ask.key] != nil }
+        if first?.ask.key.hasPrefix("quota") == true { ServiceMetrics.reportQuotaRefused.increment() }
+        let wait = refused.values.max() ?? 1
+        throw APIError.rateLimited(retryAfter: .milliseconds(Int((wait * 1000).rounded(.up))), what: first?.what ?? "this account")
+    }
+
     private func sync(_ request: Request, accountID: String) async throws -> Response {
         let principal = try await authenticator.authorize(request, accountID: accountID)
         if principal != .admin { try await checkRate(accountLimiter, key: accountID, what: "account") }
@@ -81,6 +105,9 @@ struct AccountController: Sendable {
         if principal != .admin, let reportQuota, let wait = await reportQuota.take(accountID, cost: Double(payloads.count)) {
             ServiceMetrics.reportQuotaRefused.increment()
             throw APIError.rateLimited(retryAfter: wait, what: "this account today (SUBSYNC_REPORTS_PER_ACCOUNT_PER_DAY)")
+        }
+        if principal != .admin, let sharedLimits {
+            try await checkSharedRates(sharedLimits, accountID: accountID, deviceID: device.id, reports: payloads.count)
         }
 
         let admitted = try await admission.admit(payloads, accountID: accountID, deviceID: device.id)

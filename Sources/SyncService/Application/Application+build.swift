@@ -98,6 +98,7 @@ public func buildApplication(
         accountLimiter: configuration.accountRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         deviceLimiter: configuration.deviceRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         reportQuota: configuration.accountReportQuota.map { RateLimiter(limit: $0, clock: dependencies.clock) },
+        sharedLimits: configuration.sharedRateLimits ? RateBuckets(pool: pool) : nil,
         admission: ReportAdmission(
             verifier: dependencies.storeKitVerifier, requireSigned: configuration.requiresSignedReports, tokens: tokens, logger: logger),
         binder: binder,
@@ -127,7 +128,8 @@ public func buildApplication(
         )
         services.append(
             ExpirySweeper(
-                engine: engine, interval: configuration.sweepInterval, clock: dependencies.clock, resolutions: resolutions, logger: logger))
+                engine: engine, interval: configuration.sweepInterval, clock: dependencies.clock, resolutions: resolutions,
+                rateBuckets: configuration.sharedRateLimits ? RateBuckets(pool: pool) : nil, logger: logger))
         services.append(MetricsSampler(pool: pool, logger: logger))
     }
     if configuration.deliveryWorkers > 0 {

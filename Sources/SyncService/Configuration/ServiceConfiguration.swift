@@ -72,6 +72,10 @@ public struct ServiceConfiguration: Sendable {
     public var notificationRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 20, burst: 200)
     /// `SUBSYNC_RATE_LIMIT_DEVICE`: sync requests per device of an account; nil: none.
     public var deviceRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 1, burst: 30)
+    /// `SUBSYNC_RATE_LIMIT_SHARED`: whether the account, device and daily-quota limits are also
+    /// kept in PostgreSQL (`rate_buckets`), so they hold across every `serve` process (default on).
+    /// Each process's in-memory buckets still answer first, so a flood is refused without a query.
+    public var sharedRateLimits = true
     /// `SUBSYNC_DELIVERY_WORKERS`: webhook delivery loops in this process (0: none). Each owns a
     /// libcurl multi handle on its own thread and a share of the accounts.
     public var deliveryWorkers: Int = 4
@@ -154,6 +158,12 @@ public struct ServiceConfiguration: Sendable {
                 throw ConfigurationError(variable: "SUBSYNC_DB_POOL_SIZE", message: "must be a whole number from 1 to 500, got \"\(size)\"")
             }
             configuration.databasePoolSize = value
+        }
+        if let text = environment["SUBSYNC_RATE_LIMIT_SHARED"] {
+            guard let value = ["on": true, "true": true, "1": true, "off": false, "false": false, "0": false][text.lowercased()] else {
+                throw ConfigurationError(variable: "SUBSYNC_RATE_LIMIT_SHARED", message: "must be on or off, got \"\(text)\"")
+            }
+            configuration.sharedRateLimits = value
         }
         if let text = environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] {
             configuration.databaseAnswerTimeout = Double(try parseInt(text, name: "SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS", range: 1...3600))

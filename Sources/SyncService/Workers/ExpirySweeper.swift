@@ -14,12 +14,15 @@ public struct ExpirySweeper: Service {
     let clock: any ServiceClock
     let batchSize: Int
     let resolutions: WakeSignal
+    /// Shared rate-limit buckets, whose full ones it forgets once a minute.
+    let rateBuckets: RateBuckets?
     let logger: Logger
 
     public init(
         engine: ResolutionEngine, interval: Duration, clock: any ServiceClock = SystemClock(), batchSize: Int = 200,
-        resolutions: WakeSignal, logger: Logger
+        resolutions: WakeSignal, rateBuckets: RateBuckets? = nil, logger: Logger
     ) {
+        self.rateBuckets = rateBuckets
         self.clock = clock
         self.engine = engine
         self.interval = interval
@@ -30,8 +33,17 @@ public struct ExpirySweeper: Service {
 
     public func run() async throws {
         await cancelWhenGracefulShutdown {
+            var lastForget = clock.uptime()
             while !Task.isCancelled {
                 await sweep()
+                if let rateBuckets, clock.uptime() - lastForget >= .seconds(60) {
+                    lastForget = clock.uptime()
+                    do {
+                        try await rateBuckets.forgetFull(now: clock.now())
+                    } catch {
+                        logger.warning("could not forget full rate-limit buckets; will retry", metadata: ["error": "\(error)"])
+                    }
+                }
                 // The service's clock: a test clock that jumps past an expiry wakes the sweeper.
                 try? await clock.sleep(for: interval)
             }
