@@ -176,26 +176,31 @@ struct WebhookOrderTests {
         }
     }
 
+    /// Inserts events of `account` with these sequence numbers, each with a delivery to `endpoint`.
+    static func addDeliveries(_ env: TestEnvironment, endpoint: UUID, account: String, _ sequences: ClosedRange<Int>) async throws {
+        for sequence in sequences {
+            try await env.pool.query(
+                """
+                INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
+                VALUES (\(account), \(sequence), gen_random_uuid(), 'entitlement.renewed', now(), '{}')
+                """
+            )
+            try await env.pool.query(
+                """
+                INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id)
+                SELECT account_id, \(endpoint), sequence, event_id FROM events WHERE account_id = \(account) AND sequence = \(sequence)
+                """
+            )
+        }
+    }
+
     @Test("the outbox: one claim per stream at a time, waiting deliveries held and let go, in order")
     func streamBookkeeping() async throws {
         try await TestEnvironment.withFresh { env in
             let store = DeliveryStore(pool: env.pool)
             let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
             func add(_ sequences: ClosedRange<Int>) async throws {
-                for sequence in sequences {
-                    try await env.pool.query(
-                        """
-                        INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
-                        VALUES ('sam', \(sequence), gen_random_uuid(), 'entitlement.renewed', now(), '{}')
-                        """
-                    )
-                    try await env.pool.query(
-                        """
-                        INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id)
-                        SELECT account_id, \(endpoint.id), sequence, event_id FROM events WHERE account_id = 'sam' AND sequence = \(sequence)
-                        """
-                    )
-                }
+                try await Self.addDeliveries(env, endpoint: endpoint.id, account: "sam", sequences)
             }
             func nextAttempts() async throws -> [Int: Date] {
                 let rows = try await env.pool.query("SELECT event_sequence, next_attempt_at FROM deliveries WHERE status = 'pending'")
@@ -245,19 +250,8 @@ struct WebhookOrderTests {
         try await TestEnvironment.withFresh { env in
             let store = DeliveryStore(pool: env.pool)
             let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
-            for (account, sequence) in [("ann", 1), ("ann", 2), ("bob", 1), ("bob", 2)] {
-                try await env.pool.query(
-                    """
-                    INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
-                    VALUES (\(account), \(sequence), gen_random_uuid(), 'entitlement.renewed', now(), '{}')
-                    """
-                )
-                try await env.pool.query(
-                    """
-                    INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id)
-                    SELECT account_id, \(endpoint.id), sequence, event_id FROM events WHERE account_id = \(account) AND sequence = \(sequence)
-                    """
-                )
+            for account in ["ann", "bob"] {
+                try await Self.addDeliveries(env, endpoint: endpoint.id, account: account, 1...2)
             }
             func succeeded(_ claimed: DeliveryStore.Claimed) -> DeliveryStore.AttemptResult {
                 DeliveryStore.AttemptResult(
@@ -295,20 +289,7 @@ struct WebhookOrderTests {
         try await TestEnvironment.withFresh { env in
             let store = DeliveryStore(pool: env.pool)
             let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
-            for sequence in 1...2 {
-                try await env.pool.query(
-                    """
-                    INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
-                    VALUES ('cy', \(sequence), gen_random_uuid(), 'entitlement.renewed', now(), '{}')
-                    """
-                )
-                try await env.pool.query(
-                    """
-                    INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id)
-                    SELECT account_id, \(endpoint.id), sequence, event_id FROM events WHERE account_id = 'cy' AND sequence = \(sequence)
-                    """
-                )
-            }
+            try await Self.addDeliveries(env, endpoint: endpoint.id, account: "cy", 1...2)
             let now = Date()
             #expect(try await store.claimDue(limit: 10, lease: 60, now: now).map(\.eventSequence) == [1, 2])
             #expect(try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(59)).isEmpty)
