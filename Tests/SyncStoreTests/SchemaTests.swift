@@ -23,11 +23,12 @@ import Testing
                     ORDER BY 1
                     """
                 )
-                // Global tables, and the trust lookups that exist to *find* an account by the
-                // store's ids (sql/0004_trust.sql): distributed by their own key.
+                // Global tables, the trust lookups that exist to *find* an account by the
+                // store's ids (sql/0004_trust.sql), and the rate-limit buckets (sql/0009, keyed by
+                // a bucket key that holds the account id): distributed by their own key.
                 let exempt: Set<String> = [
                     "webhook_endpoints", "schema_migrations", "reconcile_checkpoints",
-                    "transaction_owners", "app_account_tokens", "store_notifications",
+                    "transaction_owners", "app_account_tokens", "store_notifications", "rate_buckets",
                 ]
                 var checked = 0
                 for row in rows {
