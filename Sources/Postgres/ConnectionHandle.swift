@@ -168,10 +168,10 @@ final class ConnectionHandle: @unchecked Sendable {
     /// back when it sees the connection gone).
     private func answer(_ pointer: OpaquePointer, timeout: Double?) throws -> OpaquePointer? {
         var kept: OpaquePointer?
+        let milliseconds = timeout.map { Int32(max(1, min($0, 86_400)) * 1000) } ?? -1
         while true {
             while PQisBusy(pointer) == 1 {
                 var descriptor = pollfd(fd: PQsocket(pointer), events: Int16(POLLIN), revents: 0)
-                let milliseconds = timeout.map { Int32(max(1, min($0, 86_400)) * 1000) } ?? -1
                 let ready = poll(&descriptor, 1, milliseconds)
                 if ready < 0, errno == EINTR { continue }
                 if ready == 0 {

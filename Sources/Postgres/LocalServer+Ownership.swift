@@ -60,13 +60,20 @@ extension LocalServer {
         }
     }
 
-    /// Whether the server's postmaster process is alive, from the PID in `postmaster.pid`:
-    /// cheap enough to ask every few seconds (no process is started).
-    public var postmasterIsAlive: Bool {
+    /// The PID in the data folder's `postmaster.pid` (the running server's, or a dead one's
+    /// until the next start), nil when there is none.
+    public var postmasterPID: Int32? {
         let file = dataDirectory.appendingPathComponent("postmaster.pid").path
         guard let text = try? String(contentsOfFile: file, encoding: .utf8),
             let first = text.split(separator: "\n").first, let pid = Int32(first.trimmingCharacters(in: .whitespaces)), pid > 0
-        else { return false }
+        else { return nil }
+        return pid
+    }
+
+    /// Whether the server's postmaster process is alive, from ``postmasterPID``: cheap enough
+    /// to ask every few seconds (no process is started).
+    public var postmasterIsAlive: Bool {
+        guard let pid = postmasterPID else { return false }
         return kill(pid, 0) == 0 || errno == EPERM
     }
 }

@@ -296,8 +296,7 @@ final class EmbeddedServe: @unchecked Sendable {
     }
 
     func postmasterPID() -> Int32? {
-        let text = try? String(contentsOf: dataDirectory.appendingPathComponent("postgres/postmaster.pid"), encoding: .utf8)
-        return text?.split(separator: "\n").first.flatMap { Int32($0.trimmingCharacters(in: .whitespaces)) }
+        (try? LocalServer(dataDirectory: dataDirectory.appendingPathComponent("postgres"), port: postgresPort))?.postmasterPID
     }
 
     func status(_ path: String, credential: String? = nil) async -> Int {

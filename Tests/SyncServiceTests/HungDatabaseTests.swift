@@ -91,8 +91,7 @@ struct HungDatabaseTests {
 
     /// The postmaster of `server` and every process it started.
     static func clusterProcesses(_ server: LocalServer) throws -> [Int32] {
-        let pidFile = try String(contentsOf: server.dataDirectory.appendingPathComponent("postmaster.pid"), encoding: .utf8)
-        let postmaster = try #require(pidFile.split(separator: "\n").first.flatMap { Int32($0) })
+        let postmaster = try #require(server.postmasterPID)
         var children: [Int32] = []
         for entry in try FileManager.default.contentsOfDirectory(atPath: "/proc") {
             guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),

@@ -91,8 +91,7 @@ struct AccountController: Sendable {
         guard !refused.isEmpty else { return }
         let first = asks.first { refused[$0.ask.key] != nil }
         if first?.ask.key.hasPrefix("quota") == true { ServiceMetrics.reportQuotaRefused.increment() }
-        let wait = refused.values.max() ?? 1
-        throw APIError.rateLimited(retryAfter: .milliseconds(Int((wait * 1000).rounded(.up))), what: first?.what ?? "this account")
+        throw APIError.rateLimited(retryAfter: refused.values.max() ?? .seconds(1), what: first?.what ?? "this account")
     }
 
     private func sync(_ request: Request, accountID: String) async throws -> Response {

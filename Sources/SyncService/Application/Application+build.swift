@@ -55,6 +55,8 @@ public func buildApplication(
     let arrivals = WakeSignal()
     let resolutions = WakeSignal()
     let engine = ResolutionEngine(pool: pool, catalogue: dependencies.catalogue, clock: dependencies.clock, logger: logger)
+    // The shared rate-limit buckets: taken from by sync requests, forgotten when full by the sweeper.
+    let rateBuckets = configuration.sharedRateLimits ? RateBuckets(pool: pool) : nil
 
     let router = Router(context: SubsyncRequestContext.self)
     router.add(middleware: LogRequestsMiddleware(.debug))
@@ -98,7 +100,7 @@ public func buildApplication(
         accountLimiter: configuration.accountRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         deviceLimiter: configuration.deviceRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         reportQuota: configuration.accountReportQuota.map { RateLimiter(limit: $0, clock: dependencies.clock) },
-        sharedLimits: configuration.sharedRateLimits ? RateBuckets(pool: pool) : nil,
+        sharedLimits: rateBuckets,
         admission: ReportAdmission(
             verifier: dependencies.storeKitVerifier, requireSigned: configuration.requiresSignedReports, tokens: tokens, logger: logger),
         binder: binder,
@@ -129,7 +131,7 @@ public func buildApplication(
         services.append(
             ExpirySweeper(
                 engine: engine, interval: configuration.sweepInterval, clock: dependencies.clock, resolutions: resolutions,
-                rateBuckets: configuration.sharedRateLimits ? RateBuckets(pool: pool) : nil, logger: logger))
+                rateBuckets: rateBuckets, logger: logger))
         services.append(MetricsSampler(pool: pool, logger: logger))
     }
     if configuration.deliveryWorkers > 0 {

@@ -160,10 +160,7 @@ public struct ServiceConfiguration: Sendable {
             configuration.databasePoolSize = value
         }
         if let text = environment["SUBSYNC_RATE_LIMIT_SHARED"] {
-            guard let value = ["on": true, "true": true, "1": true, "off": false, "false": false, "0": false][text.lowercased()] else {
-                throw ConfigurationError(variable: "SUBSYNC_RATE_LIMIT_SHARED", message: "must be on or off, got \"\(text)\"")
-            }
-            configuration.sharedRateLimits = value
+            configuration.sharedRateLimits = try parseBool(text, name: "SUBSYNC_RATE_LIMIT_SHARED")
         }
         if let text = environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] {
             configuration.databaseAnswerTimeout = Double(try parseInt(text, name: "SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS", range: 1...3600))

@@ -31,10 +31,15 @@ public struct RateBuckets: Sendable {
         self.pool = pool
     }
 
+    /// A stored bucket's tokens at the asking request's time: what it held plus what it regained
+    /// since, at most its size (SQL of the upsert below; `b` is the row, `EXCLUDED` the request).
+    private static let refilled =
+        "LEAST(EXCLUDED.burst, b.tokens + GREATEST(0, EXTRACT(EPOCH FROM EXCLUDED.refreshed_at - b.refreshed_at)) * EXCLUDED.rate)"
+
     /// Takes `cost` tokens from each asked bucket at `now`. Returns, for each refused key, how
     /// long until it would have enough (keys not in the result were taken from). Keys must be
     /// distinct.
-    public func take(_ asks: [Ask], now: Date) async throws -> [String: TimeInterval] {
+    public func take(_ asks: [Ask], now: Date) async throws -> [String: Duration] {
         guard !asks.isEmpty else { return [:] }
         // Rows are locked in key order, the same in every process: no deadlock between requests
         // that share buckets.
@@ -47,22 +52,20 @@ public struct RateBuckets: Sendable {
             FROM unnest(\(sorted.map(\.key))::text[], \(sorted.map(\.ratePerSecond))::float8[],
                         \(sorted.map(\.burst))::float8[], \(sorted.map(\.cost))::float8[]) AS i(key, rate, burst, cost)
             ON CONFLICT (key) DO UPDATE SET
-                tokens = LEAST(EXCLUDED.burst, b.tokens + GREATEST(0, EXTRACT(EPOCH FROM EXCLUDED.refreshed_at - b.refreshed_at)) * EXCLUDED.rate)
-                    - CASE WHEN LEAST(EXCLUDED.burst, b.tokens + GREATEST(0, EXTRACT(EPOCH FROM EXCLUDED.refreshed_at - b.refreshed_at)) * EXCLUDED.rate)
-                                >= EXCLUDED.cost
-                           THEN EXCLUDED.cost ELSE 0 END,
-                refused = LEAST(EXCLUDED.burst, b.tokens + GREATEST(0, EXTRACT(EPOCH FROM EXCLUDED.refreshed_at - b.refreshed_at)) * EXCLUDED.rate)
-                    < EXCLUDED.cost,
+                tokens = \(unescaped: Self.refilled)
+                    - CASE WHEN \(unescaped: Self.refilled) >= EXCLUDED.cost THEN EXCLUDED.cost ELSE 0 END,
+                refused = \(unescaped: Self.refilled) < EXCLUDED.cost,
                 refreshed_at = GREATEST(b.refreshed_at, EXCLUDED.refreshed_at),
                 rate = EXCLUDED.rate, burst = EXCLUDED.burst, cost = EXCLUDED.cost
             RETURNING key, refused, tokens, rate, burst, cost
             """
         )
-        var refused: [String: TimeInterval] = [:]
+        var refused: [String: Duration] = [:]
         for row in rows where try row.decode(Bool.self, at: 1) {
             let tokens = try row.decode(Double.self, at: 2), rate = try row.decode(Double.self, at: 3)
             let burst = try row.decode(Double.self, at: 4), cost = try row.decode(Double.self, at: 5)
-            refused[try row.decode(String.self, at: 0)] = max(0, min(cost, burst) - tokens) / max(rate, 1e-9)
+            let seconds = max(0, min(cost, burst) - tokens) / max(rate, 1e-9)
+            refused[try row.decode(String.self, at: 0)] = .milliseconds(Int((seconds * 1000).rounded(.up)))
         }
         return refused
     }
