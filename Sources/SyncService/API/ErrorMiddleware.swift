@@ -13,29 +13,68 @@ import Postgres
 ///   serialization failure, lock or statement timeout): 503 with `Retry-After`, so clients
 ///   retry instead of seeing an internal error;
 /// - anything else: 500 `internal`, logged with its (log-safe) description.
-struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+///
+/// An answer given before the handler read the request's body (a refusal on the head: 401, 404,
+/// 413 on `Content-Length`, 429) reads and throws away the body after it is written, within
+/// ``RequestBodies/discardLimit`` (see ``RequestBodies``): otherwise a `Connection: close` client's
+/// unread body would hold its connection open until the idle timeout.
+struct ErrorMiddleware: RouterMiddleware {
+    typealias Context = SubsyncRequestContext
     let logger: Logger
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let response: Response
         do {
-            return try await next(request, context)
-        } catch let error as APIError {
-            throw error
-        } catch let error as HTTPError {
-            throw APIError(error.status, code: Self.code(for: error.status), message: error.body ?? error.status.reasonPhrase)
-        } catch is NIOTooManyBytesError {
-            throw APIError(.contentTooLarge, code: "body_too_large", message: "the body is larger than the limit of this endpoint")
-        } catch where Self.isParserError(error) {
-            logger.debug("malformed request body", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
-            throw APIError(.badRequest, code: "invalid_request", message: "the request body ended early or was malformed")
-        } catch let error as PostgresError where error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed
-            || error.sqlState?.isTransient == true || error.sqlState == .lockNotAvailable || error.sqlState == .queryCanceled
-        {
-            logger.warning("database unavailable", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
-            throw APIError.unavailable("the database is unavailable; retry shortly", retryAfterSeconds: 2)
+            response = try await next(request, context)
         } catch {
+            let refusal = apiError(for: error, request: request)
+            guard Self.leavesBodyUnread(request, context: context) else { throw refusal }
+            return Self.discardingBody(try refusal.response(from: request, context: context), of: request, context: context)
+        }
+        return Self.leavesBodyUnread(request, context: context) ? Self.discardingBody(response, of: request, context: context) : response
+    }
+
+    static func leavesBodyUnread(_ request: Request, context: Context) -> Bool {
+        request.declaresBody && !context.bodyReading.hasStarted
+    }
+
+    /// `response`, followed (once written) by reading what is left of the request's body into
+    /// nowhere; past ``RequestBodies/discardLimit`` the connection's reading side is closed.
+    static func discardingBody(_ response: Response, of request: Request, context: Context) -> Response {
+        var response = response
+        if (request.declaredBodyLength ?? 0) > RequestBodies.discardLimit { response.headers[.connection] = "close" }
+        let answer = response.body
+        let body = request.body
+        let channel = context.channel
+        response.body = ResponseBody(contentLength: answer.contentLength) { writer in
+            let answer = answer
+            try await answer.write(writer)
+            var iterator = body.makeAsyncIterator()
+            if await !RequestBodies.discard(&iterator, upTo: RequestBodies.discardLimit) {
+                channel.close(mode: .input, promise: nil)
+            }
+        }
+        return response
+    }
+
+    func apiError(for error: any Error, request: Request) -> APIError {
+        switch error {
+        case let error as APIError:
+            return error
+        case let error as HTTPError:
+            return APIError(error.status, code: Self.code(for: error.status), message: error.body ?? error.status.reasonPhrase)
+        case is NIOTooManyBytesError:
+            return APIError(.contentTooLarge, code: "body_too_large", message: "the body is larger than the limit of this endpoint")
+        case _ where Self.isParserError(error):
+            logger.debug("malformed request body", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
+            return APIError(.badRequest, code: "invalid_request", message: "the request body ended early or was malformed")
+        case let error as PostgresError where error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed
+            || error.sqlState?.isTransient == true || error.sqlState == .lockNotAvailable || error.sqlState == .queryCanceled:
+            logger.warning("database unavailable", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
+            return APIError.unavailable("the database is unavailable; retry shortly", retryAfterSeconds: 2)
+        default:
             logger.error("request failed", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
-            throw APIError(.internalServerError, code: "internal", message: "internal error")
+            return APIError(.internalServerError, code: "internal", message: "internal error")
         }
     }
 

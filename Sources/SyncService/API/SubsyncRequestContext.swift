@@ -1,20 +1,38 @@
 import Hummingbird
 import NIOCore
+import Synchronization
 
 /// The request context of every route: Hummingbird's core context plus the peer's address,
-/// which the unauthenticated App Store notification route rate-limits by.
+/// which the unauthenticated App Store notification route rate-limits by, and the connection,
+/// so that a refusal can stop reading a body it will not use (see ``Request/collectBody(upTo:context:)``).
 public struct SubsyncRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The connected client (nil where there is no socket, as in router tests).
     public let remoteAddress: SocketAddress?
+    /// The connection the request came on.
+    let channel: any Channel
+    /// Whether a handler has started reading the request body; shared by the copies of this
+    /// context that the middleware chain passes along.
+    let bodyReading = BodyReading()
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.remoteAddress = source.channel.remoteAddress
+        self.channel = source.channel
     }
 
     /// The client's IP address as text, for rate-limit keys; `unknown` without a socket.
     var clientAddress: String {
         remoteAddress?.ipAddress ?? "unknown"
     }
+}
+
+/// Whether a handler has started reading a request's body (set once, read by ``ErrorMiddleware``
+/// to decide whether a refusal must discard the body itself).
+final class BodyReading: Sendable {
+    private let started = Atomic(false)
+
+    var hasStarted: Bool { started.load(ordering: .acquiring) }
+
+    func start() { started.store(true, ordering: .releasing) }
 }

@@ -33,10 +33,10 @@ struct AccountController: Sendable {
     /// The cap of `wait_ms` (`SUBSYNC_MAX_WAIT_MS`).
     let maximumWaitMilliseconds: Int
 
-    func addRoutes(to router: Router<some RequestContext>) {
+    func addRoutes(to router: Router<SubsyncRequestContext>) {
         let accounts = router.group("v1/accounts/:account_id")
         accounts.post("sync") { request, context in
-            try await sync(request, accountID: try accountID(context))
+            try await sync(request, context: context, accountID: try accountID(context))
         }
         accounts.get { request, context in
             let accountID = try accountID(context)
@@ -94,11 +94,11 @@ struct AccountController: Sendable {
         throw APIError.rateLimited(retryAfter: refused.values.max() ?? .seconds(1), what: first?.what ?? "this account")
     }
 
-    private func sync(_ request: Request, accountID: String) async throws -> Response {
+    private func sync(_ request: Request, context: SubsyncRequestContext, accountID: String) async throws -> Response {
         let principal = try await authenticator.authorize(request, accountID: accountID)
         if principal != .admin { try await checkRate(accountLimiter, key: accountID, what: "account") }
         let waitMilliseconds = try waitParameter(request)
-        let body = try await request.body.collect(upTo: SyncLimits.maximumBodyBytes)
+        let body = try await request.collectBody(upTo: SyncLimits.maximumBodyBytes, context: context)
         let (device, payloads) = try SyncRequest.decode(Data(buffer: body))
         if principal != .admin { try await checkRate(deviceLimiter, key: accountID + "\u{0}" + device.id, what: "device") }
         if principal != .admin, let reportQuota, let wait = await reportQuota.take(accountID, cost: Double(payloads.count)) {

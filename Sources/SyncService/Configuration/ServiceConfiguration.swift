@@ -80,9 +80,9 @@ public struct ServiceConfiguration: Sendable {
     /// libcurl multi handle on its own thread and a share of the accounts.
     public var deliveryWorkers: Int = 4
     /// `SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS`: a connection that neither reads nor writes this long
-    /// is closed. Besides idle keep-alive connections, this closes connections left waiting
-    /// for the rest of a request body nobody will read (a `Connection: close` request answered
-    /// early, e.g. 413 or 401), which would otherwise stay open for good.
+    /// is closed: idle keep-alive connections, and clients that stop half-way through a request.
+    /// (Bodies the service refuses are read and thrown away by ``ErrorMiddleware``, so they do
+    /// not wait for this.)
     public var httpIdleTimeout: Duration = .seconds(15)
     /// `SUBSYNC_REQUIRE_SIGNED`: whether device reports must carry a verifiable StoreKit 2
     /// `signed_transaction`. `nil` (unset) means on, except in the embedded development mode

@@ -38,7 +38,7 @@ struct NotificationController: Sendable {
                 ServiceMetrics.storeNotifications("rate_limited").increment()
                 throw APIError.rateLimited(retryAfter: wait, what: "this address")
             }
-            let body = try await request.body.collect(upTo: Self.maximumBodyBytes)
+            let body = try await request.collectBody(upTo: Self.maximumBodyBytes, context: context)
             let answer = try await handle(Data(buffer: body))
             ServiceMetrics.storeNotifications(answer.status).increment()
             return try JSONResponse.make(answer)

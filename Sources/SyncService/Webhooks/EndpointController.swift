@@ -45,11 +45,11 @@ struct EndpointController: Sendable {
         var data: [WebhookEndpointView]
     }
 
-    func addRoutes(to router: Router<some RequestContext>) {
+    func addRoutes(to router: Router<SubsyncRequestContext>) {
         let endpoints = router.group("v1/webhook-endpoints")
-        endpoints.post { request, _ in
+        endpoints.post { request, context in
             try await requireAdmin(request)
-            let body: CreateRequest = try await decode(request)
+            let body: CreateRequest = try await decode(request, context: context)
             let (endpoint, secret) = try await validated { try await store.create(url: body.url, description: body.description ?? "", eventTypes: body.eventTypes) }
             return try JSONResponse.make(WebhookEndpointView(endpoint, secret: secret), status: .created)
         }
@@ -65,7 +65,7 @@ struct EndpointController: Sendable {
         endpoints.patch(":endpoint_id") { request, context in
             try await requireAdmin(request)
             let id = try endpointID(context)
-            let body: UpdateRequest = try await decode(request)
+            let body: UpdateRequest = try await decode(request, context: context)
             let updated = try await validated {
                 try await store.update(id, url: body.url, description: body.description, eventTypes: body.eventTypes, enabled: body.enabled)
             }
@@ -99,8 +99,8 @@ struct EndpointController: Sendable {
         return id
     }
 
-    private func decode<T: Decodable>(_ request: Request) async throws -> T {
-        let body = try await request.body.collect(upTo: 64 * 1024)
+    private func decode<T: Decodable>(_ request: Request, context: SubsyncRequestContext) async throws -> T {
+        let body = try await request.collectBody(upTo: 64 * 1024, context: context)
         do {
             return try JSONDecoder().decode(T.self, from: Data(buffer: body))
         } catch let error as DecodingError {
