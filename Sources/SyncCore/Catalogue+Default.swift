@@ -7,7 +7,9 @@
 /// unlimited minutes) < business (everything, priority support, analytics, API access).
 /// Products: monthly and yearly subscriptions for basic, premium and business (4.99, 9.99, 29.99
 /// a month), 3- and 6-month non-renewing passes for basic and premium, a premium lifetime
-/// purchase, and call credits (a consumable that grants nothing).
+/// purchase, and call credits (a consumable granting 100 minutes). One meter, `minutes`: 100 a month
+/// on free, 1000 on basic, unlimited from premium up; overage at 0.02 a minute; rewarded ads up
+/// to 30 minutes a day.
 extension Catalogue {
     /// The embedded default catalogue's JSON text.
     public static let defaultJSON = #"""
@@ -60,7 +62,19 @@ extension Catalogue {
     { "id": "voip.premium.pass.3m", "entitlement": "premium", "kind": "non_renewing", "duration": "P3M", "price": "27.99" },
     { "id": "voip.premium.pass.6m", "entitlement": "premium", "kind": "non_renewing", "duration": "P6M", "price": "53.99" },
     { "id": "voip.premium.lifetime", "entitlement": "premium", "kind": "non_consumable", "price": "199.99" },
-    { "id": "voip.credits.100", "kind": "consumable", "price": "1.99" }
+    { "id": "voip.credits.100", "kind": "consumable", "price": "1.99", "grants": { "minutes": 100 } }
+  ],
+  "meters": [
+    {
+      "id": "minutes",
+      "name": "Call minutes",
+      "unit": "minute",
+      "period": "P1M",
+      "allowances": { "free": 100, "basic": 1000, "premium": null },
+      "overage_price": "0.02",
+      "low_fraction": 0.1,
+      "rewards_per_day": 30
+    }
   ]
 }
 """#

@@ -13,6 +13,11 @@ extension Catalogue {
     /// - Products: known kind; an existing entitlement, except consumables, which must have none;
     ///   `non_renewing` needs a positive ISO-8601 `duration`; `auto_renewable` may have one;
     ///   `non_consumable` and `consumable` may not; prices are not negative.
+    /// - Meters: unique ids; a positive `period` (default `P1M`); allowances name existing tiers,
+    ///   are `null` (unlimited) or 0...``UsageUnits/maximum``, and never go down from a tier to the
+    ///   one above (the base tier defaults to 0); `low_fraction` in (0, 1); `rewards_per_day` and
+    ///   `overage_price` not negative. Only consumables `grants` units, of existing meters,
+    ///   1...``UsageUnits/maximum`` each.
     public init(document: CatalogueDocument) throws(CatalogueError) {
         guard !document.tiers.isEmpty else {
             throw CatalogueError(entry: "tiers", problem: "at least one tier (the base tier) is required")
@@ -150,12 +155,77 @@ extension Catalogue {
             productIndexByID[definition.id] = index
             products[definition.id] = Product(
                 id: definition.id, kind: kind, entitlementID: definition.entitlement, duration: duration,
-                price: definition.price, entitlementIndex: entitlementIndex)
+                price: definition.price, grants: definition.grants ?? [:], entitlementIndex: entitlementIndex)
+        }
+
+        let meters = try Self.meters(document, tierRankByID: tierRankByID)
+        for (index, definition) in document.products.enumerated() {
+            guard let grants = definition.grants, !grants.isEmpty else { continue }
+            let entry = "products[\(index)] '\(definition.id)'"
+            guard definition.kind == ProductKind.consumable.rawValue else {
+                throw CatalogueError(entry: entry, problem: "only consumables grant units (grants of a \(definition.kind) product)")
+            }
+            for (meter, units) in grants.sorted(by: { $0.key < $1.key }) {
+                guard meters.contains(where: { $0.id == meter }) else {
+                    throw CatalogueError(entry: entry, problem: "grants units of unknown meter '\(meter)'")
+                }
+                guard (1...UsageUnits.maximum).contains(units) else {
+                    throw CatalogueError(entry: entry, problem: "grants \(units) units of '\(meter)' (expected 1...\(UsageUnits.maximum))")
+                }
+            }
         }
 
         self.init(
-            document: document, tiers: tiers, entitlements: entitlements, products: products,
+            document: document, tiers: tiers, entitlements: entitlements, products: products, meters: meters,
             tierRankByID: tierRankByID, lowestTierRankByFeature: lowestTierRankByFeature)
+    }
+
+    private static func meters(_ document: CatalogueDocument, tierRankByID: [String: Int]) throws(CatalogueError) -> [Meter] {
+        var meters: [Meter] = []
+        for (index, definition) in (document.meters ?? []).enumerated() {
+            let entry = "meters[\(index)] '\(definition.id)'"
+            try checkID(definition.id, entry: entry)
+            if let other = meters.firstIndex(where: { $0.id == definition.id }) {
+                throw CatalogueError(entry: entry, problem: "duplicate meter id (also meters[\(other)])")
+            }
+            let periodText = definition.period ?? "P1M"
+            guard let period = ISODuration(periodText) else {
+                throw CatalogueError(entry: entry, problem: "bad period '\(periodText)' (expected ISO-8601 like P1M, P1W, P1Y)")
+            }
+            for (tier, value) in definition.allowances.sorted(by: { $0.key < $1.key }) {
+                guard tierRankByID[tier] != nil else {
+                    throw CatalogueError(entry: entry, problem: "allowance for unknown tier '\(tier)'")
+                }
+                if case .limited(let units) = value, !(0...UsageUnits.maximum).contains(units) {
+                    throw CatalogueError(entry: entry, problem: "allowance of '\(tier)' is \(units) (expected null or 0...\(UsageUnits.maximum))")
+                }
+            }
+            var allowances: [LimitValue] = []
+            for (rank, tier) in document.tiers.enumerated() {
+                let inherited = allowances.last ?? .limited(0)
+                let value = definition.allowances[tier.id] ?? inherited
+                if rank > 0, value < inherited {
+                    throw CatalogueError(
+                        entry: entry, problem: "allowance of '\(tier.id)' (\(value)) is lower than the \(inherited) of the tier below")
+                }
+                allowances.append(value)
+            }
+            if let fraction = definition.lowFraction, !(fraction > 0 && fraction < 1) {
+                throw CatalogueError(entry: entry, problem: "low_fraction \(fraction) is not between 0 and 1")
+            }
+            if let perDay = definition.rewardsPerDay, !(0...UsageUnits.maximum).contains(perDay) {
+                throw CatalogueError(entry: entry, problem: "rewards_per_day \(perDay) is out of range (0...\(UsageUnits.maximum))")
+            }
+            if let price = definition.overagePrice, price < 0 {
+                throw CatalogueError(entry: entry, problem: "overage_price \(price) is negative")
+            }
+            meters.append(
+                Meter(
+                    id: definition.id, name: definition.name ?? definition.id, unit: definition.unit ?? "unit", period: period,
+                    allowanceByTierRank: allowances, overagePrice: definition.overagePrice, lowFraction: definition.lowFraction,
+                    rewardsPerDay: definition.rewardsPerDay))
+        }
+        return meters
     }
 
     /// Catalogue ids follow the report id rules (1–128 of `[A-Za-z0-9._:-]`) so that every

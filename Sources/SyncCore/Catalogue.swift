@@ -14,6 +14,8 @@ public struct Catalogue: Sendable, Equatable {
     public let entitlements: [Entitlement]
     /// Products by id.
     public let products: [String: Product]
+    /// Meters in catalogue order (empty when nothing is metered).
+    public let meters: [Meter]
     /// Tier rank by tier id.
     let tierRankByID: [String: Int]
     /// The lowest tier including each feature (after inheritance), by feature.
@@ -52,6 +54,11 @@ public struct Catalogue: Sendable, Equatable {
         entitlements.first { $0.id == id }
     }
 
+    /// The meter with `id`, if it exists.
+    public func meter(id: String) -> Meter? {
+        meters.first { $0.id == id }
+    }
+
     /// Every feature of any tier, sorted.
     public var allFeatures: [String] {
         lowestTierRankByFeature.keys.sorted()
@@ -59,8 +66,9 @@ public struct Catalogue: Sendable, Equatable {
 
     init(
         document: CatalogueDocument, tiers: [Tier], entitlements: [Entitlement], products: [String: Product],
-        tierRankByID: [String: Int], lowestTierRankByFeature: [String: Int]
+        meters: [Meter], tierRankByID: [String: Int], lowestTierRankByFeature: [String: Int]
     ) {
+        self.meters = meters
         self.document = document
         self.tiers = tiers
         self.entitlements = entitlements

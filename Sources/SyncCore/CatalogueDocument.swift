@@ -19,15 +19,89 @@ public struct CatalogueDocument: Sendable, Equatable, Codable {
     public var tiers: [TierDefinition]
     public var entitlements: [EntitlementDefinition]
     public var products: [ProductDefinition]
+    /// What is counted (call minutes, say): allowances per tier, overage price, thresholds
+    /// (see `docs/usage.md`). Absent: nothing is metered.
+    public var meters: [MeterDefinition]?
 
     public init(
         currency: String? = nil, tiers: [TierDefinition], entitlements: [EntitlementDefinition],
-        products: [ProductDefinition]
+        products: [ProductDefinition], meters: [MeterDefinition]? = nil
     ) {
         self.currency = currency
         self.tiers = tiers
         self.entitlements = entitlements
         self.products = products
+        self.meters = meters
+    }
+
+    /// One meter as written.
+    ///
+    /// ```json
+    /// { "id": "minutes", "name": "Call minutes", "unit": "minute", "period": "P1M",
+    ///   "allowances": { "free": 100, "basic": 1000, "premium": null },
+    ///   "overage_price": "0.02", "low_fraction": 0.1, "rewards_per_day": 30 }
+    /// ```
+    public struct MeterDefinition: Sendable, Equatable, Codable {
+        public var id: String
+        public var name: String?
+        /// The unit counted, for people (`minute`).
+        public var unit: String?
+        /// The allowance period (ISO-8601, default `P1M`).
+        public var period: String?
+        /// Units included per period, by tier id; absent tiers inherit from the tier below (the
+        /// base tier defaults to 0); `null` is unlimited.
+        public var allowances: [String: LimitValue]
+        /// Price of one unit of overage in the catalogue's currency (absent: overage is counted, not priced).
+        public var overagePrice: Decimal?
+        /// `usage.low` fires when what is left of the allowance falls to this fraction of it.
+        public var lowFraction: Double?
+        /// The most units rewarded ads may grant an account in a UTC day (absent: no rewards).
+        public var rewardsPerDay: Int?
+
+        public init(
+            id: String, name: String? = nil, unit: String? = nil, period: String? = nil, allowances: [String: LimitValue] = [:],
+            overagePrice: Decimal? = nil, lowFraction: Double? = nil, rewardsPerDay: Int? = nil
+        ) {
+            self.id = id
+            self.name = name
+            self.unit = unit
+            self.period = period
+            self.allowances = allowances
+            self.overagePrice = overagePrice
+            self.lowFraction = lowFraction
+            self.rewardsPerDay = rewardsPerDay
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            id = try c.decode(String.self, forKey: .id)
+            name = try c.decodeIfPresent(String.self, forKey: .name)
+            unit = try c.decodeIfPresent(String.self, forKey: .unit)
+            period = try c.decodeIfPresent(String.self, forKey: .period)
+            allowances = try c.decodeIfPresent([String: LimitValue].self, forKey: .allowances) ?? [:]
+            overagePrice = try DecimalText.decode(c, forKey: .overagePrice)
+            lowFraction = try c.decodeIfPresent(Double.self, forKey: .lowFraction)
+            rewardsPerDay = try c.decodeIfPresent(Int.self, forKey: .rewardsPerDay)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(id, forKey: .id)
+            try c.encodeIfPresent(name, forKey: .name)
+            try c.encodeIfPresent(unit, forKey: .unit)
+            try c.encodeIfPresent(period, forKey: .period)
+            try c.encode(allowances, forKey: .allowances)
+            try c.encodeIfPresent(overagePrice.map { "\($0)" }, forKey: .overagePrice)
+            try c.encodeIfPresent(lowFraction, forKey: .lowFraction)
+            try c.encodeIfPresent(rewardsPerDay, forKey: .rewardsPerDay)
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case id, name, unit, period, allowances
+            case overagePrice = "overage_price"
+            case lowFraction = "low_fraction"
+            case rewardsPerDay = "rewards_per_day"
+        }
     }
 
     /// One tier as written: only its *own* features and the limits it changes.
@@ -91,13 +165,18 @@ public struct CatalogueDocument: Sendable, Equatable, Codable {
         public var duration: String?
         /// Price in ``CatalogueDocument/currency``; written as a string ("4.99") or a number.
         public var price: Decimal?
+        /// Units of meters a consumable grants once per purchase (`{"minutes": 100}`).
+        public var grants: [String: Int]?
 
-        public init(id: String, entitlement: String?, kind: String, duration: String? = nil, price: Decimal? = nil) {
+        public init(
+            id: String, entitlement: String?, kind: String, duration: String? = nil, price: Decimal? = nil, grants: [String: Int]? = nil
+        ) {
             self.id = id
             self.entitlement = entitlement
             self.kind = kind
             self.duration = duration
             self.price = price
+            self.grants = grants
         }
 
         public init(from decoder: any Decoder) throws {
@@ -106,19 +185,8 @@ public struct CatalogueDocument: Sendable, Equatable, Codable {
             entitlement = try c.decodeIfPresent(String.self, forKey: .entitlement)
             kind = try c.decode(String.self, forKey: .kind)
             duration = try c.decodeIfPresent(String.self, forKey: .duration)
-            if try !c.contains(.price) || c.decodeNil(forKey: .price) {
-                price = nil
-            } else if let text = try? c.decode(String.self, forKey: .price) {
-                guard let value = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
-                    throw DecodingError.dataCorruptedError(
-                        forKey: .price, in: c, debugDescription: "price '\(text)' is not a decimal number")
-                }
-                price = value
-            } else {
-                // A JSON number: go through its shortest decimal spelling so 4.99 stays 4.99.
-                let number = try c.decode(Double.self, forKey: .price)
-                price = Decimal(string: String(number), locale: Locale(identifier: "en_US_POSIX"))
-            }
+            price = try DecimalText.decode(c, forKey: .price)
+            grants = try c.decodeIfPresent([String: Int].self, forKey: .grants)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -128,10 +196,27 @@ public struct CatalogueDocument: Sendable, Equatable, Codable {
             try c.encode(kind, forKey: .kind)
             try c.encodeIfPresent(duration, forKey: .duration)
             try c.encodeIfPresent(price.map { "\($0)" }, forKey: .price)
+            try c.encodeIfPresent(grants, forKey: .grants)
         }
 
         enum CodingKeys: String, CodingKey {
-            case id, entitlement, kind, duration, price
+            case id, entitlement, kind, duration, price, grants
         }
+    }
+}
+
+/// Prices in the catalogue: a string ("4.99") or a JSON number, read exactly.
+enum DecimalText {
+    static func decode<Key: CodingKey>(_ c: KeyedDecodingContainer<Key>, forKey key: Key) throws -> Decimal? {
+        if try !c.contains(key) || c.decodeNil(forKey: key) { return nil }
+        if let text = try? c.decode(String.self, forKey: key) {
+            guard let value = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
+                throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "'\(text)' is not a decimal number")
+            }
+            return value
+        }
+        // A JSON number: go through its shortest decimal spelling so 4.99 stays 4.99.
+        let number = try c.decode(Double.self, forKey: key)
+        return Decimal(string: String(number), locale: Locale(identifier: "en_US_POSIX"))
     }
 }

@@ -6,6 +6,14 @@ extension ISODuration {
     /// Implemented with integer civil-date arithmetic rather than `Calendar`, because it runs in
     /// the resolver's hot path for every non-renewing purchase and must be exact and cheap.
     public func advance(_ date: Date) -> Date {
+        advance(date, times: 1)
+    }
+
+    /// `date` moved by this duration `times` times over (negative: backwards), computed in one
+    /// step from `date` so that clamped month ends do not accumulate.
+    public func advance(_ date: Date, times: Int) -> Date {
+        let months = self.months * times
+        let days = self.days * times
         let seconds = date.timeIntervalSince1970
         let dayNumber = (seconds / 86_400).rounded(.down)
         let secondOfDay = seconds - dayNumber * 86_400

@@ -10,6 +10,8 @@ public struct Product: Sendable, Equatable, Identifiable {
     /// only when a report lacks `expires_at`).
     public let duration: ISODuration?
     public let price: Decimal?
+    /// Units of meters a consumable grants once per purchase, by meter id (empty otherwise).
+    public let grants: [String: Int]
     /// Index of the entitlement in ``Catalogue/entitlements`` (hot-path lookup, no hashing).
     let entitlementIndex: Int?
 }

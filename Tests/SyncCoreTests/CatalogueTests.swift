@@ -131,6 +131,39 @@ import Testing
             mutated { $0.products[0].id = "voip basic" }, entry: "products[0] 'voip basic'", mentioning: "id may only")
     }
 
+    @Test func meterErrorsNameTheMeter() {
+        let entry = "meters[0] 'minutes'"
+        expectError(mutated { $0.meters?[0].allowances["basic"] = .limited(50) }, entry: entry,
+                    mentioning: "allowance of 'basic' (50) is lower than the 100 of the tier below")
+        expectError(mutated { $0.meters?[0].allowances["gold"] = .limited(5) }, entry: entry, mentioning: "unknown tier 'gold'")
+        expectError(mutated { $0.meters?[0].allowances["free"] = .limited(-1) }, entry: entry, mentioning: "expected null or 0")
+        expectError(mutated { $0.meters?[0].period = "PT1H" }, entry: entry, mentioning: "bad period 'PT1H'")
+        expectError(mutated { $0.meters?[0].lowFraction = 1.5 }, entry: entry, mentioning: "low_fraction 1.5")
+        expectError(mutated { $0.meters?[0].rewardsPerDay = -3 }, entry: entry, mentioning: "rewards_per_day -3")
+        expectError(mutated { $0.meters?[0].overagePrice = Decimal(-1) }, entry: entry, mentioning: "overage_price -1 is negative")
+        expectError(mutated { document in
+            let first = document.meters?[0] ?? .init(id: "x")
+            document.meters?.append(first)
+        }, entry: "meters[1] 'minutes'",
+                    mentioning: "duplicate meter id (also meters[0])")
+        expectError(mutated { $0.products[11].grants = ["sms": 5] }, entry: "products[11] 'voip.credits.100'",
+                    mentioning: "unknown meter 'sms'")
+        expectError(mutated { $0.products[11].grants = ["minutes": 0] }, entry: "products[11] 'voip.credits.100'",
+                    mentioning: "grants 0 units")
+        expectError(mutated { $0.products[0].grants = ["minutes": 5] }, entry: "products[0] 'voip.basic.monthly'",
+                    mentioning: "only consumables grant units")
+    }
+
+    @Test func theDefaultCatalogueMetersMinutes() throws {
+        let minutes = try #require(Catalogue.default.meter(id: "minutes"))
+        #expect(minutes.allowanceByTierRank == [.limited(100), .limited(1_000), .unlimited, .unlimited])
+        #expect(minutes.overagePrice == Decimal(string: "0.02"))
+        #expect(Catalogue.default.products[ProductID.credits]?.grants == ["minutes": 100])
+        // Re-encoding keeps the meters (the document round-trips).
+        let encoded = try JSONEncoder().encode(Catalogue.default.document)
+        #expect(try Catalogue(jsonData: encoded) == Catalogue.default)
+    }
+
     @Test func tierAndEntitlementErrorsNameTheEntry() {
         expectError(mutated { $0.tiers = [] }, entry: "tiers", mentioning: "at least one tier")
         expectError(

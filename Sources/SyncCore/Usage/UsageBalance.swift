@@ -1,0 +1,177 @@
+import Foundation
+
+/// The balance of one meter of one account: a pure function of the *set* of its ledger entries
+/// and the time (DESIGN §7; the rule in full is in `docs/usage.md`).
+///
+/// 1. Entries are a set by id (a duplicate counts once; of two different entries claiming one
+///    id, the greater by a fixed total order is taken, so even that cannot depend on order).
+/// 2. Allowance periods are the distinct `[start, end)` of the allowance entries; a period's
+///    allowance is the **largest** of its entries (unlimited above all): an upgrade mid-period
+///    adds the new tier's entry for the same period, so the rest of the period has the new
+///    allowance, and a downgrade waits for the next period.
+/// 3. A usage belongs to the period that contains its time and started last (a subscription
+///    bought on the 14th starts a period that takes over from the calendar month it began in).
+///    Usage in no period counts against an allowance of 0, after every period.
+/// 4. Periods are taken in order (start, then end). Rewards and credits are pools carried from
+///    period to period; a grant joins the pools of the first period that ends after it. Each
+///    period's usage is spent from its **allowance first, then rewards, then credits**; what is
+///    left is that period's **overage**. Debits (refunds of consumables, negative operator
+///    adjustments) are taken from the credit pool *after* the period's usage, so a refunded pack
+///    takes its units back even when they were spent: the credit pool can be negative, is never
+///    spent from then, and is repaid by later credits.
+public struct UsageBalance: Sendable, Hashable, Codable {
+    /// One allowance period's totals.
+    public struct Period: Sendable, Hashable, Codable {
+        public var start: Date
+        public var end: Date
+        public var allowance: LimitValue
+        /// Units used in the period (every usage entry that belongs to it).
+        public var used: Int
+        public var fromAllowance: Int
+        public var fromRewards: Int
+        public var fromCredits: Int
+        /// Units used beyond allowance, rewards and credits.
+        public var overage: Int
+
+        /// What is left of the allowance (`nil`: unlimited).
+        public var allowanceLeft: Int? {
+            switch allowance {
+            case .limited(let units): units - fromAllowance
+            case .unlimited: nil
+            }
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case start, end, allowance, used
+            case fromAllowance = "from_allowance"
+            case fromRewards = "from_rewards"
+            case fromCredits = "from_credits"
+            case overage
+        }
+    }
+
+    public var meter: String
+    /// Every period, in order.
+    public var periods: [Period]
+    /// The period containing the time of the balance (the one that started last), if any.
+    public var current: Period?
+    /// Usage outside every period (spent after them from what the pools had left).
+    public var unallocated: Period?
+    /// Rewarded units left.
+    public var rewards: Int
+    /// Credited units left; negative when refunds took back units that were already spent.
+    public var credits: Int
+    /// Units that may still be spent now: what is left of the current allowance, plus rewards,
+    /// plus credits if positive; `nil` when the current allowance is unlimited.
+    public var available: Int?
+
+    enum CodingKeys: String, CodingKey {
+        case meter, periods, current, unallocated, rewards, credits, available
+    }
+
+    /// The balance of `meter` from `entries` (entries of other meters are ignored) at `now`.
+    public static func compute(meter: String, entries: some Sequence<UsageEntry>, now: Date) -> UsageBalance {
+        // 1. A set by id.
+        var byID: [String: UsageEntry] = [:]
+        for entry in entries where entry.meter == meter {
+            if let existing = byID[entry.id], !UsageEntry.precedes(existing, entry) { continue }
+            byID[entry.id] = entry
+        }
+
+        // 2. Periods and their allowances.
+        var allowanceByPeriod: [UsagePeriod: LimitValue] = [:]
+        var usages: [UsageEntry] = []
+        var grants: [UsageEntry] = []
+        for entry in byID.values {
+            switch entry.kind {
+            case .allowance:
+                guard let end = entry.periodEnd, end > entry.at else { continue }
+                let period = UsagePeriod(start: entry.at, end: end)
+                let units: LimitValue = entry.units.map { .limited(max(0, $0)) } ?? .unlimited
+                allowanceByPeriod[period] = max(allowanceByPeriod[period] ?? .limited(0), units)
+            case .usage:
+                usages.append(entry)
+            case .credit, .creditRevoked, .reward, .adjustment:
+                grants.append(entry)
+            }
+        }
+        let periods = allowanceByPeriod.keys.sorted()
+
+        // 3. Usage by period.
+        var usedByPeriod = [Int](repeating: 0, count: periods.count)
+        var unallocatedUse = 0
+        for usage in usages {
+            let units = max(0, usage.units ?? 0)
+            if let index = owningPeriod(of: usage.at, in: periods) {
+                usedByPeriod[index] += units
+            } else {
+                unallocatedUse += units
+            }
+        }
+
+        // 4. Periods in order: the period's grants, then its usage (allowance, rewards, credits),
+        // then its debits (refunds and negative adjustments).
+        var additions = grants.filter { grant in grant.kind != .creditRevoked && (grant.kind != .adjustment || (grant.units ?? 0) >= 0) }
+        var debits = grants.filter { grant in grant.kind == .creditRevoked || (grant.kind == .adjustment && (grant.units ?? 0) < 0) }
+        additions.sort { ($0.at, $0.id) < ($1.at, $1.id) }
+        debits.sort { ($0.at, $0.id) < ($1.at, $1.id) }
+        var nextAddition = 0
+        var nextDebit = 0
+        var rewards = 0
+        var credits = 0
+        func add(before limit: Date?) {
+            while nextAddition < additions.count, limit.map({ additions[nextAddition].at < $0 }) ?? true {
+                let grant = additions[nextAddition]
+                if grant.kind == .reward { rewards += max(0, grant.units ?? 0) } else { credits += max(0, grant.units ?? 0) }
+                nextAddition += 1
+            }
+        }
+        func debit(before limit: Date?) {
+            while nextDebit < debits.count, limit.map({ debits[nextDebit].at < $0 }) ?? true {
+                credits -= abs(debits[nextDebit].units ?? 0)
+                nextDebit += 1
+            }
+        }
+        func spend(_ used: Int, allowance: LimitValue, period: UsagePeriod) -> Period {
+            let fromAllowance = switch allowance {
+            case .limited(let units): min(used, units)
+            case .unlimited: used
+            }
+            var rest = used - fromAllowance
+            let fromRewards = min(rest, max(0, rewards))
+            rewards -= fromRewards
+            rest -= fromRewards
+            let fromCredits = min(rest, max(0, credits))
+            credits -= fromCredits
+            rest -= fromCredits
+            return Period(
+                start: period.start, end: period.end, allowance: allowance, used: used, fromAllowance: fromAllowance,
+                fromRewards: fromRewards, fromCredits: fromCredits, overage: rest)
+        }
+
+        var results: [Period] = []
+        for (index, period) in periods.enumerated() {
+            add(before: period.end)
+            results.append(spend(usedByPeriod[index], allowance: allowanceByPeriod[period] ?? .limited(0), period: period))
+            debit(before: period.end)
+        }
+        add(before: nil)
+        var unallocated: Period?
+        if unallocatedUse > 0 {
+            unallocated = spend(unallocatedUse, allowance: .limited(0), period: UsagePeriod(start: now, end: now))
+        }
+        debit(before: nil)
+
+        let current = owningPeriod(of: now, in: periods).map { results[$0] }
+        let allowanceLeft: Int? = current.map { $0.allowanceLeft } ?? 0
+        return UsageBalance(
+            meter: meter, periods: results, current: current, unallocated: unallocated, rewards: rewards, credits: credits,
+            available: allowanceLeft.map { $0 + rewards + max(0, credits) })
+    }
+
+    /// The index of the period that contains `date` and started last (then ended last).
+    static func owningPeriod(of date: Date, in periods: [UsagePeriod]) -> Int? {
+        // Sorted by (start, end): the last one containing `date` is the owner.
+        periods.lastIndex { $0.contains(date) }
+    }
+}

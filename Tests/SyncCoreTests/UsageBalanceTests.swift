@@ -1,0 +1,282 @@
+import Foundation
+import PropertyBased
+import SyncCore
+import Testing
+import TestSupport
+
+/// Random but meaningful ledgers of one meter: three monthly periods (two of them overlapping, as
+/// when a subscription takes over from a calendar month), upgrades (a second allowance entry for
+/// a period), usage from several devices including times outside every period, credits, refunds,
+/// rewards and operator adjustments. Ids come from small pools so duplicates happen often.
+enum RandomLedger {
+    static let base = utc(2026, 1, 1)
+    static let periods: [UsagePeriod] = [
+        UsagePeriod(start: utc(2026, 1, 1), end: utc(2026, 2, 1)),
+        UsagePeriod(start: utc(2026, 1, 14), end: utc(2026, 2, 14)),
+        UsagePeriod(start: utc(2026, 2, 14), end: utc(2026, 3, 14)),
+    ]
+    static let probeTimes: [Date] = [utc(2025, 12, 20), utc(2026, 1, 10), utc(2026, 1, 20), utc(2026, 2, 20), utc(2026, 4, 1)]
+
+    /// The entry named by the low bits of `spec`: every field follows from the id, so equal ids
+    /// are the same fact (a duplicate); different facts under one id are tested on their own.
+    static func entry(_ spec: UInt64) -> UsageEntry {
+        let key = spec % 4_096
+        func bits(_ shift: UInt64, _ modulus: UInt64) -> Int { Int(((key &* 0x9E37_79B9) >> shift) % modulus) }
+        let at = base.addingTimeInterval(Double(bits(4, 90) - 10) * 86_400 + Double(bits(12, 24)) * 3_600)
+        switch key % 10 {
+        case 0, 1:
+            let index = bits(3, 3)
+            let period = periods[index]
+            let units: Int? = bits(7, 5) == 0 ? nil : [0, 100, 1_000][bits(9, 3)]
+            return UsageEntry(id: "allowance:minutes:\(index):\(units.map(String.init) ?? "null")", meter: "minutes",
+                              kind: .allowance, units: units, at: period.start, periodEnd: period.end)
+        case 2:
+            return UsageEntry(id: "credit:t\(key / 10 % 4)", meter: "minutes", kind: .credit, units: 100, at: utc(2026, 1, 3 + Int(key / 10 % 4) * 9))
+        case 3:
+            return UsageEntry(id: "credit_revoked:t\(key / 10 % 4)", meter: "minutes", kind: .creditRevoked, units: 100,
+                              at: utc(2026, 1, 8 + Int(key / 10 % 4) * 9))
+        case 4:
+            return UsageEntry(id: "reward:admob:\(key / 10)", meter: "minutes", kind: .reward, units: 5 + bits(5, 10), at: at)
+        case 5:
+            return UsageEntry(id: "adjustment:\(key / 10)", meter: "minutes", kind: .adjustment, units: bits(6, 100) - 40, at: at)
+        default:
+            return UsageEntry(id: "usage:device\(key % 3):\(key)", meter: "minutes", kind: .usage, units: 1 + bits(8, 120), at: at)
+        }
+    }
+}
+
+@Suite struct UsageBalanceTests {
+    let specs = Gen.uint64().array(of: 0...60)
+    let seeds = Gen.uint64()
+
+    func balances(_ entries: [UsageEntry]) -> [UsageBalance] {
+        RandomLedger.probeTimes.map { UsageBalance.compute(meter: "minutes", entries: entries, now: $0) }
+    }
+
+    @Test func permutationDuplicationAndBatchingDoNotChangeTheBalance() async {
+        await propertyCheck(count: 400, input: specs, seeds) { specs, seed in
+            let entries = specs.map(RandomLedger.entry)
+            let reference = balances(entries)
+            var rng = SeededGenerator(seed: seed)
+            #expect(balances(entries.shuffled(using: &rng)) == reference)
+            let duplicated = (entries + entries.filter { _ in Bool.random(using: &rng) }).shuffled(using: &rng)
+            #expect(balances(duplicated) == reference)
+            // Batches from several devices and processes, stored in any interleaving.
+            var batches = [[UsageEntry]](repeating: [], count: Int.random(in: 1...4, using: &rng))
+            for entry in duplicated { batches[Int.random(in: 0..<batches.count, using: &rng)].append(entry) }
+            #expect(balances(batches.shuffled(using: &rng).flatMap { $0 }) == reference)
+            // Entries of another meter change nothing.
+            let other = entries.map { entry -> UsageEntry in
+                var entry = entry
+                entry.meter = "sms"
+                return entry
+            }
+            #expect(balances((entries + other).shuffled(using: &rng)) == reference)
+        }
+    }
+
+    @Test func everyUnitUsedIsAccountedForAndNoPoolIsOverspent() async {
+        await propertyCheck(count: 400, input: specs) { specs in
+            let entries = specs.map(RandomLedger.entry)
+            let balance = UsageBalance.compute(meter: "minutes", entries: entries, now: utc(2026, 4, 1))
+            var unique: [String: UsageEntry] = [:]
+            for entry in entries { unique[entry.id] = entry }
+            let used = unique.values.filter { $0.kind == .usage }.reduce(0) { $0 + ($1.units ?? 0) }
+            let rewarded = unique.values.filter { $0.kind == .reward }.reduce(0) { $0 + ($1.units ?? 0) }
+            let periods = balance.periods + (balance.unallocated.map { [$0] } ?? [])
+            #expect(periods.reduce(0) { $0 + $1.used } == used)
+            for period in periods {
+                #expect(period.used == period.fromAllowance + period.fromRewards + period.fromCredits + period.overage)
+                #expect(min(period.fromAllowance, period.fromRewards, period.fromCredits, period.overage) >= 0)
+                #expect(LimitValue.limited(period.fromAllowance) <= period.allowance)
+                // Rewards and credits are only spent once the allowance is gone.
+                if period.fromRewards + period.fromCredits > 0 { #expect(period.allowanceLeft == 0) }
+                if period.fromCredits > 0 || period.overage > 0 { #expect(period.allowanceLeft ?? 1 == 0) }
+            }
+            #expect(balance.rewards >= 0)
+            #expect(balance.rewards + periods.reduce(0) { $0 + $1.fromRewards } == rewarded)
+        }
+    }
+
+    @Test func moreUsageNeverLeavesMoreAvailableAndMoreCreditNeverMoreOverage() async {
+        await propertyCheck(count: 300, input: specs, Gen.int(in: 1...500)) { specs, units in
+            let entries = specs.map(RandomLedger.entry)
+            for now in RandomLedger.probeTimes {
+                let before = UsageBalance.compute(meter: "minutes", entries: entries, now: now)
+                let used = UsageBalance.compute(
+                    meter: "minutes", entries: entries + [UsageEntry(id: "usage:extra", meter: "minutes", kind: .usage, units: units, at: now)],
+                    now: now)
+                if let available = before.available, let after = used.available { #expect(after <= available) }
+                let credited = UsageBalance.compute(
+                    meter: "minutes", entries: entries + [UsageEntry(id: "credit:extra", meter: "minutes", kind: .credit, units: units, at: now)],
+                    now: now)
+                #expect(zip(credited.periods, before.periods).allSatisfy { $0.overage <= $1.overage })
+            }
+        }
+    }
+
+    @Test func twoDifferentEntriesClaimingOneIDGiveTheSameBalanceInEitherOrder() {
+        let a = UsageEntry(id: "usage:phone:c1", meter: "minutes", kind: .usage, units: 10, at: utc(2026, 1, 5))
+        let b = UsageEntry(id: "usage:phone:c1", meter: "minutes", kind: .usage, units: 12, at: utc(2026, 1, 5))
+        let allowance = UsageEntry(id: "a", meter: "minutes", kind: .allowance, units: 100, at: utc(2026, 1, 1), periodEnd: utc(2026, 2, 1))
+        let ab = UsageBalance.compute(meter: "minutes", entries: [allowance, a, b], now: utc(2026, 1, 6))
+        let ba = UsageBalance.compute(meter: "minutes", entries: [b, allowance, a], now: utc(2026, 1, 6))
+        #expect(ab == ba)
+        #expect(ab.current?.used == 12)
+    }
+
+    /// A month of calls from a phone, a tablet and the web; the tablet is offline for five days
+    /// and reports its calls afterwards, some of them twice. Basic tier (1,000 minutes), a minute
+    /// pack bought mid-month, two rewarded ads.
+    @Test func aMonthAcrossThreeDevicesEndsWithTheExactBalanceAndOverage() throws {
+        let period = UsagePeriod(start: utc(2026, 3, 14), end: utc(2026, 4, 14))
+        var entries: [UsageEntry] = [.allowance(meter: "minutes", tier: "basic", units: .limited(1_000), period: period)]
+        var expectedUse = 0
+        for day in 0..<31 {
+            let date = adding(.day, day, to: period.start)
+            for (device, minutes) in [("phone", 20), ("web", 7)] {
+                entries.append(UsageEntry(id: "usage:\(device):\(day)", meter: "minutes", kind: .usage, units: minutes, at: date))
+                expectedUse += minutes
+            }
+            if day % 2 == 0 {
+                entries.append(UsageEntry(id: "usage:tablet:\(day)", meter: "minutes", kind: .usage, units: 15, at: date))
+                expectedUse += 15
+            }
+        }
+        // The tablet's offline days (10–14) arrive late and partly twice: nothing changes.
+        let offline = entries.filter { $0.id.hasPrefix("usage:tablet:1") }
+        entries.append(UsageEntry(id: "credit:pack1", meter: "minutes", kind: .credit, units: 100, at: utc(2026, 3, 30)))
+        entries.append(UsageEntry(id: "reward:admob:r1", meter: "minutes", kind: .reward, units: 10, at: utc(2026, 3, 20)))
+        entries.append(UsageEntry(id: "reward:admob:r2", meter: "minutes", kind: .reward, units: 10, at: utc(2026, 3, 21)))
+        let balance = UsageBalance.compute(meter: "minutes", entries: entries + offline + offline, now: utc(2026, 4, 13, 23))
+        // 31 × 27 + 16 × 15 = 1,077 minutes: 1,000 from the allowance, 20 from rewards, 57 from the pack.
+        #expect(expectedUse == 1_077)
+        let current = try #require(balance.current)
+        #expect(current.used == 1_077)
+        #expect(current.fromAllowance == 1_000)
+        #expect(current.fromRewards == 20)
+        #expect(current.fromCredits == 57)
+        #expect(current.overage == 0)
+        #expect(balance.credits == 43)
+        #expect(balance.available == 43)
+
+        // The same month without the pack ends 57 minutes over.
+        let withoutPack = UsageBalance.compute(meter: "minutes", entries: entries.filter { $0.kind != .credit }, now: utc(2026, 4, 13))
+        #expect(withoutPack.current?.overage == 57)
+        #expect(withoutPack.available == 0)
+    }
+
+    @Test func aRefundedPackIsDebitedEvenWhenSpent() {
+        let period = UsagePeriod(start: utc(2026, 1, 1), end: utc(2026, 2, 1))
+        let entries: [UsageEntry] = [
+            .allowance(meter: "minutes", tier: "free", units: .limited(100), period: period),
+            UsageEntry(id: "credit:t1", meter: "minutes", kind: .credit, units: 100, at: utc(2026, 1, 2)),
+            UsageEntry(id: "usage:phone:1", meter: "minutes", kind: .usage, units: 180, at: utc(2026, 1, 3)),
+            UsageEntry(id: "credit_revoked:t1", meter: "minutes", kind: .creditRevoked, units: 100, at: utc(2026, 1, 10)),
+        ]
+        let balance = UsageBalance.compute(meter: "minutes", entries: entries, now: utc(2026, 1, 11))
+        #expect(balance.current?.fromCredits == 80)
+        #expect(balance.credits == -80)
+        #expect(balance.available == 0)
+        // A new pack repays the debt first.
+        let repaid = UsageBalance.compute(
+            meter: "minutes",
+            entries: entries + [UsageEntry(id: "credit:t2", meter: "minutes", kind: .credit, units: 100, at: utc(2026, 1, 12))],
+            now: utc(2026, 1, 13))
+        #expect(repaid.credits == 20)
+        #expect(repaid.available == 20)
+    }
+
+    @Test func anUpgradeMidPeriodGivesTheNewAllowanceAndUnlimitedCoversEverything() {
+        let period = UsagePeriod(start: utc(2026, 1, 14), end: utc(2026, 2, 14))
+        let basic = UsageEntry.allowance(meter: "minutes", tier: "basic", units: .limited(1_000), period: period)
+        let use = UsageEntry(id: "usage:web:1", meter: "minutes", kind: .usage, units: 1_400, at: utc(2026, 1, 20))
+        #expect(UsageBalance.compute(meter: "minutes", entries: [basic, use], now: utc(2026, 1, 21)).current?.overage == 400)
+        let premium = UsageEntry.allowance(meter: "minutes", tier: "premium", units: .unlimited, period: period)
+        #expect(basic.id != premium.id)
+        let upgraded = UsageBalance.compute(meter: "minutes", entries: [premium, use, basic], now: utc(2026, 1, 21))
+        #expect(upgraded.current?.overage == 0)
+        #expect(upgraded.current?.allowance == .unlimited)
+        #expect(upgraded.available == nil)
+    }
+
+    @Test func usageBelongsToThePeriodThatStartedLast() {
+        let free = UsagePeriod(start: utc(2026, 1, 1), end: utc(2026, 2, 1))
+        let basic = UsagePeriod(start: utc(2026, 1, 14), end: utc(2026, 2, 14))
+        let entries: [UsageEntry] = [
+            .allowance(meter: "minutes", tier: "free", units: .limited(100), period: free),
+            .allowance(meter: "minutes", tier: "basic", units: .limited(1_000), period: basic),
+            UsageEntry(id: "u1", meter: "minutes", kind: .usage, units: 30, at: utc(2026, 1, 5)),
+            UsageEntry(id: "u2", meter: "minutes", kind: .usage, units: 50, at: utc(2026, 1, 20)),
+            UsageEntry(id: "u3", meter: "minutes", kind: .usage, units: 5, at: utc(2026, 2, 3)),
+            UsageEntry(id: "u0", meter: "minutes", kind: .usage, units: 7, at: utc(2025, 12, 3)),
+        ]
+        let balance = UsageBalance.compute(meter: "minutes", entries: entries, now: utc(2026, 2, 5))
+        #expect(balance.periods.map(\.used) == [30, 55])
+        #expect(balance.current?.start == basic.start)
+        #expect(balance.available == 945)
+        #expect(balance.unallocated?.overage == 7)
+    }
+
+    @Test func periodsStepFromTheAnchorWithoutDrift() {
+        let month = ISODuration("P1M")
+        let anchor = utc(2026, 1, 31, 10)
+        let march = UsagePeriod.containing(utc(2026, 3, 15), anchor: anchor, length: month ?? ISODuration("P1D")!)
+        #expect(march.start == utc(2026, 2, 28, 10))
+        #expect(march.end == utc(2026, 3, 31, 10))
+        let calendar = UsagePeriod.containing(utc(2026, 11, 23, 17), anchor: UsagePeriod.calendarAnchor, length: month ?? ISODuration("P1D")!)
+        #expect(calendar == UsagePeriod(start: utc(2026, 11, 1), end: utc(2026, 12, 1)))
+        let exact = UsagePeriod.containing(utc(2026, 3, 14), anchor: utc(2026, 1, 14), length: month ?? ISODuration("P1D")!)
+        #expect(exact.start == utc(2026, 3, 14))
+    }
+}
+
+/// Which allowance entry the resolved state gives.
+@Suite struct UsageAllowanceTests {
+    func allowance(_ reports: [Report], at now: Date) -> UsageEntry? {
+        UsageAllowances.entries(for: resolve(reports, at: now), catalogue: .default, now: now).first
+    }
+
+    @Test func aMonthlySubscriptionResetsOnItsRenewalDay() {
+        let reports = [
+            report("r1", transaction: "t1", original: "o1", product: ProductID.basicMonthly, purchased: utc(2026, 1, 14, 9),
+                   expires: utc(2026, 2, 14, 9), observed: utc(2026, 1, 14, 9)),
+            report("r2", transaction: "t2", original: "o1", product: ProductID.basicMonthly, purchased: utc(2026, 2, 14, 9),
+                   expires: utc(2026, 3, 14, 9), observed: utc(2026, 2, 14, 9)),
+        ]
+        let january = allowance(reports, at: utc(2026, 2, 1))
+        #expect(january?.at == utc(2026, 1, 14, 9))
+        #expect(january?.periodEnd == utc(2026, 2, 14, 9))
+        #expect(january?.units == 1_000)
+        let february = allowance(reports, at: utc(2026, 3, 1))
+        #expect(february?.at == utc(2026, 2, 14, 9))
+        #expect(february?.id == "allowance:minutes:2026-02-14T09:00:00Z:basic")
+    }
+
+    @Test func aYearlySubscriptionHasMonthlyPeriodsFromItsPurchaseDay() {
+        let reports = [report("r1", transaction: "t1", product: ProductID.basicYearly, purchased: utc(2026, 1, 20),
+                              expires: utc(2027, 1, 20), observed: utc(2026, 1, 20))]
+        let entry = allowance(reports, at: utc(2026, 6, 25))
+        #expect(entry?.at == utc(2026, 6, 20))
+        #expect(entry?.periodEnd == utc(2026, 7, 20))
+    }
+
+    @Test func theFreeTierUsesCalendarMonthsStartingWhenPaidAccessEnded() {
+        #expect(allowance([], at: utc(2026, 11, 23))?.at == utc(2026, 11, 1))
+        #expect(allowance([], at: utc(2026, 11, 23))?.units == 100)
+        let lapsed = [report("r1", transaction: "t1", product: ProductID.basicMonthly, purchased: utc(2026, 10, 10),
+                             expires: utc(2026, 11, 10), autoRenew: false, observed: utc(2026, 10, 10))]
+        let entry = allowance(lapsed, at: utc(2026, 11, 23))
+        #expect(entry?.id == "allowance:minutes:2026-11-10T00:00:00Z:free")
+        #expect(entry?.periodEnd == utc(2026, 12, 1))
+    }
+
+    @Test func premiumAndLifetimeAreUnlimited() {
+        let lifetime = [report("r1", transaction: "t1", product: ProductID.premiumLifetime, purchased: utc(2026, 11, 5),
+                               observed: utc(2026, 11, 5))]
+        let entry = allowance(lifetime, at: utc(2026, 11, 23))
+        #expect(entry?.units == nil)
+        #expect(entry?.at == utc(2026, 11, 5))
+        #expect(entry?.periodEnd == utc(2026, 12, 1))
+    }
+}
