@@ -135,6 +135,7 @@ let package = Package(
             dependencies: [
                 "Curl",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

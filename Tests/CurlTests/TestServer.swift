@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import ServiceLifecycle
 import Synchronization
 
 #if canImport(Glibc)
@@ -118,14 +119,23 @@ enum TestServer {
             },
             logger: logger
         )
+        // Stopped by a graceful shutdown, never by cancelling its task: cancelling while a
+        // connection is accepted but not yet served drops that connection's NIOAsyncChannel
+        // unfinished, and NIO traps ("Deinited NIOAsyncWriter without calling finish()",
+        // apple/swift-nio#2637; seen once under scripts/test --stress).
+        let services = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
         return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.run() }
-            defer { group.cancelAll() }
+            group.addTask { try await services.run() }
+            let result: Result<T, any Error>
             var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next(), port > 0 else {
-                throw TestServerError.didNotStart
+            if let port = await iterator.next(), port > 0 {
+                do { result = .success(try await body(port, recorder)) } catch { result = .failure(error) }
+            } else {
+                result = .failure(TestServerError.didNotStart)
             }
-            return try await body(port, recorder)
+            await services.triggerGracefulShutdown()
+            try await group.waitForAll()
+            return try result.get()
         }
     }
 

@@ -133,6 +133,12 @@ struct TestEnvironment: Sendable {
         let rows = try await pool.query("SELECT count(*) FROM \(unescaped: table) WHERE account_id = \(accountID)")
         return try rows[0].decode(Int.self, at: 0)
     }
+
+    /// The one integer a query answers (a count), for checks on what was stored.
+    func scalar(_ sql: String) async throws -> Int {
+        let rows = try await pool.query(PostgresQuery(sql))
+        return try rows[0].decode(Int.self, at: 0)
+    }
 }
 
 /// Builds sync request bodies.

@@ -32,19 +32,24 @@ struct AccountController: Sendable {
     let tokens: AppAccountTokens
     /// The cap of `wait_ms` (`SUBSYNC_MAX_WAIT_MS`).
     let maximumWaitMilliseconds: Int
+    /// Each meter's balance, shown with the account.
+    let usage: UsageController
 
     func addRoutes(to router: Router<SubsyncRequestContext>) {
         let accounts = router.group("v1/accounts/:account_id")
         accounts.post("sync") { request, context in
-            try await sync(request, context: context, accountID: try accountID(context))
+            try await sync(request, context: context, accountID: try Self.accountID(context))
         }
         accounts.get { request, context in
-            let accountID = try accountID(context)
+            let accountID = try Self.accountID(context)
             _ = try await authenticator.authorize(request, accountID: accountID)
-            return try JSONResponse.make(AccountResponse(snapshot: try await reader.snapshot(accountID: accountID, now: clock.now()), appAccountToken: tokens.token(for: accountID)))
+            let now = clock.now()
+            let snapshot = try await reader.snapshot(accountID: accountID, now: now)
+            return try JSONResponse.make(
+                AccountResponse(snapshot: snapshot, appAccountToken: tokens.token(for: accountID), usage: try await usage.views(of: accountID, now: now)))
         }
         accounts.get("features/:feature") { request, context in
-            let accountID = try accountID(context)
+            let accountID = try Self.accountID(context)
             _ = try await authenticator.authorize(request, accountID: accountID)
             let feature = context.parameters.get("feature") ?? ""
             let snapshot = try await reader.snapshot(accountID: accountID, now: clock.now())
@@ -56,7 +61,8 @@ struct AccountController: Sendable {
         }
     }
 
-    private func accountID(_ context: some RequestContext) throws -> String {
+    /// The path's account id, checked.
+    static func accountID(_ context: some RequestContext) throws -> String {
         guard let accountID = context.parameters.get("account_id"), Identifier.isValid(accountID) else {
             throw APIError(.badRequest, code: "invalid_account_id", message: "account_id must be 1–128 characters of letters, digits and ._:@-")
         }

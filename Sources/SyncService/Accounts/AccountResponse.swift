@@ -7,6 +7,8 @@ struct AccountResponse: Encodable {
     var snapshot: AccountReader.Snapshot
     /// The `appAccountToken` the app should put on this account's purchases (``AppAccountTokens``).
     var appAccountToken: UUID?
+    /// Each meter's balance (account reads only; sync answers leave it out).
+    var usage: [UsageView]? = nil
 
     enum CodingKeys: String, CodingKey {
         case accountID = "account_id"
@@ -17,6 +19,7 @@ struct AccountResponse: Encodable {
         case pendingReports = "pending_reports"
         case resolvedAt = "resolved_at"
         case appAccountToken = "app_account_token"
+        case usage
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -34,6 +37,7 @@ struct AccountResponse: Encodable {
         try container.encode(snapshot.pendingReports, forKey: .pendingReports)
         try container.encode(snapshot.resolvedAt, forKey: .resolvedAt)
         try container.encode(appAccountToken?.uuidString.lowercased(), forKey: .appAccountToken)
+        try container.encodeIfPresent(usage, forKey: .usage)
     }
 }
 

@@ -88,6 +88,10 @@ public func buildApplication(
     }
     let binder = TransactionBinder(pool: pool, engine: engine, policy: configuration.accountBinding)
     let tokens = AppAccountTokens(key: configuration.appAccountTokenKey)
+    let usage = UsageController(
+        ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,
+        authenticator: dependencies.authenticator, clock: dependencies.clock)
+    usage.addRoutes(to: router)
     AccountController(
         inbox: ReportInbox(pool: pool),
         reader: AccountReader(pool: pool, catalogue: dependencies.catalogue),
@@ -105,7 +109,8 @@ public func buildApplication(
             verifier: dependencies.storeKitVerifier, requireSigned: configuration.requiresSignedReports, tokens: tokens, logger: logger),
         binder: binder,
         tokens: tokens,
-        maximumWaitMilliseconds: configuration.maximumWaitMilliseconds
+        maximumWaitMilliseconds: configuration.maximumWaitMilliseconds,
+        usage: usage
     ).addRoutes(to: router)
     NotificationController(
         verifier: dependencies.storeKitVerifier, binder: binder, store: StoreNotificationStore(pool: pool),

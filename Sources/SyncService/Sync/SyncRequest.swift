@@ -125,33 +125,9 @@ extension SyncRequest {
     /// Decodes a body and checks its shape, or throws an ``APIError`` that names the bad field.
     /// The reports become domain reports (verified or not) in ``ReportAdmission``.
     static func decode(_ data: Data) throws -> (DeviceInfo, [ReportPayload]) {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .custom { decoder in
-            let container = try decoder.singleValueContainer()
-            let text = try container.decode(String.self)
-            guard let date = RFC3339.parse(text) else {
-                throw DecodingError.dataCorruptedError(in: container, debugDescription: "expected an RFC 3339 date-time, got \"\(text.prefix(40))\"")
-            }
-            return date
-        }
-        let request: SyncRequest
-        do {
-            request = try decoder.decode(SyncRequest.self, from: data)
-        } catch let error as DecodingError {
-            throw APIError(.badRequest, code: "invalid_request", message: error.fieldMessage)
-        } catch {
-            throw APIError(.badRequest, code: "invalid_request", message: "the body is not valid JSON")
-        }
+        let request = try WireBody.decode(SyncRequest.self, from: data)
         let device = request.device
-        guard Identifier.isValid(device.id) else {
-            throw APIError(.badRequest, code: "invalid_request", message: "device.id must be 1–128 characters of letters, digits and ._:@-")
-        }
-        for (field, value) in [("device.platform", device.platform), ("device.app_version", device.appVersion)] {
-            if let value, value.count > SyncLimits.maximumDeviceFieldLength {
-                throw APIError(.badRequest, code: "invalid_request", message: "\(field) is longer than \(SyncLimits.maximumDeviceFieldLength) characters")
-            }
-            try TextField.check(value, field: field)
-        }
+        try WireBody.check(device)
         guard request.reports.count <= SyncLimits.maximumReports else {
             throw APIError(.unprocessableContent, code: "too_many_reports",
                            message: "at most \(SyncLimits.maximumReports) reports per request, got \(request.reports.count)")
@@ -211,6 +187,42 @@ extension DecodingError {
         case is Int.Type, is Int64.Type, is Double.Type: "a number"
         case is Date.Type: "an RFC 3339 date-time string"
         default: String(describing: type).hasPrefix("Array") ? "an array" : "an object"
+        }
+    }
+}
+
+/// Request bodies from devices: JSON with RFC 3339 dates, and 400 `invalid_request` naming the
+/// field when something is off.
+enum WireBody {
+    static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = RFC3339.parse(text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "expected an RFC 3339 date-time, got \"\(text.prefix(40))\"")
+            }
+            return date
+        }
+        do {
+            return try decoder.decode(T.self, from: data)
+        } catch let error as DecodingError {
+            throw APIError(.badRequest, code: "invalid_request", message: error.fieldMessage)
+        } catch {
+            throw APIError(.badRequest, code: "invalid_request", message: "the body is not valid JSON")
+        }
+    }
+
+    /// The `device` object every device body carries.
+    static func check(_ device: DeviceInfo) throws {
+        guard Identifier.isValid(device.id) else {
+            throw APIError(.badRequest, code: "invalid_request", message: "device.id must be 1–128 characters of letters, digits and ._:@-")
+        }
+        for (field, value) in [("device.platform", device.platform), ("device.app_version", device.appVersion)] {
+            if let value, value.count > SyncLimits.maximumDeviceFieldLength {
+                throw APIError(.badRequest, code: "invalid_request", message: "\(field) is longer than \(SyncLimits.maximumDeviceFieldLength) characters")
+            }
+            try TextField.check(value, field: field)
         }
     }
 }

@@ -170,9 +170,11 @@ public struct ResolutionEngine: Sendable {
         // 3. Resolve and derive events.
         var states: [(accountID: String, state: AccountState, lastSequence: Int64)] = []
         var events: [Event] = []
+        var usage: [(accountID: String, entries: [UsageEntry])] = []
         for accountID in accountIDs {
             let ledger = ledgers[accountID] ?? TransactionLedger()
             let current = Resolver.resolve(ledger: ledger, catalogue: catalogue, now: now)
+            usage.append((accountID, UsageDerivation.entries(transactions: ledger.unorderedAggregates, state: current, catalogue: catalogue, now: now)))
             let previous = previousStates[accountID]
             var sequence = previous?.sequence ?? 0
             for draft in EventDeriver.events(previous: previous?.state, current: current, now: now) {
@@ -190,6 +192,7 @@ public struct ResolutionEngine: Sendable {
         try await writeTransactions(changedTransactions, on: connection)
         try await writeStates(states, resolvedAt: now, on: connection)
         try await writeEvents(events, origin: origin, on: connection)
+        try await UsageLedger.writeDerived(usage, on: connection)
         return outcome
     }
 

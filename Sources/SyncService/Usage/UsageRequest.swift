@@ -1,0 +1,80 @@
+import Foundation
+import SyncCore
+import SyncStore
+
+/// The body of `POST /v1/accounts/{account_id}/usage`: what a device consumed, in batches,
+/// possibly days late.
+///
+/// ```json
+/// { "device": {"id": "iphone-7f3a"},
+///   "usage": [ {"id": "call-2b9c", "meter": "minutes", "units": 12, "at": "2026-11-23T10:04:00Z"} ] }
+/// ```
+struct UsageRequest: Decodable {
+    var device: DeviceInfo
+    var usage: [UsagePayload]
+}
+
+/// One usage on the wire. `id` is the device's own id for it (a call id): the same id twice
+/// counts once, from any device.
+struct UsagePayload: Decodable {
+    var id: String
+    var meter: String
+    var units: Int
+    var at: Date
+}
+
+/// Limits on what a usage request may carry.
+enum UsageLimits {
+    static let maximumEntries = 500
+    static let maximumBodyBytes = 256 * 1024
+    /// How late usage may be reported (an offline device), and how far ahead of the service's
+    /// clock a device's clock may run.
+    static let maximumAge: TimeInterval = 90 * 86_400
+    static let maximumLead: TimeInterval = 5 * 60
+}
+
+extension UsageRequest {
+    /// Decodes and checks a body against `catalogue` at `now`, or throws an ``APIError`` naming the
+    /// bad field; nothing is stored for a request with one bad entry.
+    static func decode(_ data: Data, catalogue: Catalogue, now: Date) throws -> (DeviceInfo, [UsageEntry]) {
+        let request = try WireBody.decode(UsageRequest.self, from: data)
+        try WireBody.check(request.device)
+        guard (1...UsageLimits.maximumEntries).contains(request.usage.count) else {
+            throw APIError(.unprocessableContent, code: "invalid_usage",
+                           message: "send 1 to \(UsageLimits.maximumEntries) usage entries per request, got \(request.usage.count)")
+        }
+        var entries: [UsageEntry] = []
+        var seen: [String: UsageEntry] = [:]
+        for (index, payload) in request.usage.enumerated() {
+            let field = "usage[\(index)]"
+            guard Identifier.isValid(payload.id) else {
+                throw APIError(.badRequest, code: "invalid_request", message: "\(field).id must be 1–128 characters of letters, digits and ._:@-")
+            }
+            guard catalogue.meter(id: payload.meter) != nil else {
+                let known = catalogue.meters.map(\.id).joined(separator: ", ")
+                throw APIError(.unprocessableContent, code: "unknown_meter",
+                               message: "\(field).meter: no meter \"\(payload.meter.prefix(64))\" in the catalogue (known: \(known.isEmpty ? "none" : known))")
+            }
+            guard (1...UsageUnits.maximum).contains(payload.units) else {
+                throw APIError(.unprocessableContent, code: "invalid_units",
+                               message: "\(field).units must be 1 to \(UsageUnits.maximum), got \(payload.units)")
+            }
+            guard payload.at <= now.addingTimeInterval(UsageLimits.maximumLead),
+                payload.at >= now.addingTimeInterval(-UsageLimits.maximumAge)
+            else {
+                throw APIError(.unprocessableContent, code: "invalid_time",
+                               message: "\(field).at must be within the last 90 days and not in the future")
+            }
+            let entry = UsageEntry(id: "usage:\(payload.id)", meter: payload.meter, kind: .usage, units: payload.units, at: payload.at.roundedToMicroseconds)
+            if let earlier = seen[entry.meter + "\u{0}" + entry.id] {
+                guard earlier == entry else {
+                    throw APIError(.conflict, code: "usage_conflict", message: "\(field).id \"\(payload.id)\" appears twice with different units or times")
+                }
+                continue
+            }
+            seen[entry.meter + "\u{0}" + entry.id] = entry
+            entries.append(entry)
+        }
+        return (request.device, entries)
+    }
+}

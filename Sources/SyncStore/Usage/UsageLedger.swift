@@ -1,0 +1,145 @@
+import Foundation
+import Postgres
+import SyncCore
+
+/// The usage ledger in SQL (`usage_entries`, docs/USAGE.md): immutable entries written once by
+/// id, read back as the set that ``UsageBalance`` turns into a balance.
+public struct UsageLedger: Sendable {
+    let pool: ConnectionPool
+    let catalogue: Catalogue
+
+    public init(pool: ConnectionPool, catalogue: Catalogue) {
+        self.pool = pool
+        self.catalogue = catalogue
+    }
+
+    /// What a batch of device usage did.
+    public struct Submission: Sendable, Equatable {
+        /// Entries stored by this call.
+        public var accepted: Int
+        /// Entries already stored with the same content (retries, relays).
+        public var duplicates: Int
+    }
+
+    /// A usage id already stored with other content: the whole batch is refused.
+    public struct Conflict: Error, Sendable, Equatable {
+        public var usageID: String
+    }
+
+    /// Stores `usage` (entries of kind `usage`) of `accountID` reported by `deviceID`, together
+    /// with the allowance of every period the usage falls in (resolved from the account's stored
+    /// transactions at each usage's time, so usage reported days late lands in the period it
+    /// happened in, with that period's allowance). One transaction: all or nothing.
+    public func submit(_ usage: [UsageEntry], accountID: String, deviceID: String, now: Date) async throws -> Submission {
+        try await pool.withTransaction { connection in
+            let ledger = try await Self.transactions(of: accountID, on: connection)
+            var allowances: [UsageEntry] = []
+            for time in Set(usage.map(\.at) + [now]) {
+                let state = Resolver.resolve(ledger: ledger, catalogue: catalogue, now: time)
+                allowances += UsageAllowances.entries(for: state, catalogue: catalogue, now: time)
+            }
+            _ = try await Self.write(allowances, accountID: accountID, deviceID: nil, on: connection)
+            let inserted = try await Self.write(usage, accountID: accountID, deviceID: deviceID, on: connection)
+            let duplicates = usage.filter { !inserted.contains(Self.key($0)) }
+            if !duplicates.isEmpty {
+                let stored = try await Self.entries(of: accountID, ids: duplicates.map(\.id), on: connection)
+                for entry in duplicates where stored[Self.key(entry)].map({ $0.units != entry.units || $0.at != entry.at || $0.kind != entry.kind }) ?? false {
+                    throw Conflict(usageID: entry.id)
+                }
+            }
+            return Submission(accepted: inserted.count, duplicates: usage.count - inserted.count)
+        }
+    }
+
+    /// Every entry of `accountID` (of `meter`, when given), oldest first.
+    public func entries(of accountID: String, meter: String? = nil) async throws -> [UsageEntry] {
+        let rows = try await pool.preparedQuery(
+            """
+            SELECT entry_id, meter, kind, units, at, period_end FROM usage_entries
+            WHERE account_id = \(accountID) AND (\(meter)::text IS NULL OR meter = \(meter))
+            ORDER BY at, entry_id
+            """
+        )
+        return try rows.map(Self.entry)
+    }
+
+    /// The balance of every meter of the catalogue at `now`.
+    public func balances(of accountID: String, now: Date) async throws -> [UsageBalance] {
+        let entries = try await entries(of: accountID)
+        return catalogue.meters.map { UsageBalance.compute(meter: $0.id, entries: entries, now: now) }
+    }
+
+    /// Inserts `entries` that are not stored yet; returns the keys (meter, id) it inserted.
+    @discardableResult
+    static func write(_ entries: [UsageEntry], accountID: String, deviceID: String?, on connection: Connection) async throws -> Set<String> {
+        guard !entries.isEmpty else { return [] }
+        let rows = try await connection.preparedQuery(
+            """
+            INSERT INTO usage_entries (account_id, meter, entry_id, kind, units, at, period_end, device_id)
+            SELECT \(accountID), m, i, k, u, a, p, \(deviceID) FROM unnest(
+                \(entries.map(\.meter))::text[], \(entries.map(\.id))::text[], \(entries.map(\.kind.rawValue))::text[],
+                \(entries.map { $0.units.map(Int64.init) })::bigint[], \(entries.map(\.at))::timestamptz[],
+                \(entries.map(\.periodEnd))::timestamptz[]
+            ) AS v(m, i, k, u, a, p)
+            ON CONFLICT (account_id, meter, entry_id) DO NOTHING
+            RETURNING meter, entry_id
+            """
+        )
+        return Set(try rows.map { try $0.decode(String.self, at: 0) + "\u{0}" + $0.decode(String.self, at: 1) })
+    }
+
+    /// Writes the entries that follow from the resolved accounts (allowances, consumables'
+    /// credits and refunds) in the resolving transaction.
+    static func writeDerived(_ entries: [(accountID: String, entries: [UsageEntry])], on connection: Connection) async throws {
+        let flat = entries.flatMap { account in account.entries.map { (account.accountID, $0) } }
+        guard !flat.isEmpty else { return }
+        try await connection.preparedQuery(
+            """
+            INSERT INTO usage_entries (account_id, meter, entry_id, kind, units, at, period_end)
+            SELECT * FROM unnest(
+                \(flat.map(\.0))::text[], \(flat.map(\.1.meter))::text[], \(flat.map(\.1.id))::text[],
+                \(flat.map(\.1.kind.rawValue))::text[], \(flat.map { $0.1.units.map(Int64.init) })::bigint[],
+                \(flat.map(\.1.at))::timestamptz[], \(flat.map(\.1.periodEnd))::timestamptz[])
+            ON CONFLICT (account_id, meter, entry_id) DO NOTHING
+            """
+        )
+    }
+
+    static func key(_ entry: UsageEntry) -> String { entry.meter + "\u{0}" + entry.id }
+
+    static func entries(of accountID: String, ids: [String], on connection: Connection) async throws -> [String: UsageEntry] {
+        let rows = try await connection.preparedQuery(
+            """
+            SELECT entry_id, meter, kind, units, at, period_end FROM usage_entries
+            WHERE account_id = \(accountID) AND entry_id = ANY(\(ids)::text[])
+            """
+        )
+        var byKey: [String: UsageEntry] = [:]
+        for row in rows {
+            let entry = try entry(row)
+            byKey[key(entry)] = entry
+        }
+        return byKey
+    }
+
+    static func transactions(of accountID: String, on connection: Connection) async throws -> TransactionLedger {
+        var ledger = TransactionLedger()
+        for row in try await connection.preparedQuery("SELECT aggregate FROM transactions WHERE account_id = \(accountID)") {
+            ledger.add(try row.decode(JSONColumn<TransactionAggregate>.self, at: 0).value)
+        }
+        return ledger
+    }
+
+    static func entry(_ row: Row) throws -> UsageEntry {
+        let kindText = try row.decode(String.self, at: 2)
+        guard let kind = UsageEntry.Kind(rawValue: kindText) else { throw UnknownKind(kind: kindText) }
+        return UsageEntry(
+            id: try row.decode(String.self, at: 0), meter: try row.decode(String.self, at: 1), kind: kind,
+            units: try row.decode(Int64?.self, at: 3).map { Int($0) }, at: try row.decode(Date.self, at: 4),
+            periodEnd: try row.decode(Date?.self, at: 5))
+    }
+
+    struct UnknownKind: Error {
+        var kind: String
+    }
+}
