@@ -89,7 +89,8 @@ public func buildApplication(
     let binder = TransactionBinder(pool: pool, engine: engine, policy: configuration.accountBinding)
     let tokens = AppAccountTokens(key: configuration.appAccountTokenKey)
     let usage = UsageController(
-        ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,
+        ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue),
+        holds: UsageHolds(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,
         authenticator: dependencies.authenticator, clock: dependencies.clock)
     usage.addRoutes(to: router)
     AccountController(

@@ -8,6 +8,7 @@ import SyncStore
 /// read balances, periods and entries (docs/USAGE.md).
 struct UsageController: Sendable {
     let ledger: UsageLedger
+    let holds: UsageHolds
     let catalogue: Catalogue
     let authenticator: Authenticator
     let clock: any ServiceClock
@@ -41,6 +42,7 @@ struct UsageController: Sendable {
                 throw APIError(.unprocessableContent, code: "unknown_meter", message: "no meter \"\(meterFilter.prefix(64))\" in the catalogue")
             }
             let entries = try await ledger.entries(of: accountID, meter: meterFilter)
+            let openHolds = try await holds.open(of: accountID, now: now)
             var meters: [MeterBody] = []
             for meter in catalogue.meters where meterFilter == nil || meter.id == meterFilter {
                 let balance = UsageBalance.compute(meter: meter.id, entries: entries, now: now)
@@ -57,17 +59,85 @@ struct UsageController: Sendable {
                 let shown = entries.filter { entry in
                     entry.meter == meter.id && (selection == .all || periods.contains { $0.start <= entry.at && entry.at < $0.end })
                 }
-                meters.append(MeterBody(balance: UsageView(balance, meter: meter, currency: catalogue.document.currency), periods: periods, entries: shown))
+                let meterHolds = openHolds.filter { $0.meter == meter.id }
+                meters.append(
+                    MeterBody(
+                        balance: UsageView(balance, meter: meter, currency: catalogue.document.currency, held: meterHolds.reduce(0) { $0 + $1.units }),
+                        periods: periods, entries: shown, holds: meterHolds))
             }
             return try JSONResponse.make(ListBody(accountID: accountID, meters: meters))
         }
+        addHoldRoutes(to: usage)
     }
 
-    /// Each meter's balance of `accountID` at `now`.
+    /// `POST .../usage/holds`, `POST .../usage/holds/{hold_id}/settle`, `DELETE .../usage/holds/{hold_id}`.
+    func addHoldRoutes(to usage: RouterGroup<SubsyncRequestContext>) {
+        usage.post("holds") { request, context in
+            let accountID = try AccountController.accountID(context)
+            _ = try await authenticator.authorize(request, accountID: accountID)
+            let now = clock.now()
+            let body = try await request.collectBody(upTo: 16 * 1024, context: context)
+            let ask = try HoldRequest.decode(Data(buffer: body), catalogue: catalogue)
+            let reservation = try await holds.reserve(
+                accountID: accountID, deviceID: ask.device.id, meter: ask.meter, units: ask.units, ttl: TimeInterval(ask.ttlSeconds), now: now)
+            guard let hold = reservation.hold else {
+                throw APIError(.conflict, code: "usage_exhausted",
+                               message: "nothing left of \(ask.meter) to hold (available: 0); buy credits or report the usage afterwards as overage")
+            }
+            return try JSONResponse.make(HoldBody(hold: hold, granted: hold.units, available: reservation.available), status: .created)
+        }
+        usage.post("holds/:hold_id/settle") { request, context in
+            let accountID = try AccountController.accountID(context)
+            _ = try await authenticator.authorize(request, accountID: accountID)
+            let holdID = try Self.holdID(context)
+            let now = clock.now()
+            let body = try await request.collectBody(upTo: 16 * 1024, context: context)
+            let settlement = try WireBody.decode(SettleRequest.self, from: Data(buffer: body))
+            guard (0...UsageUnits.maximum).contains(settlement.units) else {
+                throw APIError(.unprocessableContent, code: "invalid_units", message: "units must be 0 to \(UsageUnits.maximum), got \(settlement.units)")
+            }
+            let at = (settlement.at ?? now).roundedToMicroseconds
+            guard at <= now.addingTimeInterval(UsageLimits.maximumLead), at >= now.addingTimeInterval(-UsageLimits.maximumAge) else {
+                throw APIError(.unprocessableContent, code: "invalid_time", message: "at must be within the last 90 days and not in the future")
+            }
+            let hold = try await Self.mapHoldErrors { try await holds.settle(accountID: accountID, holdID: holdID, units: settlement.units, at: at, now: now) }
+            return try JSONResponse.make(SettledBody(hold: hold, usage: try await views(of: accountID, now: now)))
+        }
+        usage.delete("holds/:hold_id") { request, context in
+            let accountID = try AccountController.accountID(context)
+            _ = try await authenticator.authorize(request, accountID: accountID)
+            let holdID = try Self.holdID(context)
+            let hold = try await Self.mapHoldErrors { try await holds.release(accountID: accountID, holdID: holdID, now: clock.now()) }
+            return try JSONResponse.make(SettledBody(hold: hold, usage: try await views(of: accountID, now: clock.now())))
+        }
+    }
+
+    static func holdID(_ context: SubsyncRequestContext) throws -> UUID {
+        guard let text = context.parameters.get("hold_id"), let id = UUID(uuidString: text) else {
+            throw APIError(.badRequest, code: "invalid_hold_id", message: "hold_id must be a UUID")
+        }
+        return id
+    }
+
+    static func mapHoldErrors<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch UsageHolds.HoldError.notFound {
+            throw APIError.notFound("no such hold on this account")
+        } catch UsageHolds.HoldError.ended(let status) {
+            throw APIError(.conflict, code: "hold_ended", message: "the hold is already \(status.rawValue) (with other units, if settled)")
+        }
+    }
+
+    /// Each meter's balance of `accountID` at `now`, open holds taken off what is available.
     func views(of accountID: String, now: Date) async throws -> [UsageView] {
         guard !catalogue.meters.isEmpty else { return [] }
         let balances = try await ledger.balances(of: accountID, now: now)
-        return zip(balances, catalogue.meters).map { UsageView($0, meter: $1, currency: catalogue.document.currency) }
+        let open = try await holds.open(of: accountID, now: now)
+        return zip(balances, catalogue.meters).map { balance, meter in
+            UsageView(balance, meter: meter, currency: catalogue.document.currency,
+                      held: open.filter { $0.meter == meter.id }.reduce(0) { $0 + $1.units })
+        }
     }
 
     /// `?period=`: `current` (default), `all`, or the RFC 3339 start of one period.
@@ -98,6 +168,32 @@ struct UsageController: Sendable {
         var balance: UsageView
         var periods: [UsageBalance.Period]
         var entries: [UsageEntry]
+        var holds: [UsageHolds.Hold]
+    }
+
+    struct HoldBody: Encodable {
+        var hold: UsageHolds.Hold
+        var granted: Int
+        var available: Int?
+
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(hold, forKey: .hold)
+            try c.encode(granted, forKey: .granted)
+            try c.encode(available, forKey: .available)
+        }
+
+        enum CodingKeys: String, CodingKey { case hold, granted, available }
+    }
+
+    struct SettledBody: Encodable {
+        var hold: UsageHolds.Hold
+        var usage: [UsageView]
+    }
+
+    struct SettleRequest: Decodable {
+        var units: Int
+        var at: Date?
     }
 
     struct ListBody: Encodable {

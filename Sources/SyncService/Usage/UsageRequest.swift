@@ -78,3 +78,40 @@ extension UsageRequest {
         return (request.device, entries)
     }
 }
+
+/// The body of `POST /v1/accounts/{account_id}/usage/holds`: reserve units before spending them.
+struct HoldRequest: Decodable {
+    var device: DeviceInfo
+    var meter: String
+    var units: Int
+    /// How long the hold lasts unless settled or released (default 300 s, 1–3600).
+    var ttlSeconds: Int
+
+    enum CodingKeys: String, CodingKey {
+        case device, meter, units
+        case ttlSeconds = "ttl_seconds"
+    }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        device = try c.decode(DeviceInfo.self, forKey: .device)
+        meter = try c.decode(String.self, forKey: .meter)
+        units = try c.decode(Int.self, forKey: .units)
+        ttlSeconds = try c.decodeIfPresent(Int.self, forKey: .ttlSeconds) ?? 300
+    }
+
+    static func decode(_ data: Data, catalogue: Catalogue) throws -> HoldRequest {
+        let request = try WireBody.decode(HoldRequest.self, from: data)
+        try WireBody.check(request.device)
+        guard catalogue.meter(id: request.meter) != nil else {
+            throw APIError(.unprocessableContent, code: "unknown_meter", message: "no meter \"\(request.meter.prefix(64))\" in the catalogue")
+        }
+        guard (1...UsageUnits.maximum).contains(request.units) else {
+            throw APIError(.unprocessableContent, code: "invalid_units", message: "units must be 1 to \(UsageUnits.maximum), got \(request.units)")
+        }
+        guard (1...3_600).contains(request.ttlSeconds) else {
+            throw APIError(.unprocessableContent, code: "invalid_ttl", message: "ttl_seconds must be 1 to 3600, got \(request.ttlSeconds)")
+        }
+        return request
+    }
+}

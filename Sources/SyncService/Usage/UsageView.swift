@@ -14,14 +14,16 @@ struct UsageView: Encodable {
     /// Negative when refunds took back units that were already spent.
     var credits: Int
     var creditsNegative: Bool
-    /// `null`: unlimited.
+    /// Units that may be spent now, open holds taken off; `null`: unlimited.
     var available: Int?
+    /// Units held by open holds (reserved by devices for calls in progress).
+    var held: Int
     var overageUnits: Int
     /// `overage_units` × the meter's `overage_price` (`null` without a price), as a decimal string.
     var overageAmount: String?
     var currency: String?
 
-    init(_ balance: UsageBalance, meter: Meter, currency: String?) {
+    init(_ balance: UsageBalance, meter: Meter, currency: String?, held: Int) {
         let current = balance.current
         self.meter = balance.meter
         self.unit = meter.unit
@@ -32,14 +34,15 @@ struct UsageView: Encodable {
         self.rewards = balance.rewards
         self.credits = balance.credits
         self.creditsNegative = balance.credits < 0
-        self.available = balance.available
+        self.available = balance.available.map { max(0, $0 - held) }
+        self.held = held
         self.overageUnits = current?.overage ?? 0
         self.overageAmount = meter.overagePrice.map { "\($0 * Decimal(current?.overage ?? 0))" }
         self.currency = currency
     }
 
     enum CodingKeys: String, CodingKey {
-        case meter, unit, allowance, used, rewards, credits, available, currency
+        case meter, unit, allowance, used, rewards, credits, available, held, currency
         case periodStart = "period_start"
         case periodEnd = "period_end"
         case creditsNegative = "credits_negative"
@@ -59,6 +62,7 @@ struct UsageView: Encodable {
         try c.encode(credits, forKey: .credits)
         try c.encode(creditsNegative, forKey: .creditsNegative)
         try c.encode(available, forKey: .available)
+        try c.encode(held, forKey: .held)
         try c.encode(overageUnits, forKey: .overageUnits)
         try c.encode(overageAmount, forKey: .overageAmount)
         try c.encode(currency, forKey: .currency)

@@ -339,8 +339,13 @@ public struct ResolutionEngine: Sendable {
     /// missing ones (in sorted order too, so concurrent inserts cannot deadlock). A placeholder's
     /// `resolved_at` is -infinity: it has never been resolved.
     func lockStates(of accountIDs: [String], on connection: Connection) async throws -> [String: LockedState] {
+        try await Self.lockStates(of: accountIDs, catalogue: catalogue, now: clock.now(), on: connection)
+    }
+
+    /// ``lockStates(of:on:)`` for callers without an engine (usage holds serialize on the same row).
+    static func lockStates(of accountIDs: [String], catalogue: Catalogue, now: Date, on connection: Connection) async throws -> [String: LockedState] {
         let sorted = Array(Set(accountIDs)).sorted()
-        let baseState = Resolver.resolve(transactions: [], catalogue: catalogue, now: clock.now())
+        let baseState = Resolver.resolve(transactions: [], catalogue: catalogue, now: now)
         try await connection.preparedQuery(
             """
             INSERT INTO account_states (account_id, tier, state, resolved_at)

@@ -32,13 +32,7 @@ public struct UsageLedger: Sendable {
     /// happened in, with that period's allowance). One transaction: all or nothing.
     public func submit(_ usage: [UsageEntry], accountID: String, deviceID: String, now: Date) async throws -> Submission {
         try await pool.withTransaction { connection in
-            let ledger = try await Self.transactions(of: accountID, on: connection)
-            var allowances: [UsageEntry] = []
-            for time in Set(usage.map(\.at) + [now]) {
-                let state = Resolver.resolve(ledger: ledger, catalogue: catalogue, now: time)
-                allowances += UsageAllowances.entries(for: state, catalogue: catalogue, now: time)
-            }
-            _ = try await Self.write(allowances, accountID: accountID, deviceID: nil, on: connection)
+            try await writeAllowances(of: accountID, at: usage.map(\.at) + [now], on: connection)
             let inserted = try await Self.write(usage, accountID: accountID, deviceID: deviceID, on: connection)
             let duplicates = usage.filter { !inserted.contains(Self.key($0)) }
             if !duplicates.isEmpty {
@@ -51,9 +45,26 @@ public struct UsageLedger: Sendable {
         }
     }
 
+    /// Writes the allowance of every meter at each of `times`, resolved from the account's stored
+    /// transactions at that time (the tier the account had then).
+    func writeAllowances(of accountID: String, at times: [Date], on connection: Connection) async throws {
+        guard !catalogue.meters.isEmpty else { return }
+        let ledger = try await Self.transactions(of: accountID, on: connection)
+        var allowances: [UsageEntry] = []
+        for time in Set(times) {
+            let state = Resolver.resolve(ledger: ledger, catalogue: catalogue, now: time)
+            allowances += UsageAllowances.entries(for: state, catalogue: catalogue, now: time)
+        }
+        try await Self.write(allowances, accountID: accountID, deviceID: nil, on: connection)
+    }
+
     /// Every entry of `accountID` (of `meter`, when given), oldest first.
     public func entries(of accountID: String, meter: String? = nil) async throws -> [UsageEntry] {
-        let rows = try await pool.preparedQuery(
+        try await pool.withConnection { connection in try await Self.entries(of: accountID, meter: meter, on: connection) }
+    }
+
+    static func entries(of accountID: String, meter: String?, on connection: Connection) async throws -> [UsageEntry] {
+        let rows = try await connection.preparedQuery(
             """
             SELECT entry_id, meter, kind, units, at, period_end FROM usage_entries
             WHERE account_id = \(accountID) AND (\(meter)::text IS NULL OR meter = \(meter))

@@ -1,0 +1,183 @@
+import Foundation
+import Postgres
+import SyncCore
+
+/// Holds on a meter (`usage_holds`, docs/USAGE.md): an online device reserves units before it
+/// spends them, then settles the hold with what it used or releases it.
+///
+/// Every grant, settle and release takes the account's `account_states` row lock (the row the
+/// resolving transaction locks too), so the balance and the open holds a grant is checked against
+/// cannot change under it: two devices racing for the last minutes, through any number of
+/// processes, cannot both get them.
+public struct UsageHolds: Sendable {
+    let pool: ConnectionPool
+    let catalogue: Catalogue
+    let ledger: UsageLedger
+
+    public init(pool: ConnectionPool, catalogue: Catalogue) {
+        self.pool = pool
+        self.catalogue = catalogue
+        self.ledger = UsageLedger(pool: pool, catalogue: catalogue)
+    }
+
+    public struct Hold: Sendable, Equatable, Codable {
+        public enum Status: String, Sendable, Codable { case open, settled, released, expired }
+        public var id: UUID
+        public var meter: String
+        public var deviceID: String
+        public var units: Int
+        public var createdAt: Date
+        public var expiresAt: Date
+        public var status: Status
+        /// What a settled hold's usage was (may be more or less than `units`).
+        public var settledUnits: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case id, meter, units, status
+            case deviceID = "device_id"
+            case createdAt = "created_at"
+            case expiresAt = "expires_at"
+            case settledUnits = "settled_units"
+        }
+    }
+
+    /// What a reservation got.
+    public struct Reservation: Sendable {
+        /// The hold, when at least one unit was granted.
+        public var hold: Hold?
+        /// What was left to hold before this one (`nil`: unlimited).
+        public var available: Int?
+    }
+
+    public enum HoldError: Error, Sendable, Equatable {
+        case notFound
+        /// The hold was already settled with other units, or released (settle), or settled (release).
+        case ended(Hold.Status)
+    }
+
+    /// Reserves up to `units` of `meter` for `ttl`: as many as the balance minus every open hold
+    /// allows (all of them on an unlimited allowance); none when nothing is left.
+    public func reserve(
+        accountID: String, deviceID: String, meter: String, units: Int, ttl: TimeInterval, now: Date
+    ) async throws -> Reservation {
+        try await pool.withTransaction { connection in
+            _ = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
+            try await ledger.writeAllowances(of: accountID, at: [now], on: connection)
+            let entries = try await UsageLedger.entries(of: accountID, meter: meter, on: connection)
+            let balance = UsageBalance.compute(meter: meter, entries: entries, now: now)
+            let held = try await Self.held(of: accountID, meter: meter, now: now, on: connection)
+            let available = balance.available.map { max(0, $0 - held) }
+            let granted = available.map { min(units, $0) } ?? units
+            guard granted > 0 else { return Reservation(hold: nil, available: available) }
+            let hold = Hold(
+                id: UUID(), meter: meter, deviceID: deviceID, units: granted, createdAt: now,
+                expiresAt: now.addingTimeInterval(ttl).roundedToMicroseconds, status: .open, settledUnits: nil)
+            try await connection.preparedQuery(
+                """
+                INSERT INTO usage_holds (account_id, hold_id, meter, device_id, units, created_at, expires_at)
+                VALUES (\(accountID), \(hold.id.uuidString)::uuid, \(meter), \(deviceID), \(Int64(granted)), \(now), \(hold.expiresAt))
+                """
+            )
+            return Reservation(hold: hold, available: available)
+        }
+    }
+
+    /// Settles a hold with the units actually used (written to the ledger as a usage entry
+    /// `usage:hold:<id>` at `at`), even past its expiry: the call happened. Settling again with
+    /// the same units answers the same; with other units, or a released hold, is ``HoldError/ended(_:)``.
+    public func settle(accountID: String, holdID: UUID, units: Int, at: Date, now: Date) async throws -> Hold {
+        try await pool.withTransaction { connection in
+            _ = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
+            guard var hold = try await Self.hold(accountID: accountID, holdID: holdID, now: now, on: connection) else { throw HoldError.notFound }
+            switch hold.status {
+            case .settled where hold.settledUnits == units: return hold
+            case .settled, .released: throw HoldError.ended(hold.status)
+            case .open, .expired: break
+            }
+            try await ledger.writeAllowances(of: accountID, at: [at], on: connection)
+            let usage = UsageEntry(id: "usage:hold:\(holdID.uuidString.lowercased())", meter: hold.meter, kind: .usage, units: units, at: at)
+            try await UsageLedger.write([usage], accountID: accountID, deviceID: hold.deviceID, on: connection)
+            try await connection.preparedQuery(
+                """
+                UPDATE usage_holds SET status = 'settled', settled_units = \(Int64(units)), ended_at = \(now)
+                WHERE account_id = \(accountID) AND hold_id = \(holdID.uuidString)::uuid
+                """
+            )
+            hold.status = .settled
+            hold.settledUnits = units
+            return hold
+        }
+    }
+
+    /// Releases an open (or expired) hold; releasing again answers the same; a settled hold is
+    /// ``HoldError/ended(_:)``.
+    public func release(accountID: String, holdID: UUID, now: Date) async throws -> Hold {
+        try await pool.withTransaction { connection in
+            _ = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
+            guard var hold = try await Self.hold(accountID: accountID, holdID: holdID, now: now, on: connection) else { throw HoldError.notFound }
+            switch hold.status {
+            case .released: return hold
+            case .settled: throw HoldError.ended(.settled)
+            case .open, .expired: break
+            }
+            try await connection.preparedQuery(
+                """
+                UPDATE usage_holds SET status = 'released', ended_at = \(now)
+                WHERE account_id = \(accountID) AND hold_id = \(holdID.uuidString)::uuid
+                """
+            )
+            hold.status = .released
+            return hold
+        }
+    }
+
+    /// The open, unexpired holds of `accountID`.
+    public func open(of accountID: String, now: Date) async throws -> [Hold] {
+        let rows = try await pool.preparedQuery(
+            """
+            SELECT hold_id::text, meter, device_id, units, created_at, expires_at, status, settled_units FROM usage_holds
+            WHERE account_id = \(accountID) AND status = 'open' AND expires_at > \(now)
+            ORDER BY created_at, hold_id
+            """
+        )
+        return try rows.map { try Self.hold($0, now: now) }
+    }
+
+    static func held(of accountID: String, meter: String, now: Date, on connection: Connection) async throws -> Int {
+        let rows = try await connection.preparedQuery(
+            """
+            SELECT COALESCE(sum(units), 0)::bigint FROM usage_holds
+            WHERE account_id = \(accountID) AND meter = \(meter) AND status = 'open' AND expires_at > \(now)
+            """
+        )
+        return Int(try rows[0].decode(Int64.self, at: 0))
+    }
+
+    static func hold(accountID: String, holdID: UUID, now: Date, on connection: Connection) async throws -> Hold? {
+        let rows = try await connection.preparedQuery(
+            """
+            SELECT hold_id::text, meter, device_id, units, created_at, expires_at, status, settled_units FROM usage_holds
+            WHERE account_id = \(accountID) AND hold_id = \(holdID.uuidString)::uuid
+            """
+        )
+        return try rows.first.map { try hold($0, now: now) }
+    }
+
+    static func hold(_ row: Row, now: Date) throws -> Hold {
+        let statusText = try row.decode(String.self, at: 6)
+        let expiresAt = try row.decode(Date.self, at: 5)
+        var status = Hold.Status(rawValue: statusText) ?? .released
+        if status == .open, expiresAt <= now { status = .expired }
+        let idText = try row.decode(String.self, at: 0)
+        guard let id = UUID(uuidString: idText) else { throw UnreadableHoldID(text: idText) }
+        return Hold(
+            id: id, meter: try row.decode(String.self, at: 1),
+            deviceID: try row.decode(String.self, at: 2), units: Int(try row.decode(Int64.self, at: 3)),
+            createdAt: try row.decode(Date.self, at: 4), expiresAt: expiresAt, status: status,
+            settledUnits: try row.decode(Int64?.self, at: 7).map { Int($0) })
+    }
+
+    struct UnreadableHoldID: Error {
+        var text: String
+    }
+}
