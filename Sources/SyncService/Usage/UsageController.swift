@@ -41,7 +41,7 @@ struct UsageController: Sendable {
             if let meterFilter, catalogue.meter(id: meterFilter) == nil {
                 throw APIError(.unprocessableContent, code: "unknown_meter", message: "no meter \"\(meterFilter.prefix(64))\" in the catalogue")
             }
-            let entries = try await ledger.entries(of: accountID, meter: meterFilter)
+            let entries = try await ledger.entries(of: accountID, meter: meterFilter, now: now)
             let openHolds = try await holds.open(of: accountID, now: now)
             var meters: [MeterBody] = []
             for meter in catalogue.meters where meterFilter == nil || meter.id == meterFilter {

@@ -413,5 +413,16 @@ CREATE INDEX IF NOT EXISTS usage_holds_open ON usage_holds (account_id, meter) W
 
 """####
         ),
+        Migration(
+            version: 12,
+            name: "0012_usage_audit",
+            sql: ####"""
+-- Operators' adjustments of the usage ledger (`subsync credits adjust`) are audited: who did it
+-- and why are kept on the entry itself, which is never updated or deleted.
+ALTER TABLE usage_entries ADD COLUMN IF NOT EXISTS actor text;
+ALTER TABLE usage_entries ADD COLUMN IF NOT EXISTS reason text;
+
+"""####
+        ),
     ]
 }

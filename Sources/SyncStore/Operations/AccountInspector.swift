@@ -88,6 +88,8 @@ public struct AccountInspector: Sendable {
         public var unresolvedReports: [ReportLine]
         /// The latest events, newest first, with their deliveries.
         public var events: [EventLog.Line]
+        /// Each meter's balance now (docs/USAGE.md).
+        public var usage: [UsageBalance]
 
         enum CodingKeys: String, CodingKey {
             case accountID = "account_id"
@@ -97,13 +99,13 @@ public struct AccountInspector: Sendable {
             case pendingReports = "pending_reports"
             case devices, transactions
             case unresolvedReports = "unresolved_reports"
-            case events
+            case events, usage
         }
     }
 
     /// The account's details, or nil when nothing is stored for it. At most `reportLimit`
     /// reports (newest first) and `eventLimit` events are read.
-    public func details(accountID: String, reportLimit: Int = 500, eventLimit: Int = 20) async throws -> Details? {
+    public func details(accountID: String, reportLimit: Int = 500, eventLimit: Int = 20, now: Date = Date()) async throws -> Details? {
         let snapshot = try await AccountReader(pool: pool, catalogue: catalogue).snapshot(accountID: accountID)
         let transactionRows = try await pool.preparedQuery(
             """
@@ -151,7 +153,8 @@ public struct AccountInspector: Sendable {
         return Details(
             accountID: accountID, state: snapshot.state, resolvedAt: snapshot.resolvedAt, lastSequence: snapshot.lastSequence,
             pendingReports: snapshot.pendingReports, devices: snapshot.devices, transactions: transactions,
-            unresolvedReports: unresolved, events: events)
+            unresolvedReports: unresolved, events: events,
+            usage: try await UsageLedger(pool: pool, catalogue: catalogue).balances(of: accountID, now: now))
     }
 
     /// One line of `accounts list`.

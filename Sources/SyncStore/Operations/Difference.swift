@@ -20,6 +20,9 @@ public struct Difference: Sendable, Hashable, Codable, CustomStringConvertible {
     /// What kind of thing differs.
     public enum Scope: String, Sendable, Hashable, Codable {
         case account, entitlement, transaction
+        /// A ledger entry that follows from the transactions (a consumable's credit or refund) and
+        /// is missing from `usage_entries`.
+        case usage
     }
 
     public var accountID: String
@@ -71,6 +74,7 @@ public struct Difference: Sendable, Hashable, Codable, CustomStringConvertible {
         case .account: subject = "account"
         case .entitlement: subject = "entitlement \(entitlementID ?? "?")"
         case .transaction: subject = "transaction \(transactionID ?? "?")"
+        case .usage: subject = "usage of transaction \(transactionID ?? "?")"
         }
         return "\(accountID)  \(subject)  \(field)  stored \(stored ?? "(none)")  recomputed \(recomputed ?? "(none)")"
     }

@@ -269,6 +269,16 @@ public struct Reconciler: Sendable {
             lastEvents[try row.decode(String.self, at: 0)] = try row.decode(Int64.self, at: 1)
         }
 
+        var storedCredits: [String: Set<String>] = [:]
+        for row in try await connection.preparedQuery(
+            """
+            SELECT account_id, meter, entry_id FROM usage_entries
+            WHERE account_id = ANY(\(accounts)::text[]) AND kind IN ('credit', 'credit_revoked')
+            """
+        ) {
+            storedCredits[try row.decode(String.self, at: 0), default: []].insert(try row.decode(String.self, at: 1) + "\u{0}" + row.decode(String.self, at: 2))
+        }
+
         let decoder = JSONDecoder.postgres
         let now = clock.now()
         for accountID in accounts {
@@ -294,6 +304,14 @@ public struct Reconciler: Sendable {
                 // state row is gone.
                 let expected = Resolver.resolve(ledger: inspection.ledger, catalogue: catalogue, now: now)
                 differences.append(Difference(accountID: accountID, scope: .account, field: "row", stored: nil, recomputed: expected.tier))
+            }
+            // Usage entries that follow from the transactions (consumables' credits and refunds).
+            let base = Resolver.resolve(transactions: [], catalogue: catalogue, now: now)
+            for entry in UsageDerivation.entries(transactions: inspection.ledger.unorderedAggregates, state: base, catalogue: catalogue, now: now)
+            where entry.kind != .allowance && storedCredits[accountID]?.contains(entry.meter + "\u{0}" + entry.id) != true {
+                differences.append(Difference(
+                    accountID: accountID, scope: .usage, transactionID: entry.id.split(separator: ":", maxSplits: 1).last.map(String.init),
+                    field: "usage_entries.row", stored: nil, recomputed: "\(entry.kind.rawValue) \(entry.units ?? 0) \(entry.meter)"))
             }
             inspection.differences = differences
             inspections[accountID] = inspection

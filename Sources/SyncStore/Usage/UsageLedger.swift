@@ -58,6 +58,43 @@ public struct UsageLedger: Sendable {
         try await Self.write(allowances, accountID: accountID, deviceID: nil, on: connection)
     }
 
+    /// What `subsync credits adjust` did.
+    public struct Adjustment: Sendable, Codable, Equatable {
+        public var accountID: String
+        public var entry: UsageEntry
+        public var actor: String
+        public var reason: String
+        /// False when an adjustment with this id was already recorded (a retried command).
+        public var recorded: Bool
+
+        enum CodingKeys: String, CodingKey {
+            case accountID = "account_id"
+            case entry, actor, reason, recorded
+        }
+    }
+
+    /// Records an operator's grant (positive `units`) or debit (negative) of `meter`, audited
+    /// with `actor` and `reason`, once per `id` (a retry with the same id records nothing; the
+    /// same id with other units is a ``Conflict``).
+    public func adjust(accountID: String, meter: String, units: Int, id: String, actor: String, reason: String, now: Date) async throws -> Adjustment {
+        let entry = UsageEntry(id: "adjustment:\(id)", meter: meter, kind: .adjustment, units: units, at: now.roundedToMicroseconds)
+        return try await pool.withTransaction { connection in
+            let rows = try await connection.preparedQuery(
+                """
+                INSERT INTO usage_entries (account_id, meter, entry_id, kind, units, at, actor, reason)
+                VALUES (\(accountID), \(meter), \(entry.id), 'adjustment', \(Int64(units)), \(entry.at), \(actor), \(reason))
+                ON CONFLICT (account_id, meter, entry_id) DO NOTHING
+                RETURNING entry_id
+                """
+            )
+            if rows.count == 1 { return Adjustment(accountID: accountID, entry: entry, actor: actor, reason: reason, recorded: true) }
+            guard let stored = try await Self.entries(of: accountID, ids: [entry.id], on: connection)[Self.key(entry)], stored.units == units else {
+                throw Conflict(usageID: entry.id)
+            }
+            return Adjustment(accountID: accountID, entry: stored, actor: actor, reason: reason, recorded: false)
+        }
+    }
+
     /// Every entry of `accountID` (of `meter`, when given), oldest first.
     public func entries(of accountID: String, meter: String? = nil) async throws -> [UsageEntry] {
         try await pool.withConnection { connection in try await Self.entries(of: accountID, meter: meter, on: connection) }
@@ -76,8 +113,22 @@ public struct UsageLedger: Sendable {
 
     /// The balance of every meter of the catalogue at `now`.
     public func balances(of accountID: String, now: Date) async throws -> [UsageBalance] {
-        let entries = try await entries(of: accountID)
+        let entries = try await entries(of: accountID, now: now)
         return catalogue.meters.map { UsageBalance.compute(meter: $0.id, entries: entries, now: now) }
+    }
+
+    /// The stored entries of `accountID` (of `meter`, when given) plus the allowance of the
+    /// period containing `now`, resolved from the stored transactions: an account that nothing
+    /// has written an allowance for yet this period (no usage, no resolution) still shows it.
+    public func entries(of accountID: String, meter: String? = nil, now: Date) async throws -> [UsageEntry] {
+        try await pool.withConnection { connection in
+            let stored = try await Self.entries(of: accountID, meter: meter, on: connection)
+            guard !catalogue.meters.isEmpty else { return stored }
+            let state = Resolver.resolve(ledger: try await Self.transactions(of: accountID, on: connection), catalogue: catalogue, now: now)
+            let current = UsageAllowances.entries(for: state, catalogue: catalogue, now: now).filter { meter == nil || $0.meter == meter }
+            let storedIDs = Set(stored.map(Self.key))
+            return stored + current.filter { !storedIDs.contains(Self.key($0)) }
+        }
     }
 
     /// Inserts `entries` that are not stored yet; returns the keys (meter, id) it inserted.

@@ -83,6 +83,10 @@ struct Accounts: AsyncParsableCommand {
                 Swift.print("unresolved reports:")
                 for r in d.unresolvedReports { Swift.print("  \(r.status)  " + line(r) + (r.lastError.map { "  error: \($0)" } ?? "")) }
             }
+            if !d.usage.isEmpty {
+                Swift.print("usage (holds: subsync usage show):")
+                for balance in d.usage { Swift.print(Usage.Show.line(balance, held: 0)) }
+            }
             Swift.print("recent events:")
             if d.events.isEmpty { Swift.print("  (none)") }
             for e in d.events { Swift.print("  " + Events.line(e, showAccount: false)) }
