@@ -78,7 +78,8 @@ struct TestEnvironment: Sendable {
         sharedRateLimits: Bool = true,
         secretSealer: SecretSealer = .none,
         clock: any ServiceClock = SystemClock(),
-        authenticator: Authenticator? = nil
+        authenticator: Authenticator? = nil,
+        adMobKeys: AdMobKeys? = nil
     ) -> some ApplicationProtocol {
         var configuration = ServiceConfiguration(port: 0)
         configuration.requireSigned = requireSigned
@@ -119,7 +120,8 @@ struct TestEnvironment: Sendable {
             authenticator: authenticator ?? self.authenticator,
             metricsRegistry: TestMetrics.registry,
             clock: clock,
-            storeKitVerifier: verifier
+            storeKitVerifier: verifier,
+            adMobKeys: adMobKeys
         )
         return buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
     }

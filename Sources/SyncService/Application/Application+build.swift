@@ -21,6 +21,8 @@ public struct ServiceDependencies: Sendable {
     public var clock: any ServiceClock
     /// Verifies StoreKit signed transactions and App Store notifications; `nil` when not configured.
     public var storeKitVerifier: StoreKitVerifier?
+    /// AdMob's verification keys, loaded; `nil` when rewarded ads are not configured.
+    public var adMobKeys: AdMobKeys?
 
     public init(
         pool: ConnectionPool,
@@ -28,9 +30,11 @@ public struct ServiceDependencies: Sendable {
         authenticator: Authenticator,
         metricsRegistry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
         clock: any ServiceClock = SystemClock(),
-        storeKitVerifier: StoreKitVerifier? = nil
+        storeKitVerifier: StoreKitVerifier? = nil,
+        adMobKeys: AdMobKeys? = nil
     ) {
         self.storeKitVerifier = storeKitVerifier
+        self.adMobKeys = adMobKeys
         self.pool = pool
         self.connectionConfiguration = pool.configuration.connection
         self.catalogue = catalogue
@@ -93,6 +97,11 @@ public func buildApplication(
         holds: UsageHolds(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,
         authenticator: dependencies.authenticator, clock: dependencies.clock)
     usage.addRoutes(to: router)
+    RewardController(
+        keys: dependencies.adMobKeys, ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,
+        clock: dependencies.clock, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
+        logger: logger
+    ).addRoutes(to: router)
     AccountController(
         inbox: ReportInbox(pool: pool),
         reader: AccountReader(pool: pool, catalogue: dependencies.catalogue),
@@ -121,6 +130,9 @@ public func buildApplication(
     EndpointController(store: EndpointStore(pool: pool, sealer: configuration.secretSealer), authenticator: dependencies.authenticator).addRoutes(to: router)
 
     var services: [any Service] = [DatabaseService(pool: pool, logger: logger)]
+    if let keys = dependencies.adMobKeys {
+        services.append(AdMobKeyRefresher(keys: keys, clock: dependencies.clock))
+    }
     if configuration.workers > 0 {
         services.append(
             WorkerPool(

@@ -96,6 +96,12 @@ public struct ServiceConfiguration: Sendable {
     /// `SUBSYNC_STORE_ENVIRONMENTS`: the StoreKit environments accepted (default production only:
     /// sandbox purchases cost nothing, so a production service must not grant access for them).
     public var storeEnvironments: Set<StoreEnvironment> = [.production]
+    /// `SUBSYNC_ADMOB_KEYS_FILE`: AdMob's server-side verification keys, in AdMob's JSON format
+    /// (`GET /v1/rewards/admob` is off without this or ``adMobKeysURL``).
+    public var adMobKeysFile: String?
+    /// `SUBSYNC_ADMOB_KEYS_URL`: where to fetch (and daily refresh) AdMob's keys through libcurl,
+    /// e.g. `https://www.gstatic.com/admob/reward/verifier-keys.json`.
+    public var adMobKeysURL: String?
     /// `SUBSYNC_APP_APPLE_ID`: the app's Apple id, checked on notifications that carry one.
     public var appAppleID: Int64?
     /// `SUBSYNC_ACCOUNT_BINDING`: what to do with a purchase that belongs to another account.
@@ -241,6 +247,13 @@ public struct ServiceConfiguration: Sendable {
                 .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         }
         if let text = environment["SUBSYNC_BUNDLE_ID"], !text.isEmpty { configuration.bundleID = text }
+        if let text = environment["SUBSYNC_ADMOB_KEYS_FILE"], !text.isEmpty { configuration.adMobKeysFile = text }
+        if let text = environment["SUBSYNC_ADMOB_KEYS_URL"], !text.isEmpty {
+            guard text.hasPrefix("https://") || text.hasPrefix("http://") else {
+                throw ConfigurationError(variable: "SUBSYNC_ADMOB_KEYS_URL", message: "must be an http(s) URL, got \"\(text.prefix(80))\"")
+            }
+            configuration.adMobKeysURL = text
+        }
         if let text = environment["SUBSYNC_STORE_ENVIRONMENTS"] {
             var environments: Set<StoreEnvironment> = []
             for name in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) where !name.isEmpty {

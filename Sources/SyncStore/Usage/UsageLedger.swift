@@ -58,6 +58,41 @@ public struct UsageLedger: Sendable {
         try await Self.write(allowances, accountID: accountID, deviceID: nil, on: connection)
     }
 
+    /// What a verified rewarded ad did.
+    public enum RewardOutcome: Sendable, Equatable {
+        case granted
+        /// This reward (network and transaction id) was granted before: nothing new.
+        case replayed
+        /// The account's rewards of that UTC day would pass the meter's `rewards_per_day`.
+        case overDailyCap(cap: Int, alreadyToday: Int)
+    }
+
+    /// Grants `units` of `meter` for a verified rewarded ad (entry `reward:<network>:<id>`), once
+    /// per id and within the meter's daily cap (the UTC day of `at`), under the account's row lock
+    /// so that concurrent callbacks cannot pass the cap together.
+    public func reward(
+        accountID: String, network: String, transactionID: String, meter: String, units: Int, cap: Int, at: Date, now: Date
+    ) async throws -> RewardOutcome {
+        let entry = UsageEntry(id: "reward:\(network):\(transactionID)", meter: meter, kind: .reward, units: units, at: at)
+        return try await pool.withTransaction { connection in
+            _ = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
+            if !(try await Self.entries(of: accountID, ids: [entry.id], on: connection)).isEmpty { return .replayed }
+            let dayStart = Date(timeIntervalSince1970: (at.timeIntervalSince1970 / 86_400).rounded(.down) * 86_400)
+            let rows = try await connection.preparedQuery(
+                """
+                SELECT COALESCE(sum(units), 0)::bigint FROM usage_entries
+                WHERE account_id = \(accountID) AND meter = \(meter) AND kind = 'reward'
+                  AND at >= \(dayStart) AND at < \(dayStart.addingTimeInterval(86_400))
+                """
+            )
+            let today = Int(try rows[0].decode(Int64.self, at: 0))
+            guard today + units <= cap else { return .overDailyCap(cap: cap, alreadyToday: today) }
+            try await writeAllowances(of: accountID, at: [at, now], on: connection)
+            try await Self.write([entry], accountID: accountID, deviceID: nil, on: connection)
+            return .granted
+        }
+    }
+
     /// What `subsync credits adjust` did.
     public struct Adjustment: Sendable, Codable, Equatable {
         public var accountID: String

@@ -82,6 +82,18 @@ struct Serve: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let verifier = try storeKitVerifier(configuration, logger: logger)
+        var adMobKeys: AdMobKeys?
+        if configuration.adMobKeysFile != nil || configuration.adMobKeysURL != nil {
+            let keys = AdMobKeys(source: .init(file: configuration.adMobKeysFile, url: configuration.adMobKeysURL), clock: SystemClock(), logger: logger)
+            do {
+                try await keys.load()
+            } catch {
+                printError("\(error)")
+                throw ExitCodes.usage
+            }
+            if await keys.count == 0 { logger.warning("no AdMob key could be loaded yet: rewarded-ad callbacks are refused until one is") }
+            adMobKeys = keys
+        }
         if configuration.databaseURL != nil, !configuration.secretSealer.isSealing {
             logger.warning("SUBSYNC_SECRET_KEYS is not set: webhook signing secrets are stored in clear")
         }
@@ -131,7 +143,8 @@ struct Serve: AsyncParsableCommand {
             catalogue: catalogue,
             authenticator: authenticator,
             metricsRegistry: registry,
-            storeKitVerifier: verifier
+            storeKitVerifier: verifier,
+            adMobKeys: adMobKeys
         )
         let app = buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
         // Services stop in reverse order: the HTTP server and workers first, the embedded

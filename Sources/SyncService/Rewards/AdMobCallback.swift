@@ -1,0 +1,75 @@
+import Crypto
+import Foundation
+import SyncCore
+
+/// One AdMob server-side verification callback (`GET /v1/rewards/admob?...`), verified.
+///
+/// AdMob signs the query string up to (not including) `&signature=`; `signature` (web-safe
+/// base64 of a DER ECDSA P-256/SHA-256 signature) and `key_id` are the last two parameters.
+/// `user_id` is the account (set by the app with `ServerSideVerificationOptions`),
+/// `reward_item` names the meter and `reward_amount` the units; `transaction_id` makes the
+/// grant happen once.
+struct AdMobCallback: Sendable, Equatable {
+    var accountID: String
+    var transactionID: String
+    var meter: String
+    var units: Int
+    var rewardedAt: Date
+    var keyID: Int64
+
+    /// Why a callback is refused (each a specific 4xx; nothing is stored).
+    enum Refusal: Error, Equatable {
+        case malformed(String)
+        case unknownKey(Int64)
+        case badSignature
+    }
+
+    /// The signed part and the signature of `rawQuery` (as received, still percent-encoded), and
+    /// the callback its parameters describe.
+    static func parse(rawQuery: String, parameters: [String: String]) throws(Refusal) -> (callback: AdMobCallback, message: Data, signature: Data) {
+        guard let cut = rawQuery.range(of: "&signature=") else { throw .malformed("the query has no signature") }
+        let message = Data(rawQuery[..<cut.lowerBound].utf8)
+        guard let signatureText = parameters["signature"], let signature = Self.webSafeBase64(signatureText) else {
+            throw .malformed("signature is not web-safe base64")
+        }
+        guard let keyText = parameters["key_id"], let keyID = Int64(keyText) else { throw .malformed("key_id is missing or not a number") }
+        guard let accountID = parameters["user_id"], !accountID.isEmpty else {
+            throw .malformed("user_id (the account, set with ServerSideVerificationOptions) is missing")
+        }
+        guard let transactionID = parameters["transaction_id"], !transactionID.isEmpty, transactionID.count <= 128 else {
+            throw .malformed("transaction_id is missing")
+        }
+        guard let meter = parameters["reward_item"], !meter.isEmpty else { throw .malformed("reward_item is missing") }
+        guard let amountText = parameters["reward_amount"], let units = Int(amountText) else { throw .malformed("reward_amount is missing or not a whole number") }
+        guard let timestampText = parameters["timestamp"], let milliseconds = Int64(timestampText) else {
+            throw .malformed("timestamp is missing or not a number")
+        }
+        let callback = AdMobCallback(
+            accountID: accountID, transactionID: transactionID, meter: meter, units: units,
+            rewardedAt: Date(timeIntervalSince1970: Double(milliseconds) / 1000).roundedToMicroseconds, keyID: keyID)
+        return (callback, message, signature)
+    }
+
+    /// Whether `signature` (DER) is `key`'s ECDSA P-256/SHA-256 signature of `message`.
+    static func verify(message: Data, signature: Data, key: P256.Signing.PublicKey) -> Bool {
+        guard let ecdsa = try? P256.Signing.ECDSASignature(derRepresentation: signature) else { return false }
+        return key.isValidSignature(ecdsa, for: message)
+    }
+
+    /// The query's parameters, percent-decoded (the first of a repeated name wins).
+    static func parameters(_ rawQuery: String) -> [String: String] {
+        var parameters: [String: String] = [:]
+        for pair in rawQuery.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = parts.first.flatMap({ String($0).removingPercentEncoding }), parameters[name] == nil else { continue }
+            parameters[name] = parts.count > 1 ? String(parts[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" : ""
+        }
+        return parameters
+    }
+
+    static func webSafeBase64(_ text: String) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64)
+    }
+}

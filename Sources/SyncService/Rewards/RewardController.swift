@@ -1,0 +1,95 @@
+import Foundation
+import Hummingbird
+import Logging
+import SyncCore
+import SyncStore
+
+/// `GET /v1/rewards/admob`: AdMob's server-side verification callback for rewarded ads
+/// (docs/USAGE.md). No credential: the signature is the authentication.
+struct RewardController: Sendable {
+    /// `nil` when neither `SUBSYNC_ADMOB_KEYS_FILE` nor `SUBSYNC_ADMOB_KEYS_URL` is set.
+    let keys: AdMobKeys?
+    let ledger: UsageLedger
+    let catalogue: Catalogue
+    let clock: any ServiceClock
+    /// Per source address, like App Store notifications: each forged callback costs a signature check.
+    let limiter: RateLimiter?
+    let logger: Logger
+
+    /// How old a callback may be (AdMob retries for a while) and how far ahead of our clock.
+    static let maximumAge: TimeInterval = 86_400
+    static let maximumLead: TimeInterval = 5 * 60
+
+    func addRoutes(to router: Router<SubsyncRequestContext>) {
+        router.get("v1/rewards/admob") { request, context in
+            if let limiter, let wait = await limiter.take(context.clientAddress) {
+                throw APIError.rateLimited(retryAfter: wait, what: "this address")
+            }
+            guard let keys else {
+                throw APIError(.notFound, code: "rewards_not_configured",
+                               message: "rewarded ads are not configured (SUBSYNC_ADMOB_KEYS_FILE or SUBSYNC_ADMOB_KEYS_URL)")
+            }
+            let raw = request.uri.query ?? ""
+            let parsed: (callback: AdMobCallback, message: Data, signature: Data)
+            do throws(AdMobCallback.Refusal) {
+                parsed = try AdMobCallback.parse(rawQuery: raw, parameters: AdMobCallback.parameters(raw))
+            } catch {
+                throw Self.answer(for: error)
+            }
+            let callback = parsed.callback
+            guard let key = await keys.key(callback.keyID) else { throw Self.answer(for: .unknownKey(callback.keyID)) }
+            guard AdMobCallback.verify(message: parsed.message, signature: parsed.signature, key: key) else {
+                throw Self.answer(for: .badSignature)
+            }
+            guard Identifier.isValid(callback.accountID), !Identifier.isBlockedAccountID(callback.accountID) else {
+                throw APIError(.badRequest, code: "invalid_account_id", message: "user_id is not a valid account id")
+            }
+            guard let meter = catalogue.meter(id: callback.meter) else {
+                throw APIError(.unprocessableContent, code: "unknown_meter", message: "reward_item \"\(callback.meter.prefix(64))\" is not a meter of the catalogue")
+            }
+            guard let cap = meter.rewardsPerDay, cap > 0 else {
+                throw APIError(.unprocessableContent, code: "rewards_disabled", message: "the catalogue gives meter \(meter.id) no rewards_per_day")
+            }
+            guard (1...UsageUnits.maximum).contains(callback.units) else {
+                throw APIError(.unprocessableContent, code: "invalid_units", message: "reward_amount must be at least 1, got \(callback.units)")
+            }
+            let now = clock.now()
+            guard callback.rewardedAt <= now.addingTimeInterval(Self.maximumLead), callback.rewardedAt >= now.addingTimeInterval(-Self.maximumAge) else {
+                throw APIError(.unprocessableContent, code: "invalid_time", message: "the callback's timestamp is more than a day old or in the future")
+            }
+            let outcome = try await ledger.reward(
+                accountID: callback.accountID, network: "admob", transactionID: callback.transactionID, meter: meter.id,
+                units: callback.units, cap: cap, at: callback.rewardedAt, now: now)
+            switch outcome {
+            case .granted:
+                logger.info("reward granted", metadata: ["account": "\(callback.accountID)", "units": "\(callback.units)"])
+                return try JSONResponse.make(Granted(accountID: callback.accountID, meter: meter.id, units: callback.units))
+            case .replayed:
+                throw APIError(.conflict, code: "reward_replayed", message: "transaction_id \(callback.transactionID.prefix(64)) was already granted")
+            case .overDailyCap(let cap, let today):
+                throw APIError(.unprocessableContent, code: "daily_reward_cap",
+                               message: "the account has \(today) of its \(cap) rewarded \(meter.id) today; this reward would pass the cap")
+            }
+        }
+    }
+
+    static func answer(for refusal: AdMobCallback.Refusal) -> APIError {
+        switch refusal {
+        case .malformed(let problem): APIError(.badRequest, code: "invalid_request", message: problem)
+        case .unknownKey(let id): APIError(.forbidden, code: "unknown_key", message: "no AdMob key with key_id \(id)")
+        case .badSignature: APIError(.forbidden, code: "bad_signature", message: "the callback's signature does not verify")
+        }
+    }
+
+    struct Granted: Encodable {
+        var status = "granted"
+        var accountID: String
+        var meter: String
+        var units: Int
+
+        enum CodingKeys: String, CodingKey {
+            case status, meter, units
+            case accountID = "account_id"
+        }
+    }
+}

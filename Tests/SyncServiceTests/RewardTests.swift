@@ -1,0 +1,154 @@
+import Crypto
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import SyncCore
+import SyncService
+import TestSupport
+import Testing
+
+/// Rewarded ads through AdMob's server-side verification callback (issue #13), signed with keys
+/// of our own in AdMob's published format; the signature is checked by the service, never mocked.
+@Suite("Rewarded ads (AdMob SSV)", .serialized)
+struct RewardTests {
+    /// A key pair and its entry in AdMob's key file format.
+    struct SigningKey {
+        let id: Int64
+        let key = P256.Signing.PrivateKey()
+
+        var entry: [String: Any] {
+            ["keyId": id, "pem": key.publicKey.pemRepresentation, "base64": key.publicKey.derRepresentation.base64EncodedString()]
+        }
+
+        /// The callback's query string, signed as AdMob signs it.
+        func callback(account: String, transaction: String, units: Int = 10, item: String = "minutes", at: Date = RewardTests.now, keyID: Int64? = nil) throws -> String {
+            let timestamp = Int64((at.timeIntervalSince1970 * 1000).rounded())
+            let query = "ad_network=5450213213286189855&ad_unit=2747237135&custom_data=level%203&reward_amount=\(units)"
+                + "&reward_item=\(item)&timestamp=\(timestamp)&transaction_id=\(transaction)&user_id=\(account)"
+            let der = try key.signature(for: Data(query.utf8)).derRepresentation
+            let signature = der.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+            return query + "&signature=\(signature)&key_id=\(keyID ?? id)"
+        }
+    }
+
+    /// Now, but never in the last minute of a UTC day, so that every reward of a test falls on
+    /// the same day for the daily cap.
+    static var now: Date {
+        let date = Date()
+        return date.timeIntervalSince1970.truncatingRemainder(dividingBy: 86_400) > 86_340 ? date.addingTimeInterval(-120) : date
+    }
+
+    static func keyFile(_ keys: [SigningKey]) throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("admob-keys-\(UUID().uuidString).json")
+        try JSONSerialization.data(withJSONObject: ["keys": keys.map(\.entry)]).write(to: url)
+        return url
+    }
+
+    @Test("a valid callback grants once; a bad signature, an unknown key, a replay and the daily cap are refused and store nothing")
+    func callbacks() async throws {
+        let signing = SigningKey(id: 3_335_741_209)
+        let file = try Self.keyFile([signing])
+        defer { try? FileManager.default.removeItem(at: file) }
+        let keys = AdMobKeys(source: .init(file: file.path), clock: SystemClock(), logger: Logger(label: "test"))
+        try await keys.load()
+        try await TestEnvironment.withFresh { env in
+            try await env.application(adMobKeys: keys).test(.live) { client in
+                func get(_ query: String) async throws -> (HTTPResponse.Status, [String: Any]) {
+                    try await client.getJSON("/v1/rewards/admob?\(query)", credential: nil)
+                }
+                let (status, granted) = try await get(try signing.callback(account: "rita", transaction: "tx-1"))
+                #expect(status == .ok, "\(granted)")
+                #expect(granted["status"] as? String == "granted")
+                let (_, account) = try await client.getJSON("/v1/accounts/rita")
+                #expect(UsageAPITests.minutes(account)?["rewards"] as? Int == 10)
+                #expect(UsageAPITests.minutes(account)?["available"] as? Int == 110)
+
+                // Replayed: the same transaction id.
+                let (replay, replayJSON) = try await get(try signing.callback(account: "rita", transaction: "tx-1"))
+                #expect(replay == .conflict)
+                #expect(replayJSON.errorCode == "reward_replayed")
+                // Tampered after signing: 10 minutes signed, 1000 asked.
+                let tampered = try signing.callback(account: "rita", transaction: "tx-2").replacingOccurrences(of: "reward_amount=10", with: "reward_amount=1000")
+                let (bad, badJSON) = try await get(tampered)
+                #expect(bad == .forbidden)
+                #expect(badJSON.errorCode == "bad_signature")
+                // Signed by a key AdMob never published (another key, another id).
+                let stranger = SigningKey(id: 42)
+                let (unknown, unknownJSON) = try await get(try stranger.callback(account: "rita", transaction: "tx-3"))
+                #expect(unknown == .forbidden)
+                #expect(unknownJSON.errorCode == "unknown_key")
+                // The right id, the wrong key.
+                let (forged, forgedJSON) = try await get(try stranger.callback(account: "rita", transaction: "tx-4", keyID: signing.id))
+                #expect(forged == .forbidden)
+                #expect(forgedJSON.errorCode == "bad_signature")
+                let (noSignature, noSignatureJSON) = try await get("user_id=rita&transaction_id=tx-5&reward_item=minutes&reward_amount=5")
+                #expect(noSignature == .badRequest)
+                #expect(noSignatureJSON.errorCode == "invalid_request")
+                let (old, oldJSON) = try await get(try signing.callback(account: "rita", transaction: "tx-6", at: Date().addingTimeInterval(-3 * 86_400)))
+                #expect(old == .unprocessableContent)
+                #expect(oldJSON.errorCode == "invalid_time")
+                let (meter, meterJSON) = try await get(try signing.callback(account: "rita", transaction: "tx-7", item: "coins"))
+                #expect(meter == .unprocessableContent)
+                #expect(meterJSON.errorCode == "unknown_meter")
+
+                // The default catalogue caps rewards at 30 minutes a day: two more of 10, then refused.
+                for transaction in ["tx-8", "tx-9"] {
+                    let (ok, json) = try await get(try signing.callback(account: "rita", transaction: transaction))
+                    #expect(ok == .ok, "\(json)")
+                }
+                let (capped, cappedJSON) = try await get(try signing.callback(account: "rita", transaction: "tx-10"))
+                #expect(capped == .unprocessableContent)
+                #expect(cappedJSON.errorCode == "daily_reward_cap")
+                #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE kind = 'reward'") == 3)
+                #expect(try await env.scalar("SELECT COALESCE(sum(units), 0)::int FROM usage_entries WHERE kind = 'reward'") == 30)
+            }
+        }
+    }
+
+    @Test("a key AdMob rotated in is fetched from the keys URL through libcurl when a callback needs it, at most once a minute")
+    func rotatedKeyIsFetched() async throws {
+        let old = SigningKey(id: 1)
+        let rotated = SigningKey(id: 2)
+        let file = try Self.keyFile([old])
+        let served = try Self.keyFile([old, rotated])
+        defer {
+            try? FileManager.default.removeItem(at: file)
+            try? FileManager.default.removeItem(at: served)
+        }
+        let port = freeTCPPort()
+        let url = "http://127.0.0.1:\(port)/\(served.lastPathComponent)"
+        let clock = ManualClock(start: Date())
+        let keys = AdMobKeys(
+            source: .init(file: file.path, url: url), addressGuard: WebhookOrderTests.loopback ?? .publicOnly, clock: clock,
+            logger: Logger(label: "test"))
+        // The key server is down at start: the file's key is all the service knows.
+        try await keys.load()
+        #expect(await keys.count == 1)
+
+        // Then a real HTTP server on loopback serves the rotated key file.
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        server.arguments = ["python3", "-m", "http.server", String(port), "--bind", "127.0.0.1", "--directory", served.deletingLastPathComponent().path]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { server.terminate() }
+        #expect(await waitUntil { await httpStatus(url) == 200 })
+
+        try await TestEnvironment.withFresh { env in
+            try await env.application(adMobKeys: keys).test(.live) { client in
+                // Within a minute of the last fetch an unknown key id fetches nothing (a flood of
+                // forged ids must not make the service hammer the key server).
+                let (early, earlyJSON) = try await client.getJSON("/v1/rewards/admob?\(try rotated.callback(account: "sam", transaction: "r-1"))", credential: nil)
+                #expect(early == .forbidden, "\(earlyJSON)")
+                #expect(earlyJSON.errorCode == "unknown_key")
+                clock.advance(by: .seconds(61))
+                let (status, json) = try await client.getJSON("/v1/rewards/admob?\(try rotated.callback(account: "sam", transaction: "r-2"))", credential: nil)
+                #expect(status == .ok, "\(json)")
+                #expect(await keys.count == 2)
+            }
+        }
+    }
+}
