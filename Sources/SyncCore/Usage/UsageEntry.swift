@@ -87,8 +87,15 @@ public struct UsagePeriod: Sendable, Hashable, Codable, Comparable {
         let estimate = (date.timeIntervalSince(anchor) / approximate).rounded(.down)
         var step = estimate.isFinite && estimate.magnitude < 1e7 ? Int(estimate) : 0
         // The estimate is off by at most a step or two; the bound only guards absurd dates.
-        for _ in 0..<64 where length.advance(anchor, times: step) > date { step -= 1 }
-        for _ in 0..<64 where length.advance(anchor, times: step + 1) <= date { step += 1 }
+        var guardSteps = 64
+        while guardSteps > 0, length.advance(anchor, times: step) > date {
+            step -= 1
+            guardSteps -= 1
+        }
+        while guardSteps > 0, length.advance(anchor, times: step + 1) <= date {
+            step += 1
+            guardSteps -= 1
+        }
         return UsagePeriod(start: length.advance(anchor, times: step), end: length.advance(anchor, times: step + 1))
     }
 
@@ -97,8 +104,8 @@ public struct UsagePeriod: Sendable, Hashable, Codable, Comparable {
 
     /// A period start as it appears in allowance ids: RFC 3339 in UTC, whole seconds.
     static func idFormat(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: date)
+        date.formatted(idStyle)
     }
+
+    private static let idStyle = Date.ISO8601FormatStyle(timeZone: .gmt)
 }

@@ -50,12 +50,13 @@ public struct UsageLedger: Sendable {
     func writeAllowances(of accountID: String, at times: [Date], on connection: Connection) async throws {
         guard !catalogue.meters.isEmpty else { return }
         let ledger = try await Self.transactions(of: accountID, on: connection)
-        var allowances: [UsageEntry] = []
+        // Times of one period give the same entries: one of each is written.
+        var allowances: [String: UsageEntry] = [:]
         for time in Set(times) {
             let state = Resolver.resolve(ledger: ledger, catalogue: catalogue, now: time)
-            allowances += UsageAllowances.entries(for: state, catalogue: catalogue, now: time)
+            for entry in UsageAllowances.entries(for: state, catalogue: catalogue, now: time) { allowances[Self.key(entry)] = entry }
         }
-        try await Self.write(allowances, accountID: accountID, deviceID: nil, on: connection)
+        try await Self.write(Array(allowances.values), accountID: accountID, deviceID: nil, on: connection)
     }
 
     /// What a verified rewarded ad did.

@@ -9,6 +9,12 @@ import SyncStore
 
 /// What the operator commands share: a pool, the catalogue, error mapping, parsing.
 enum Operator {
+    /// Who an audited command records: `--actor`, else `$USER`, else `unknown`.
+    static func actor(_ given: String?) -> String {
+        if let given, !given.isEmpty { return given }
+        return ProcessInfo.processInfo.environment["USER"].flatMap { $0.isEmpty ? nil : $0 } ?? "unknown"
+    }
+
     /// The catalogue the service resolves with ($SUBSYNC_CATALOGUE or the built-in one), so
     /// recomputations agree with the workers.
     static func catalogue() throws -> Catalogue {

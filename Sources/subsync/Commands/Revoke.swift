@@ -19,10 +19,7 @@ struct OverrideOptions: ParsableArguments {
         if let account, account.isEmpty { throw ValidationError("--account must not be empty") }
     }
 
-    var resolvedActor: String {
-        if let actor, !actor.isEmpty { return actor }
-        return ProcessInfo.processInfo.environment["USER"].flatMap { $0.isEmpty ? nil : $0 } ?? "unknown"
-    }
+    var resolvedActor: String { Operator.actor(actor) }
 
     func apply(_ action: AdminAction) async throws {
         let catalogue = try Operator.catalogue()

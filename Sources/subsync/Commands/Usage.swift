@@ -147,8 +147,7 @@ struct Credits: AsyncParsableCommand {
                 printError("no meter \(meter ?? "") in the catalogue (known: \(catalogue.meters.map(\.id).joined(separator: ", ")))")
                 throw ExitCodes.usage
             }
-            let actor = actor.flatMap { $0.isEmpty ? nil : $0 }
-                ?? ProcessInfo.processInfo.environment["USER"].flatMap { $0.isEmpty ? nil : $0 } ?? "unknown"
+            let actor = Operator.actor(actor)
             let adjustmentID = id ?? UUID().uuidString.lowercased()
             let outcome: UsageLedger.Adjustment? = try await Operator.withPool(database, label: "subsync.credits") { pool in
                 do {
