@@ -98,6 +98,34 @@ struct UsageAPITests {
         }
     }
 
+    @Test("devices write only their own account's usage, within the account's rate limit; reads are not limited")
+    func devicesAreLimitedToTheirAccount() async throws {
+        try await TestEnvironment.withFresh { env in
+            let limit = RateLimiter.Limit(ratePerSecond: 0.001, burst: 2)
+            try await env.application(accountRateLimit: limit).test(.live) { client in
+                let token = try await env.token(for: "tia")
+                let body = { (id: String) in try Self.usageBody(device: "phone", [(id, 1, Date().addingTimeInterval(-60))]) }
+                for id in ["a", "b"] {
+                    let (status, json) = try await client.postJSON("/v1/accounts/tia/usage", body: try body(id), credential: token)
+                    #expect(status == .accepted, "\(json)")
+                }
+                let (limited, limitedJSON) = try await client.postJSON("/v1/accounts/tia/usage", body: try body("c"), credential: token)
+                #expect(limited == .tooManyRequests)
+                #expect(limitedJSON.errorCode == "rate_limited")
+                let (held, _) = try await client.postJSON("/v1/accounts/tia/usage/holds", body: try UsageHoldTests.holdBody(device: "phone", units: 1), credential: token)
+                #expect(held == .tooManyRequests)
+                let (read, _) = try await client.getJSON("/v1/accounts/tia/usage", credential: token)
+                #expect(read == .ok)
+                let (other, _) = try await client.postJSON("/v1/accounts/ulf/usage", body: try body("d"), credential: token)
+                #expect(other == .forbidden)
+                // The backend's admin key is not limited.
+                let (admin, _) = try await client.postJSON("/v1/accounts/tia/usage", body: try body("e"))
+                #expect(admin == .accepted)
+                #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE kind = 'usage'") == 3)
+            }
+        }
+    }
+
     @Test("a subscription's allowance follows its purchase day and its tier")
     func subscriptionAllowance() async throws {
         try await TestEnvironment.withFresh { env in

@@ -95,7 +95,8 @@ public func buildApplication(
     let usage = UsageController(
         ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue),
         holds: UsageHolds(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,
-        authenticator: dependencies.authenticator, clock: dependencies.clock)
+        authenticator: dependencies.authenticator, clock: dependencies.clock,
+        limiter: configuration.accountRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) })
     usage.addRoutes(to: router)
     RewardController(
         keys: dependencies.adMobKeys, ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,

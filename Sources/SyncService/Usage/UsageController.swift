@@ -12,12 +12,23 @@ struct UsageController: Sendable {
     let catalogue: Catalogue
     let authenticator: Authenticator
     let clock: any ServiceClock
+    /// Usage writes per account from device tokens (`SUBSYNC_RATE_LIMIT_ACCOUNT`, buckets of their
+    /// own: usage does not spend the sync budget); admin callers are not limited.
+    let limiter: RateLimiter?
+
+    /// Authorizes a write to `accountID`'s usage and takes from its bucket when a device writes.
+    func authorizeWrite(_ request: Request, accountID: String) async throws {
+        let principal = try await authenticator.authorize(request, accountID: accountID)
+        if principal != .admin, let limiter, let wait = await limiter.take(accountID) {
+            throw APIError.rateLimited(retryAfter: wait, what: "this account")
+        }
+    }
 
     func addRoutes(to router: Router<SubsyncRequestContext>) {
         let usage = router.group("v1/accounts/:account_id/usage")
         usage.post { request, context in
             let accountID = try AccountController.accountID(context)
-            _ = try await authenticator.authorize(request, accountID: accountID)
+            try await authorizeWrite(request, accountID: accountID)
             let now = clock.now()
             let body = try await request.collectBody(upTo: UsageLimits.maximumBodyBytes, context: context)
             let (device, entries) = try UsageRequest.decode(Data(buffer: body), catalogue: catalogue, now: now)
@@ -74,7 +85,7 @@ struct UsageController: Sendable {
     func addHoldRoutes(to usage: RouterGroup<SubsyncRequestContext>) {
         usage.post("holds") { request, context in
             let accountID = try AccountController.accountID(context)
-            _ = try await authenticator.authorize(request, accountID: accountID)
+            try await authorizeWrite(request, accountID: accountID)
             let now = clock.now()
             let body = try await request.collectBody(upTo: 16 * 1024, context: context)
             let ask = try HoldRequest.decode(Data(buffer: body), catalogue: catalogue)
