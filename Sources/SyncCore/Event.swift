@@ -21,11 +21,13 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
     public var state: AccountState
     /// For `entitlement.transferred`: which purchase moved, from which account to which.
     public var transfer: Transfer?
+    /// For `credits.granted` / `credits.revoked`: the ledger entry written.
+    public var credit: CreditChange?
 
     public init(
         id: String, accountID: String, sequence: Int64, type: EventType, occurredAt: Date,
         entitlementID: String?, previous: EntitlementState?, current: EntitlementState?,
-        previousTier: String?, state: AccountState, transfer: Transfer? = nil
+        previousTier: String?, state: AccountState, transfer: Transfer? = nil, credit: CreditChange? = nil
     ) {
         self.id = id
         self.accountID = accountID
@@ -38,6 +40,7 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
         self.previousTier = previousTier
         self.state = state
         self.transfer = transfer
+        self.credit = credit
     }
 
     /// The stored form of `draft`, with the identity the store assigned.
@@ -58,6 +61,7 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
         case previousTier = "previous_tier"
         case state
         case transfer
+        case credit
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -74,6 +78,7 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
         try c.encode(state, forKey: .state)
         // Only transfer events carry it, so every other payload keeps its documented shape.
         try c.encodeIfPresent(transfer, forKey: .transfer)
+        try c.encodeIfPresent(credit, forKey: .credit)
     }
 }
 
@@ -97,5 +102,27 @@ public struct Transfer: Sendable, Hashable, Codable {
         case originalTransactionID = "original_transaction_id"
         case fromAccountID = "from_account_id"
         case toAccountID = "to_account_id"
+    }
+}
+
+/// The ledger entry a `credits.granted` or `credits.revoked` event reports (docs/USAGE.md).
+public struct CreditChange: Sendable, Hashable, Codable {
+    public var meter: String
+    public var units: Int
+    /// The consumable purchase's transaction.
+    public var transactionID: String
+    public var entryID: String
+
+    public init(meter: String, units: Int, transactionID: String, entryID: String) {
+        self.meter = meter
+        self.units = units
+        self.transactionID = transactionID
+        self.entryID = entryID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case meter, units
+        case transactionID = "transaction_id"
+        case entryID = "entry_id"
     }
 }

@@ -31,4 +31,9 @@ public enum EventType: String, Sendable, Hashable, Codable, CaseIterable {
     case transferred = "entitlement.transferred"
     /// The account's tier, features, limits or ads changed.
     case tierChanged = "account.tier_changed"
+    /// A verified consumable purchase granted units of a meter (once per transaction), carrying
+    /// ``CreditChange``.
+    case creditsGranted = "credits.granted"
+    /// A refunded consumable's units were taken back (even when already spent), carrying ``CreditChange``.
+    case creditsRevoked = "credits.revoked"
 }

@@ -102,7 +102,7 @@ import Testing
                 "entitlement.activated", "entitlement.renewed", "entitlement.expired", "entitlement.revoked",
                 "entitlement.restored", "entitlement.product_changed", "entitlement.grace_period_started",
                 "entitlement.billing_issue", "entitlement.renewal_changed", "account.tier_changed",
-                "entitlement.transferred", "entitlement.updated",
+                "entitlement.transferred", "entitlement.updated", "credits.granted", "credits.revoked",
             ])
     }
 

@@ -190,6 +190,15 @@ struct UsageAPITests {
             #expect(refunded.credits == -80)
             #expect(refunded.available == 0)
             #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE account_id = 'di' AND kind = 'credit_revoked'") == 1)
+            // One credits.granted and one credits.revoked, however often the pack was reported,
+            // in the account's one sequence (no gap, no repeat).
+            #expect(try await env.scalar("SELECT count(*) FROM events WHERE account_id = 'di' AND type = 'credits.granted'") == 1)
+            #expect(try await env.scalar("SELECT count(*) FROM events WHERE account_id = 'di' AND type = 'credits.revoked'") == 1)
+            #expect(try await env.scalar(
+                "SELECT count(*) FROM events WHERE account_id = 'di' AND type = 'credits.revoked' AND payload->'credit'->>'units' = '100' AND payload->'credit'->>'transaction_id' = 'pack1'") == 1)
+            let sequences = try await env.pool.query("SELECT sequence FROM events WHERE account_id = 'di' ORDER BY sequence").map { try $0.decode(Int64.self, at: 0) }
+            #expect(sequences == Array(1...Int64(sequences.count)))
+            #expect(try await env.scalar("SELECT last_sequence::int FROM account_states WHERE account_id = 'di'") == sequences.count)
         }
     }
 }

@@ -185,6 +185,7 @@ public struct ResolutionEngine: Sendable {
             }
             states.append((accountID, current, sequence))
         }
+        events += try await creditEvents(for: usage, states: &states, now: now, on: connection)
         outcome.accountsResolved = accountIDs.count
         outcome.eventsWritten = events.count
 
@@ -194,6 +195,43 @@ public struct ResolutionEngine: Sendable {
         try await writeEvents(events, origin: origin, on: connection)
         try await UsageLedger.writeDerived(usage, on: connection)
         return outcome
+    }
+
+    /// `credits.granted` / `credits.revoked` for the consumables' credit entries this resolution
+    /// writes for the first time, numbered after the account's other events.
+    private func creditEvents(
+        for usage: [(accountID: String, entries: [UsageEntry])],
+        states: inout [(accountID: String, state: AccountState, lastSequence: Int64)],
+        now: Date, on connection: Connection
+    ) async throws -> [Event] {
+        let credits = usage.filter { account in account.entries.contains { $0.kind == .credit || $0.kind == .creditRevoked } }
+        guard !credits.isEmpty else { return [] }
+        var stored: Set<String> = []
+        for row in try await connection.preparedQuery(
+            """
+            SELECT account_id, meter, entry_id FROM usage_entries
+            WHERE account_id = ANY(\(credits.map(\.accountID))::text[]) AND kind IN ('credit', 'credit_revoked')
+            """
+        ) {
+            stored.insert(try row.decode(String.self, at: 0) + "\u{0}" + row.decode(String.self, at: 1) + "\u{0}" + row.decode(String.self, at: 2))
+        }
+        var events: [Event] = []
+        for (accountID, entries) in credits {
+            guard let index = states.firstIndex(where: { $0.accountID == accountID }) else { continue }
+            let new = entries
+                .filter { ($0.kind == .credit || $0.kind == .creditRevoked) && !stored.contains(accountID + "\u{0}" + $0.meter + "\u{0}" + $0.id) }
+                .sorted { ($0.kind == .credit ? 0 : 1, $0.at, $0.id) < ($1.kind == .credit ? 0 : 1, $1.at, $1.id) }
+            for entry in new {
+                states[index].lastSequence += 1
+                let transactionID = entry.id.split(separator: ":", maxSplits: 1).last.map(String.init) ?? entry.id
+                events.append(Event(
+                    id: UUID().uuidString.lowercased(), accountID: accountID, sequence: states[index].lastSequence,
+                    type: entry.kind == .credit ? .creditsGranted : .creditsRevoked, occurredAt: now, entitlementID: nil,
+                    previous: nil, current: nil, previousTier: nil, state: states[index].state,
+                    credit: CreditChange(meter: entry.meter, units: entry.units ?? 0, transactionID: transactionID, entryID: entry.id)))
+            }
+        }
+        return events
     }
 
     /// Deletes the stored transactions of `accountIDs` that `ledgers` do not have.
