@@ -22,9 +22,12 @@ struct RewardTests {
         }
 
         /// The callback's query string, signed as AdMob signs it.
-        func callback(account: String, transaction: String, units: Int = 10, item: String = "minutes", at: Date = RewardTests.now, keyID: Int64? = nil) throws -> String {
+        func callback(
+            account: String, transaction: String, units: Int = 10, item: String = "minutes", at: Date = RewardTests.now, keyID: Int64? = nil,
+            adUnit: String = RewardTests.adUnit
+        ) throws -> String {
             let timestamp = Int64((at.timeIntervalSince1970 * 1000).rounded())
-            let query = "ad_network=5450213213286189855&ad_unit=2747237135&custom_data=level%203&reward_amount=\(units)"
+            let query = "ad_network=5450213213286189855&ad_unit=\(adUnit)&custom_data=level%203&reward_amount=\(units)"
                 + "&reward_item=\(item)&timestamp=\(timestamp)&transaction_id=\(transaction)&user_id=\(account)"
             let der = try key.signature(for: Data(query.utf8)).derRepresentation
             let signature = der.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
@@ -40,6 +43,9 @@ struct RewardTests {
         return date.timeIntervalSince1970.truncatingRemainder(dividingBy: 86_400) > 86_340 ? date.addingTimeInterval(-120) : date
     }
 
+    /// The app's own rewarded ad unit (`SUBSYNC_ADMOB_AD_UNITS`).
+    static let adUnit = "2747237135"
+
     static func keyFile(_ keys: [SigningKey]) throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("admob-keys-\(UUID().uuidString).json")
         try JSONSerialization.data(withJSONObject: ["keys": keys.map(\.entry)]).write(to: url)
@@ -54,7 +60,7 @@ struct RewardTests {
         let keys = AdMobKeys(source: .init(file: file.path), clock: SystemClock(), logger: Logger(label: "test"))
         try await keys.load()
         try await TestEnvironment.withFresh { env in
-            try await env.application(adMobKeys: keys).test(.live) { client in
+            try await env.application(adMobKeys: keys, adMobAdUnits: [Self.adUnit]).test(.live) { client in
                 func get(_ query: String) async throws -> (HTTPResponse.Status, [String: Any]) {
                     try await client.getJSON("/v1/rewards/admob?\(query)", credential: nil)
                 }
@@ -89,6 +95,17 @@ struct RewardTests {
                 let (old, oldJSON) = try await get(try signing.callback(account: "rita", transaction: "tx-6", at: Date().addingTimeInterval(-3 * 86_400)))
                 #expect(old == .unprocessableContent)
                 #expect(oldJSON.errorCode == "invalid_time")
+                // Signed by AdMob's key, but for another publisher's ad unit.
+                let (foreign, foreignJSON) = try await get(try signing.callback(account: "rita", transaction: "tx-11", adUnit: "9999"))
+                #expect(foreign == .forbidden)
+                #expect(foreignJSON.errorCode == "unknown_ad_unit")
+                // Nothing may follow the signature, and nothing signed may be given twice.
+                let (appended, appendedJSON) = try await get(try signing.callback(account: "rita", transaction: "tx-12") + "&user_id=victim")
+                #expect(appended == .badRequest)
+                #expect(appendedJSON.errorCode == "invalid_request")
+                let doubled = try signing.callback(account: "rita", transaction: "tx-13").replacingOccurrences(of: "user_id=rita", with: "user_id=rita&user_id=victim")
+                let (twice, twiceJSON) = try await get(doubled)
+                #expect(twice == .badRequest, "\(twiceJSON)")
                 let (meter, meterJSON) = try await get(try signing.callback(account: "rita", transaction: "tx-7", item: "coins"))
                 #expect(meter == .unprocessableContent)
                 #expect(meterJSON.errorCode == "unknown_meter")
@@ -138,7 +155,7 @@ struct RewardTests {
         #expect(await waitUntil { await httpStatus(url) == 200 })
 
         try await TestEnvironment.withFresh { env in
-            try await env.application(adMobKeys: keys).test(.live) { client in
+            try await env.application(adMobKeys: keys, adMobAdUnits: [Self.adUnit]).test(.live) { client in
                 // Within a minute of the last fetch an unknown key id fetches nothing (a flood of
                 // forged ids must not make the service hammer the key server).
                 let (early, earlyJSON) = try await client.getJSON("/v1/rewards/admob?\(try rotated.callback(account: "sam", transaction: "r-1"))", credential: nil)

@@ -79,11 +79,13 @@ struct TestEnvironment: Sendable {
         secretSealer: SecretSealer = .none,
         clock: any ServiceClock = SystemClock(),
         authenticator: Authenticator? = nil,
-        adMobKeys: AdMobKeys? = nil
+        adMobKeys: AdMobKeys? = nil,
+        adMobAdUnits: Set<String> = []
     ) -> some ApplicationProtocol {
         var configuration = ServiceConfiguration(port: 0)
         configuration.requireSigned = requireSigned
         configuration.accountBinding = binding
+        configuration.adMobAdUnits = adMobAdUnits
         configuration.appAccountTokenKey = appAccountTokenKey
         configuration.metricsToken = metricsToken
         configuration.notificationRateLimit = notificationRateLimit

@@ -762,6 +762,31 @@ struct TrustAPITests {
         }
     }
 
+    @Test("a transferred minute pack is credited to one account only: the old account is debited, and reconcile agrees")
+    func transferredPackIsCreditedOnce() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
+            let now = Date()
+            let jws = try authority.sign(Self.transaction(
+                original: "8200", product: "voip.credits.100", purchased: now.addingTimeInterval(-60), expires: nil, signed: now))
+            try await app.test(.router) { client in
+                _ = try await client.sync(account: "pack-old", body: try Self.signedBody(reportID: "p-old", jws: jws))
+                _ = try await settled(client, "pack-old")
+                _ = try await client.sync(account: "pack-new", body: try Self.signedBody(reportID: "p-new", jws: jws))
+                _ = try await settled(client, "pack-new")
+                _ = try await settled(client, "pack-old")
+            }
+            let ledger = UsageLedger(pool: env.pool, catalogue: .default)
+            #expect(try await ledger.balances(of: "pack-new", now: Date()).first?.credits == 100)
+            #expect(try await ledger.balances(of: "pack-old", now: Date()).first?.credits == 0)
+            #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE account_id = 'pack-old' AND entry_id = 'credit_transferred:8200'") == 1)
+            #expect(try await env.scalar("SELECT count(*) FROM events WHERE type = 'credits.granted'") == 2)
+            let reconciler = Reconciler(pool: env.pool, catalogue: .default)
+            let result = try await reconciler.reconcile(accounts: ["pack-new", "pack-old"], repair: false)
+            #expect(result.accountsWithDrift == 0, "\(result.differences)")
+        }
+    }
+
     // MARK: - Helpers
 
     /// The account a store notification was applied to.

@@ -32,30 +32,33 @@ struct UsageAPITests {
                 let (status, first) = try await client.postJSON("/v1/accounts/ana/usage", body: phone)
                 #expect(status == .accepted, "\(first)")
                 #expect(first["accepted"] as? Int == 2)
-                // The phone retries; the web client relays one of the phone's calls: nothing new.
+                // The phone retries, whole and in part: nothing new.
                 let (_, retry) = try await client.postJSON("/v1/accounts/ana/usage", body: phone)
                 #expect(retry["accepted"] as? Int == 0)
                 #expect(retry["duplicates"] as? Int == 2)
-                _ = try await client.postJSON("/v1/accounts/ana/usage", body: try Self.usageBody(device: "web", [("call-2", 20, minute(40))]))
+                _ = try await client.postJSON("/v1/accounts/ana/usage", body: try Self.usageBody(device: "phone", [("call-2", 20, minute(40))]))
+                // The web client numbers its calls too: its "call-1" is another call.
+                let (_, web) = try await client.postJSON("/v1/accounts/ana/usage", body: try Self.usageBody(device: "web", [("call-1", 5, minute(35))]))
+                #expect(web["accepted"] as? Int == 1)
                 // The tablet was offline; its calls arrive now, in one batch.
                 let tablet = try Self.usageBody(device: "tablet", [("call-3", 25, minute(30)), ("call-4", 40, minute(20))])
                 let (_, late) = try await client.postJSON("/v1/accounts/ana/usage", body: tablet)
                 let balance = try #require(Self.minutes(late))
-                #expect(balance["used"] as? Int == 115)
+                #expect(balance["used"] as? Int == 120)
                 #expect(balance["allowance"] as? Int == 100)
                 #expect(balance["available"] as? Int == 0)
-                #expect(balance["overage_units"] as? Int == 15)
-                #expect(balance["overage_amount"] as? String == "0.3")
-                #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE account_id = 'ana' AND kind = 'usage'") == 4)
+                #expect(balance["overage_units"] as? Int == 20)
+                #expect(balance["overage_amount"] as? String == "0.4")
+                #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE account_id = 'ana' AND kind = 'usage'") == 5)
 
                 // The account read and the usage read agree.
                 let (_, account) = try await client.getJSON("/v1/accounts/ana")
-                #expect(Self.minutes(account)?["used"] as? Int == 115)
+                #expect(Self.minutes(account)?["used"] as? Int == 120)
                 let (readStatus, read) = try await client.getJSON("/v1/accounts/ana/usage?meter=minutes")
                 #expect(readStatus == .ok)
                 let meter = try #require((read["meters"] as? [[String: Any]])?.first)
-                #expect((meter["entries"] as? [[String: Any]])?.filter { $0["kind"] as? String == "usage" }.count == 4)
-                #expect((meter["periods"] as? [[String: Any]])?.first?["overage"] as? Int == 15)
+                #expect((meter["entries"] as? [[String: Any]])?.filter { $0["kind"] as? String == "usage" }.count == 5)
+                #expect((meter["periods"] as? [[String: Any]])?.first?["overage"] as? Int == 20)
             }
         }
     }

@@ -99,7 +99,7 @@ public func buildApplication(
         limiter: configuration.accountRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) })
     usage.addRoutes(to: router)
     RewardController(
-        keys: dependencies.adMobKeys, ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,
+        keys: dependencies.adMobKeys, adUnits: configuration.adMobAdUnits, ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,
         clock: dependencies.clock, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         logger: logger
     ).addRoutes(to: router)

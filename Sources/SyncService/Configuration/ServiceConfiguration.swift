@@ -102,6 +102,10 @@ public struct ServiceConfiguration: Sendable {
     /// `SUBSYNC_ADMOB_KEYS_URL`: where to fetch (and daily refresh) AdMob's keys through libcurl,
     /// e.g. `https://www.gstatic.com/admob/reward/verifier-keys.json`.
     public var adMobKeysURL: String?
+    /// `SUBSYNC_ADMOB_AD_UNITS`: the app's rewarded ad unit ids (comma-separated). AdMob signs
+    /// every publisher's callbacks with the same keys, so callbacks of other ad units are refused;
+    /// required when AdMob keys are configured.
+    public var adMobAdUnits: Set<String> = []
     /// `SUBSYNC_APP_APPLE_ID`: the app's Apple id, checked on notifications that carry one.
     public var appAppleID: Int64?
     /// `SUBSYNC_ACCOUNT_BINDING`: what to do with a purchase that belongs to another account.
@@ -248,6 +252,9 @@ public struct ServiceConfiguration: Sendable {
         }
         if let text = environment["SUBSYNC_BUNDLE_ID"], !text.isEmpty { configuration.bundleID = text }
         if let text = environment["SUBSYNC_ADMOB_KEYS_FILE"], !text.isEmpty { configuration.adMobKeysFile = text }
+        if let text = environment["SUBSYNC_ADMOB_AD_UNITS"] {
+            configuration.adMobAdUnits = Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+        }
         if let text = environment["SUBSYNC_ADMOB_KEYS_URL"], !text.isEmpty {
             guard text.hasPrefix("https://") || text.hasPrefix("http://") else {
                 throw ConfigurationError(variable: "SUBSYNC_ADMOB_KEYS_URL", message: "must be an http(s) URL, got \"\(text.prefix(80))\"")

@@ -9,6 +9,8 @@ import SyncStore
 struct RewardController: Sendable {
     /// `nil` when neither `SUBSYNC_ADMOB_KEYS_FILE` nor `SUBSYNC_ADMOB_KEYS_URL` is set.
     let keys: AdMobKeys?
+    /// `SUBSYNC_ADMOB_AD_UNITS`: the app's own rewarded ad units; callbacks of any other are refused.
+    let adUnits: Set<String>
     let ledger: UsageLedger
     let catalogue: Catalogue
     let clock: any ServiceClock
@@ -30,9 +32,9 @@ struct RewardController: Sendable {
                                message: "rewarded ads are not configured (SUBSYNC_ADMOB_KEYS_FILE or SUBSYNC_ADMOB_KEYS_URL)")
             }
             let raw = request.uri.query ?? ""
-            let parsed: (callback: AdMobCallback, message: Data, signature: Data)
+            let parsed: (callback: AdMobCallback, adUnit: String, message: Data, signature: Data)
             do throws(AdMobCallback.Refusal) {
-                parsed = try AdMobCallback.parse(rawQuery: raw, parameters: AdMobCallback.parameters(raw))
+                parsed = try AdMobCallback.parse(rawQuery: raw)
             } catch {
                 throw Self.answer(for: error)
             }
@@ -40,6 +42,9 @@ struct RewardController: Sendable {
             guard let key = await keys.key(callback.keyID) else { throw Self.answer(for: .unknownKey(callback.keyID)) }
             guard AdMobCallback.verify(message: parsed.message, signature: parsed.signature, key: key) else {
                 throw Self.answer(for: .badSignature)
+            }
+            guard adUnits.contains(parsed.adUnit) else {
+                throw APIError(.forbidden, code: "unknown_ad_unit", message: "ad_unit \(parsed.adUnit.prefix(64)) is not one of SUBSYNC_ADMOB_AD_UNITS")
             }
             guard Identifier.isValid(callback.accountID), !Identifier.isBlockedAccountID(callback.accountID) else {
                 throw APIError(.badRequest, code: "invalid_account_id", message: "user_id is not a valid account id")

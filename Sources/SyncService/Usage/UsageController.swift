@@ -37,7 +37,7 @@ struct UsageController: Sendable {
                 submission = try await ledger.submit(entries, accountID: accountID, deviceID: device.id, now: now)
             } catch let conflict as UsageLedger.Conflict {
                 throw APIError(.conflict, code: "usage_conflict",
-                               message: "usage id \"\(conflict.usageID.dropFirst("usage:".count))\" is already stored with other units or another time; nothing was stored")
+                               message: "usage id \"\(conflict.usageID.split(separator: ":").last ?? "")\" of this device is already stored with other units or another time; nothing was stored")
             }
             return try JSONResponse.make(
                 SubmissionBody(accepted: submission.accepted, duplicates: submission.duplicates, usage: try await views(of: accountID, now: now)),
@@ -99,7 +99,7 @@ struct UsageController: Sendable {
         }
         usage.post("holds/:hold_id/settle") { request, context in
             let accountID = try AccountController.accountID(context)
-            _ = try await authenticator.authorize(request, accountID: accountID)
+            try await authorizeWrite(request, accountID: accountID)
             let holdID = try Self.holdID(context)
             let now = clock.now()
             let body = try await request.collectBody(upTo: 16 * 1024, context: context)
@@ -116,7 +116,7 @@ struct UsageController: Sendable {
         }
         usage.delete("holds/:hold_id") { request, context in
             let accountID = try AccountController.accountID(context)
-            _ = try await authenticator.authorize(request, accountID: accountID)
+            try await authorizeWrite(request, accountID: accountID)
             let holdID = try Self.holdID(context)
             let hold = try await Self.mapHoldErrors { try await holds.release(accountID: accountID, holdID: holdID, now: clock.now()) }
             return try JSONResponse.make(SettledBody(hold: hold, usage: try await views(of: accountID, now: clock.now())))

@@ -14,8 +14,8 @@ struct UsageRequest: Decodable {
     var usage: [UsagePayload]
 }
 
-/// One usage on the wire. `id` is the device's own id for it (a call id): the same id twice
-/// counts once, from any device.
+/// One usage on the wire. `id` is the device's own id for it (a call id): the same id twice from
+/// the same device counts once.
 struct UsagePayload: Decodable {
     var id: String
     var meter: String
@@ -65,7 +65,10 @@ extension UsageRequest {
                 throw APIError(.unprocessableContent, code: "invalid_time",
                                message: "\(field).at must be within the last 90 days and not in the future")
             }
-            let entry = UsageEntry(id: "usage:\(payload.id)", meter: payload.meter, kind: .usage, units: payload.units, at: payload.at.roundedToMicroseconds)
+            // Namespaced by device: two devices that both number their calls from 1 never collide.
+            let entry = UsageEntry(
+                id: "usage:\(request.device.id):\(payload.id)", meter: payload.meter, kind: .usage, units: payload.units,
+                at: payload.at.roundedToMicroseconds)
             if let earlier = seen[entry.meter + "\u{0}" + entry.id] {
                 guard earlier == entry else {
                     throw APIError(.conflict, code: "usage_conflict", message: "\(field).id \"\(payload.id)\" appears twice with different units or times")

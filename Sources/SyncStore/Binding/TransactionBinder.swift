@@ -248,6 +248,19 @@ public struct TransactionBinder: Sendable {
                     previous: entitlementID.flatMap { id in state.entitlements.first { $0.id == id } }, current: nil,
                     previousTier: nil, state: state, transfer: transfer))
             }
+            // A consumable's units go with it: the old account is debited what it was credited
+            // (docs/USAGE.md), before its transactions go, so one purchase is never credited twice.
+            try await connection.preparedQuery(
+                """
+                INSERT INTO usage_entries (account_id, meter, entry_id, kind, units, at, reason)
+                SELECT u.account_id, u.meter, 'credit_transferred:' || t.transaction_id, 'credit_revoked', u.units, \(now),
+                       'transferred to ' || \(accountID)
+                FROM transactions AS t
+                JOIN usage_entries AS u ON u.account_id = t.account_id AND u.entry_id = 'credit:' || t.transaction_id
+                WHERE t.account_id = \(transfer.fromAccountID) AND t.original_transaction_id = \(transfer.originalTransactionID)
+                ON CONFLICT (account_id, meter, entry_id) DO NOTHING
+                """
+            )
             try await connection.preparedQuery(
                 """
                 DELETE FROM transactions

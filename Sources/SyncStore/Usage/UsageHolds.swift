@@ -83,7 +83,7 @@ public struct UsageHolds: Sendable {
     }
 
     /// Settles a hold with the units actually used (written to the ledger as a usage entry
-    /// `usage:hold:<id>` at `at`), even past its expiry: the call happened. Settling again with
+    /// `hold:<id>` at `at`), even past its expiry: the call happened. Settling again with
     /// the same units answers the same; with other units, or a released hold, is ``HoldError/ended(_:)``.
     public func settle(accountID: String, holdID: UUID, units: Int, at: Date, now: Date) async throws -> Hold {
         try await pool.withTransaction { connection in
@@ -95,8 +95,11 @@ public struct UsageHolds: Sendable {
             case .open, .expired: break
             }
             try await ledger.writeAllowances(of: accountID, at: [at], on: connection)
-            let usage = UsageEntry(id: "usage:hold:\(holdID.uuidString.lowercased())", meter: hold.meter, kind: .usage, units: units, at: at)
-            try await UsageLedger.write([usage], accountID: accountID, deviceID: hold.deviceID, on: connection)
+            // `hold:` ids cannot be written by devices (theirs are `usage:<device>:<id>`).
+            let usage = UsageEntry(id: "hold:\(holdID.uuidString.lowercased())", meter: hold.meter, kind: .usage, units: units, at: at)
+            guard try await UsageLedger.write([usage], accountID: accountID, deviceID: hold.deviceID, on: connection).count == 1 else {
+                throw HoldError.ended(.settled)
+            }
             try await connection.preparedQuery(
                 """
                 UPDATE usage_holds SET status = 'settled', settled_units = \(Int64(units)), ended_at = \(now)

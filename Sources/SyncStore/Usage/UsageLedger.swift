@@ -69,8 +69,8 @@ public struct UsageLedger: Sendable {
     }
 
     /// Grants `units` of `meter` for a verified rewarded ad (entry `reward:<network>:<id>`), once
-    /// per id and within the meter's daily cap (the UTC day of `at`), under the account's row lock
-    /// so that concurrent callbacks cannot pass the cap together.
+    /// per id and within the meter's daily cap (rewards dated in the 24 hours before `now`), under
+    /// the account's row lock so that concurrent callbacks cannot pass the cap together.
     public func reward(
         accountID: String, network: String, transactionID: String, meter: String, units: Int, cap: Int, at: Date, now: Date
     ) async throws -> RewardOutcome {
@@ -78,12 +78,10 @@ public struct UsageLedger: Sendable {
         return try await pool.withTransaction { connection in
             _ = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             if !(try await Self.entries(of: accountID, ids: [entry.id], on: connection)).isEmpty { return .replayed }
-            let dayStart = Date(timeIntervalSince1970: (at.timeIntervalSince1970 / 86_400).rounded(.down) * 86_400)
             let rows = try await connection.preparedQuery(
                 """
                 SELECT COALESCE(sum(units), 0)::bigint FROM usage_entries
-                WHERE account_id = \(accountID) AND meter = \(meter) AND kind = 'reward'
-                  AND at >= \(dayStart) AND at < \(dayStart.addingTimeInterval(86_400))
+                WHERE account_id = \(accountID) AND meter = \(meter) AND kind = 'reward' AND at > \(now.addingTimeInterval(-86_400))
                 """
             )
             let today = Int(try rows[0].decode(Int64.self, at: 0))
@@ -169,8 +167,10 @@ public struct UsageLedger: Sendable {
 
     /// Inserts `entries` that are not stored yet; returns the keys (meter, id) it inserted.
     @discardableResult
-    static func write(_ entries: [UsageEntry], accountID: String, deviceID: String?, on connection: Connection) async throws -> Set<String> {
-        guard !entries.isEmpty else { return [] }
+    static func write(_ unsorted: [UsageEntry], accountID: String, deviceID: String?, on connection: Connection) async throws -> Set<String> {
+        guard !unsorted.isEmpty else { return [] }
+        // In key order, so that two writers of overlapping entries take their locks in one order.
+        let entries = unsorted.sorted { key($0) < key($1) }
         let rows = try await connection.preparedQuery(
             """
             INSERT INTO usage_entries (account_id, meter, entry_id, kind, units, at, period_end, device_id)
@@ -190,6 +190,7 @@ public struct UsageLedger: Sendable {
     /// credits and refunds) in the resolving transaction.
     static func writeDerived(_ entries: [(accountID: String, entries: [UsageEntry])], on connection: Connection) async throws {
         let flat = entries.flatMap { account in account.entries.map { (account.accountID, $0) } }
+            .sorted { ($0.0, key($0.1)) < ($1.0, key($1.1)) }
         guard !flat.isEmpty else { return }
         try await connection.preparedQuery(
             """

@@ -84,6 +84,10 @@ struct Serve: AsyncParsableCommand {
         let verifier = try storeKitVerifier(configuration, logger: logger)
         var adMobKeys: AdMobKeys?
         if configuration.adMobKeysFile != nil || configuration.adMobKeysURL != nil {
+            guard !configuration.adMobAdUnits.isEmpty else {
+                printError("SUBSYNC_ADMOB_AD_UNITS must list the app's rewarded ad unit ids: AdMob signs every publisher's callbacks with the same keys")
+                throw ExitCodes.usage
+            }
             let keys = AdMobKeys(source: .init(file: configuration.adMobKeysFile, url: configuration.adMobKeysURL), clock: SystemClock(), logger: logger)
             do {
                 try await keys.load()
