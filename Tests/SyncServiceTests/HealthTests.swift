@@ -42,10 +42,18 @@ struct HealthTests {
     func readyWithDatabase() async throws {
         let app = await app(try TestDatabase.configuration())
         try await app.test(.live) { client in
-            try await client.execute(uri: "/readyz", method: .get) { response in
-                #expect(response.status == .ok)
-                #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
+            // readyz gives the database 2 s; on a starved single core (scripts/test --stress) the
+            // first connection can take longer, and a 503 then is the right answer. What must
+            // hold: it becomes 200 once the database answers in time, and every answer is JSON.
+            var last: HTTPResponse.Status = .serviceUnavailable
+            let ready = try await waitUntil {
+                try await client.execute(uri: "/readyz", method: .get) { response in
+                    #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
+                    last = response.status
+                    return response.status == .ok
+                }
             }
+            #expect(ready, "readyz still answered \(last)")
         }
     }
 
