@@ -33,12 +33,21 @@ struct UsageHoldTests {
                 let port = index % 2 == 0 ? first.port : second.port
                 let body = try Self.holdBody(device: "device-\(index)", units: 3)
                 group.addTask {
-                    let response = try await client.execute(CurlRequest(
-                        url: "http://127.0.0.1:\(port)/v1/accounts/race/usage/holds", method: "POST",
-                        headers: [("Authorization", "Bearer \(AbandonedBodyTests.adminKey)"), ("Content-Type", "application/json")],
-                        body: Array(body), totalTimeout: .seconds(120)))
-                    let json = (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]) ?? [:]
-                    return (response.status, json["granted"] as? Int ?? 0)
+                    // As a device would: a 503 (the database busy on a starved core) is retried.
+                    var attempts = 0
+                    while true {
+                        attempts += 1
+                        let response = try await client.execute(CurlRequest(
+                            url: "http://127.0.0.1:\(port)/v1/accounts/race/usage/holds", method: "POST",
+                            headers: [("Authorization", "Bearer \(AbandonedBodyTests.adminKey)"), ("Content-Type", "application/json")],
+                            body: Array(body), totalTimeout: .seconds(120)))
+                        if response.status == 503, attempts < 30 {
+                            try await Task.sleep(for: .milliseconds(500))
+                            continue
+                        }
+                        let json = (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]) ?? [:]
+                        return (response.status, json["granted"] as? Int ?? 0)
+                    }
                 }
             }
             var answers: [(Int, Int)] = []
@@ -49,7 +58,7 @@ struct UsageHoldTests {
         #expect(granted == 100, "granted \(granted): \(answers.map(\.0))")
         #expect(answers.filter { $0.0 == 201 }.count == 34)
         #expect(answers.filter { $0.0 == 409 }.count == 46)
-        #expect(answers.allSatisfy { $0.0 == 201 || $0.0 == 409 })
+        #expect(answers.allSatisfy { $0.0 == 201 || $0.0 == 409 }, "\(answers.map(\.0))")
     }
 
     @Test("a hold is settled with what was used, released, or expires by itself")
