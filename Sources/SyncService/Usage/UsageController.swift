@@ -108,9 +108,7 @@ struct UsageController: Sendable {
                 throw APIError(.unprocessableContent, code: "invalid_units", message: "units must be 0 to \(UsageUnits.maximum), got \(settlement.units)")
             }
             let at = (settlement.at ?? now).roundedToMicroseconds
-            guard at <= now.addingTimeInterval(UsageLimits.maximumLead), at >= now.addingTimeInterval(-UsageLimits.maximumAge) else {
-                throw APIError(.unprocessableContent, code: "invalid_time", message: "at must be within the last 90 days and not in the future")
-            }
+            try UsageLimits.check(time: at, now: now, field: "at")
             let hold = try await Self.mapHoldErrors { try await holds.settle(accountID: accountID, holdID: holdID, units: settlement.units, at: at, now: now) }
             return try JSONResponse.make(SettledBody(hold: hold, usage: try await views(of: accountID, now: now)))
         }

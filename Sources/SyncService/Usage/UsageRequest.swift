@@ -31,6 +31,26 @@ enum UsageLimits {
     /// clock a device's clock may run.
     static let maximumAge: TimeInterval = 90 * 86_400
     static let maximumLead: TimeInterval = 5 * 60
+
+    /// 422 `unknown_meter` / `invalid_units` unless `meter` is the catalogue's and `units` is
+    /// 1...``UsageUnits/maximum``; `field` prefixes the names in the message (`usage[3].`).
+    static func check(meter: String, units: Int, catalogue: Catalogue, field: String) throws {
+        guard catalogue.meter(id: meter) != nil else {
+            let known = catalogue.meters.map(\.id).joined(separator: ", ")
+            throw APIError(.unprocessableContent, code: "unknown_meter",
+                           message: "\(field)meter: no meter \"\(meter.prefix(64))\" in the catalogue (known: \(known.isEmpty ? "none" : known))")
+        }
+        guard (1...UsageUnits.maximum).contains(units) else {
+            throw APIError(.unprocessableContent, code: "invalid_units", message: "\(field)units must be 1 to \(UsageUnits.maximum), got \(units)")
+        }
+    }
+
+    /// 422 `invalid_time` unless `time` is within ``maximumAge`` before `now` and ``maximumLead`` after it.
+    static func check(time: Date, now: Date, field: String) throws {
+        guard time <= now.addingTimeInterval(maximumLead), time >= now.addingTimeInterval(-maximumAge) else {
+            throw APIError(.unprocessableContent, code: "invalid_time", message: "\(field) must be within the last 90 days and not in the future")
+        }
+    }
 }
 
 extension UsageRequest {
@@ -50,21 +70,8 @@ extension UsageRequest {
             guard Identifier.isValid(payload.id) else {
                 throw APIError(.badRequest, code: "invalid_request", message: "\(field).id must be 1–128 characters of letters, digits and ._:@-")
             }
-            guard catalogue.meter(id: payload.meter) != nil else {
-                let known = catalogue.meters.map(\.id).joined(separator: ", ")
-                throw APIError(.unprocessableContent, code: "unknown_meter",
-                               message: "\(field).meter: no meter \"\(payload.meter.prefix(64))\" in the catalogue (known: \(known.isEmpty ? "none" : known))")
-            }
-            guard (1...UsageUnits.maximum).contains(payload.units) else {
-                throw APIError(.unprocessableContent, code: "invalid_units",
-                               message: "\(field).units must be 1 to \(UsageUnits.maximum), got \(payload.units)")
-            }
-            guard payload.at <= now.addingTimeInterval(UsageLimits.maximumLead),
-                payload.at >= now.addingTimeInterval(-UsageLimits.maximumAge)
-            else {
-                throw APIError(.unprocessableContent, code: "invalid_time",
-                               message: "\(field).at must be within the last 90 days and not in the future")
-            }
+            try UsageLimits.check(meter: payload.meter, units: payload.units, catalogue: catalogue, field: field + ".")
+            try UsageLimits.check(time: payload.at, now: now, field: field + ".at")
             // Namespaced by device: two devices that both number their calls from 1 never collide.
             let entry = UsageEntry(
                 id: "usage:\(request.device.id):\(payload.id)", meter: payload.meter, kind: .usage, units: payload.units,
@@ -106,12 +113,7 @@ struct HoldRequest: Decodable {
     static func decode(_ data: Data, catalogue: Catalogue) throws -> HoldRequest {
         let request = try WireBody.decode(HoldRequest.self, from: data)
         try WireBody.check(request.device)
-        guard catalogue.meter(id: request.meter) != nil else {
-            throw APIError(.unprocessableContent, code: "unknown_meter", message: "no meter \"\(request.meter.prefix(64))\" in the catalogue")
-        }
-        guard (1...UsageUnits.maximum).contains(request.units) else {
-            throw APIError(.unprocessableContent, code: "invalid_units", message: "units must be 1 to \(UsageUnits.maximum), got \(request.units)")
-        }
+        try UsageLimits.check(meter: request.meter, units: request.units, catalogue: catalogue, field: "")
         guard (1...3_600).contains(request.ttlSeconds) else {
             throw APIError(.unprocessableContent, code: "invalid_ttl", message: "ttl_seconds must be 1 to 3600, got \(request.ttlSeconds)")
         }

@@ -276,7 +276,7 @@ public struct Reconciler: Sendable {
             WHERE account_id = ANY(\(accounts)::text[]) AND kind IN ('credit', 'credit_revoked')
             """
         ) {
-            storedCredits[try row.decode(String.self, at: 0), default: []].insert(try row.decode(String.self, at: 1) + "\u{0}" + row.decode(String.self, at: 2))
+            storedCredits[try row.decode(String.self, at: 0), default: []].insert(UsageLedger.key(meter: try row.decode(String.self, at: 1), id: try row.decode(String.self, at: 2)))
         }
 
         let decoder = JSONDecoder.postgres
@@ -308,7 +308,7 @@ public struct Reconciler: Sendable {
             // Usage entries that follow from the transactions (consumables' credits and refunds).
             let base = Resolver.resolve(transactions: [], catalogue: catalogue, now: now)
             for entry in UsageDerivation.entries(transactions: inspection.ledger.unorderedAggregates, state: base, catalogue: catalogue, now: now)
-            where entry.kind != .allowance && storedCredits[accountID]?.contains(entry.meter + "\u{0}" + entry.id) != true {
+            where entry.kind != .allowance && storedCredits[accountID]?.contains(UsageLedger.key(entry)) != true {
                 differences.append(Difference(
                     accountID: accountID, scope: .usage, transactionID: entry.id.split(separator: ":", maxSplits: 1).last.map(String.init),
                     field: "usage_entries.row", stored: nil, recomputed: "\(entry.kind.rawValue) \(entry.units ?? 0) \(entry.meter)"))

@@ -213,13 +213,13 @@ public struct ResolutionEngine: Sendable {
             WHERE account_id = ANY(\(credits.map(\.accountID))::text[]) AND kind IN ('credit', 'credit_revoked')
             """
         ) {
-            stored.insert(try row.decode(String.self, at: 0) + "\u{0}" + row.decode(String.self, at: 1) + "\u{0}" + row.decode(String.self, at: 2))
+            stored.insert(try row.decode(String.self, at: 0) + "\u{0}" + UsageLedger.key(meter: try row.decode(String.self, at: 1), id: try row.decode(String.self, at: 2)))
         }
         var events: [Event] = []
         for (accountID, entries) in credits {
             guard let index = states.firstIndex(where: { $0.accountID == accountID }) else { continue }
             let new = entries
-                .filter { ($0.kind == .credit || $0.kind == .creditRevoked) && !stored.contains(accountID + "\u{0}" + $0.meter + "\u{0}" + $0.id) }
+                .filter { ($0.kind == .credit || $0.kind == .creditRevoked) && !stored.contains(accountID + "\u{0}" + UsageLedger.key($0)) }
                 .sorted { ($0.kind == .credit ? 0 : 1, $0.at, $0.id) < ($1.kind == .credit ? 0 : 1, $1.at, $1.id) }
             for entry in new {
                 states[index].lastSequence += 1

@@ -129,11 +129,7 @@ public struct UsageLedger: Sendable {
         }
     }
 
-    /// Every entry of `accountID` (of `meter`, when given), oldest first.
-    public func entries(of accountID: String, meter: String? = nil) async throws -> [UsageEntry] {
-        try await pool.withConnection { connection in try await Self.entries(of: accountID, meter: meter, on: connection) }
-    }
-
+    /// Every stored entry of `accountID` (of `meter`, when given), oldest first.
     static func entries(of accountID: String, meter: String?, on connection: Connection) async throws -> [UsageEntry] {
         let rows = try await connection.preparedQuery(
             """
@@ -183,7 +179,7 @@ public struct UsageLedger: Sendable {
             RETURNING meter, entry_id
             """
         )
-        return Set(try rows.map { try $0.decode(String.self, at: 0) + "\u{0}" + $0.decode(String.self, at: 1) })
+        return Set(try rows.map { key(meter: try $0.decode(String.self, at: 0), id: try $0.decode(String.self, at: 1)) })
     }
 
     /// Writes the entries that follow from the resolved accounts (allowances, consumables'
@@ -204,7 +200,10 @@ public struct UsageLedger: Sendable {
         )
     }
 
-    static func key(_ entry: UsageEntry) -> String { entry.meter + "\u{0}" + entry.id }
+    /// An entry's identity in `usage_entries` (its key after the account): meter and id.
+    static func key(_ entry: UsageEntry) -> String { key(meter: entry.meter, id: entry.id) }
+
+    static func key(meter: String, id: String) -> String { meter + "\u{0}" + id }
 
     static func entries(of accountID: String, ids: [String], on connection: Connection) async throws -> [String: UsageEntry] {
         let rows = try await connection.preparedQuery(
