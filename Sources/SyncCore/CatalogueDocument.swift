@@ -53,7 +53,7 @@ public struct CatalogueDocument: Sendable, Equatable, Codable {
         public var allowances: [String: LimitValue]
         /// Price of one unit of overage in the catalogue's currency (absent: overage is counted, not priced).
         public var overagePrice: Decimal?
-        /// `usage.low` fires when what is left of the allowance falls to this fraction of it.
+        /// `usage.low` fires when what may still be spent falls to this fraction of the allowance.
         public var lowFraction: Double?
         /// The most units rewarded ads may grant an account in a UTC day (absent: no rewards).
         public var rewardsPerDay: Int?

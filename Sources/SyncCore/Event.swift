@@ -23,11 +23,14 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
     public var transfer: Transfer?
     /// For `credits.granted` / `credits.revoked`: the ledger entry written.
     public var credit: CreditChange?
+    /// For `usage.low`, `usage.exhausted` and `usage.period_closed`: the meter's totals.
+    public var usage: UsageSnapshot?
 
     public init(
         id: String, accountID: String, sequence: Int64, type: EventType, occurredAt: Date,
         entitlementID: String?, previous: EntitlementState?, current: EntitlementState?,
-        previousTier: String?, state: AccountState, transfer: Transfer? = nil, credit: CreditChange? = nil
+        previousTier: String?, state: AccountState, transfer: Transfer? = nil, credit: CreditChange? = nil,
+        usage: UsageSnapshot? = nil
     ) {
         self.id = id
         self.accountID = accountID
@@ -41,6 +44,7 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
         self.state = state
         self.transfer = transfer
         self.credit = credit
+        self.usage = usage
     }
 
     /// The stored form of `draft`, with the identity the store assigned.
@@ -62,6 +66,7 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
         case state
         case transfer
         case credit
+        case usage
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -79,6 +84,7 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
         // Only transfer events carry it, so every other payload keeps its documented shape.
         try c.encodeIfPresent(transfer, forKey: .transfer)
         try c.encodeIfPresent(credit, forKey: .credit)
+        try c.encodeIfPresent(usage, forKey: .usage)
     }
 }
 
@@ -107,22 +113,67 @@ public struct Transfer: Sendable, Hashable, Codable {
 
 /// The ledger entry a `credits.granted` or `credits.revoked` event reports (docs/USAGE.md).
 public struct CreditChange: Sendable, Hashable, Codable {
-    public var meter: String
-    public var units: Int
-    /// The consumable purchase's transaction.
-    public var transactionID: String
-    public var entryID: String
+    /// Where the units came from.
+    public enum Source: String, Sendable, Hashable, Codable {
+        /// A consumable purchase (a minute pack), or its refund.
+        case consumable
+        /// A verified rewarded ad.
+        case reward
+        /// An operator's `subsync credits adjust`.
+        case adjustment
+    }
 
-    public init(meter: String, units: Int, transactionID: String, entryID: String) {
+    public var meter: String
+    /// The units granted or taken back (always positive; the type says which).
+    public var units: Int
+    public var source: Source
+    /// The store's transaction of a consumable, the ad network's of a reward; `nil` for an
+    /// adjustment.
+    public var transactionID: String?
+    public var entryID: String
+    /// Who made an adjustment, and why (`nil` for the other sources).
+    public var actor: String?
+    public var reason: String?
+
+    public init(
+        meter: String, units: Int, source: Source = .consumable, transactionID: String?, entryID: String,
+        actor: String? = nil, reason: String? = nil
+    ) {
         self.meter = meter
         self.units = units
+        self.source = source
         self.transactionID = transactionID
         self.entryID = entryID
+        self.actor = actor
+        self.reason = reason
     }
 
     enum CodingKeys: String, CodingKey {
-        case meter, units
+        case meter, units, source, actor, reason
         case transactionID = "transaction_id"
         case entryID = "entry_id"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        meter = try c.decode(String.self, forKey: .meter)
+        units = try c.decode(Int.self, forKey: .units)
+        // Events stored before rewards and adjustments had events are all consumables'.
+        source = try c.decodeIfPresent(Source.self, forKey: .source) ?? .consumable
+        transactionID = try c.decodeIfPresent(String.self, forKey: .transactionID)
+        entryID = try c.decode(String.self, forKey: .entryID)
+        actor = try c.decodeIfPresent(String.self, forKey: .actor)
+        reason = try c.decodeIfPresent(String.self, forKey: .reason)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(meter, forKey: .meter)
+        try c.encode(units, forKey: .units)
+        try c.encode(source, forKey: .source)
+        try c.encode(transactionID, forKey: .transactionID)
+        try c.encode(entryID, forKey: .entryID)
+        try c.encode(actor, forKey: .actor)
+        try c.encode(reason, forKey: .reason)
     }
 }

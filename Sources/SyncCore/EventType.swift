@@ -31,9 +31,19 @@ public enum EventType: String, Sendable, Hashable, Codable, CaseIterable {
     case transferred = "entitlement.transferred"
     /// The account's tier, features, limits or ads changed.
     case tierChanged = "account.tier_changed"
-    /// A verified consumable purchase granted units of a meter (once per transaction), carrying
-    /// ``CreditChange``.
+    /// Units of a meter were granted (once per source): a verified consumable purchase, a
+    /// rewarded ad, or an operator's positive adjustment, carrying ``CreditChange``.
     case creditsGranted = "credits.granted"
-    /// A refunded consumable's units were taken back (even when already spent), carrying ``CreditChange``.
+    /// Units were taken back (even when already spent): a refunded consumable, or an operator's
+    /// negative adjustment, carrying ``CreditChange``.
     case creditsRevoked = "credits.revoked"
+    /// What is left of a meter fell to its `low_fraction` of the period's allowance, carrying
+    /// ``UsageSnapshot`` (once per crossing; docs/USAGE.md).
+    case usageLow = "usage.low"
+    /// Allowance, rewards and credits of a meter are all spent: more usage is overage, and holds
+    /// are refused (once per crossing).
+    case usageExhausted = "usage.exhausted"
+    /// An allowance period with usage ended: its totals and overage, for billing. Late usage that
+    /// changes them sends it again with the next `revision`.
+    case usagePeriodClosed = "usage.period_closed"
 }

@@ -103,6 +103,7 @@ import Testing
                 "entitlement.restored", "entitlement.product_changed", "entitlement.grace_period_started",
                 "entitlement.billing_issue", "entitlement.renewal_changed", "account.tier_changed",
                 "entitlement.transferred", "entitlement.updated", "credits.granted", "credits.revoked",
+                "usage.low", "usage.exhausted", "usage.period_closed",
             ])
     }
 

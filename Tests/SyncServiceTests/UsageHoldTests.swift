@@ -28,6 +28,8 @@ struct UsageHoldTests {
         defer { client.shutdown() }
         // A free account: 100 minutes. 80 devices ask for 3 minutes each at once, half of them
         // through each process: exactly 100 minutes are granted (33 holds of 3 and one of 1).
+        // The processes share the suite's database: a new account each run.
+        let account = "race-\(UUID().uuidString.prefix(8).lowercased())"
         let answers = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
             for index in 0..<80 {
                 let port = index % 2 == 0 ? first.port : second.port
@@ -38,7 +40,7 @@ struct UsageHoldTests {
                     while true {
                         attempts += 1
                         let response = try await client.execute(CurlRequest(
-                            url: "http://127.0.0.1:\(port)/v1/accounts/race/usage/holds", method: "POST",
+                            url: "http://127.0.0.1:\(port)/v1/accounts/\(account)/usage/holds", method: "POST",
                             headers: [("Authorization", "Bearer \(AbandonedBodyTests.adminKey)"), ("Content-Type", "application/json")],
                             body: Array(body), totalTimeout: .seconds(120)))
                         if response.status == 503, attempts < 30 {

@@ -13,7 +13,8 @@ public struct Meter: Sendable, Equatable, Identifiable {
     public let allowanceByTierRank: [LimitValue]
     /// Price of one unit of overage in the catalogue's currency.
     public let overagePrice: Decimal?
-    /// `usage.low` fires when what is left of the allowance falls to this fraction of it.
+    /// `usage.low` fires when what may still be spent (allowance left, rewards, credits) falls to
+    /// this fraction of the period's allowance (``UsageNotices``).
     public let lowFraction: Double?
     /// The most units rewarded ads may grant an account in a UTC day (nil: rewards are refused).
     public let rewardsPerDay: Int?

@@ -37,7 +37,7 @@ struct UsageView: Encodable {
         self.available = balance.available.map { max(0, $0 - held) }
         self.held = held
         self.overageUnits = current?.overage ?? 0
-        self.overageAmount = meter.overagePrice.map { "\($0 * Decimal(current?.overage ?? 0))" }
+        self.overageAmount = meter.overageAmount(units: current?.overage ?? 0)
         self.currency = currency
     }
 

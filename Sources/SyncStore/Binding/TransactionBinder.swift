@@ -268,7 +268,7 @@ public struct TransactionBinder: Sendable {
                 """
             )
         }
-        try await engine.writeEvents(events, origin: .transfer, on: connection)
+        try await ResolutionEngine.writeEvents(events, origin: .transfer, on: connection)
         try await connection.preparedQuery(
             """
             UPDATE account_states AS s SET last_sequence = v.sequence

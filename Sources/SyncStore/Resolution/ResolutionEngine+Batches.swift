@@ -42,11 +42,20 @@ extension ResolutionEngine {
         var dueAccounts: [String] = []
         do {
             return try await pool.withTransaction { connection in
+                // Accounts whose state changes with time, and accounts whose usage periods have
+                // ended unclosed (`usage.period_closed`, docs/USAGE.md): each found through its
+                // own index, then locked without waiting for another sweeper.
+                let now = clock.now()
                 let due = try await connection.preparedQuery(
                     """
                     SELECT account_id FROM account_states
-                    WHERE next_transition_at <= \(clock.now())
-                    ORDER BY next_transition_at
+                    WHERE account_id IN (
+                        (SELECT account_id FROM account_states WHERE next_transition_at <= \(now)
+                         ORDER BY next_transition_at LIMIT \(limit))
+                        UNION
+                        (SELECT account_id FROM usage_periods WHERE closed_revision = 0 AND period_end <= \(now)
+                         ORDER BY period_end LIMIT \(limit)))
+                    ORDER BY account_id
                     LIMIT \(limit)
                     FOR UPDATE SKIP LOCKED
                     """

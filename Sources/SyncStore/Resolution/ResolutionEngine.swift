@@ -62,6 +62,10 @@ public struct ResolutionEngine: Sendable {
     /// Where a resolution came from; recorded on its events.
     public enum Origin: String, Sendable {
         case worker, sweeper, reconcile, admin, store, transfer
+        /// Device usage and holds (usage events).
+        case usage
+        /// A rewarded ad's callback (its credit event and usage events).
+        case reward
     }
 
     /// Resolves `accounts` (sorted and deduplicated here) on `connection`, which must be inside
@@ -186,15 +190,52 @@ public struct ResolutionEngine: Sendable {
             states.append((accountID, current, sequence))
         }
         events += try await creditEvents(for: usage, states: &states, now: now, on: connection)
+
+        // 4. Write everything; the usage events follow from the ledger as written.
+        try await writeTransactions(changedTransactions, on: connection)
+        let touched = try await UsageLedger.writeDerived(usage, on: connection)
+        events += try await usageEvents(
+            touched: touched, all: origin == .transfer ? accountIDs : [], states: &states, now: now, on: connection)
         outcome.accountsResolved = accountIDs.count
         outcome.eventsWritten = events.count
-
-        // 4. Write everything.
-        try await writeTransactions(changedTransactions, on: connection)
         try await writeStates(states, resolvedAt: now, on: connection)
-        try await writeEvents(events, origin: origin, on: connection)
-        try await UsageLedger.writeDerived(usage, on: connection)
+        try await Self.writeEvents(events, origin: origin, on: connection)
         return outcome
+    }
+
+    /// The usage events (`usage.low`, `usage.exhausted`, `usage.period_closed`) of the accounts
+    /// whose ledger this resolution changed in a way that can matter (a credit or refund; a new
+    /// allowance on an account that has had usage), whose periods have ended unclosed (the
+    /// sweeper's visit), and of `all` (a transfer, which debits the old account), numbered
+    /// after each account's other events.
+    private func usageEvents(
+        touched: UsageLedger.Touched, all: [String],
+        states: inout [(accountID: String, state: AccountState, lastSequence: Int64)],
+        now: Date, on connection: Connection
+    ) async throws -> [Event] {
+        guard !catalogue.meters.isEmpty else { return [] }
+        var evaluated = touched.grants.union(all)
+        for row in try await connection.preparedQuery(
+            """
+            SELECT DISTINCT account_id FROM usage_periods
+            WHERE account_id = ANY(\(states.map(\.accountID))::text[])
+              AND ((closed_revision = 0 AND period_end <= \(now)) OR account_id = ANY(\(Array(touched.allowances))::text[]))
+            """
+        ) {
+            evaluated.insert(try row.decode(String.self, at: 0))
+        }
+        guard !evaluated.isEmpty else { return [] }
+        let notices = try await UsageEvents.notices(of: Array(evaluated), catalogue: catalogue, now: now, on: connection)
+        var events: [Event] = []
+        for index in states.indices {
+            guard let accountNotices = notices[states[index].accountID], !accountNotices.isEmpty else { continue }
+            var account = UsageEvents.Account(accountID: states[index].accountID, state: states[index].state, lastSequence: states[index].lastSequence)
+            for notice in accountNotices {
+                events.append(UsageEvents.event(&account, type: notice.type, now: now, usage: notice.usage))
+            }
+            states[index].lastSequence = account.lastSequence
+        }
+        return events
     }
 
     /// `credits.granted` / `credits.revoked` for the consumables' credit entries this resolution
@@ -221,15 +262,14 @@ public struct ResolutionEngine: Sendable {
             let new = entries
                 .filter { ($0.kind == .credit || $0.kind == .creditRevoked) && !stored.contains(accountID + "\u{0}" + UsageLedger.key($0)) }
                 .sorted { ($0.kind == .credit ? 0 : 1, $0.at, $0.id) < ($1.kind == .credit ? 0 : 1, $1.at, $1.id) }
+            var account = UsageEvents.Account(accountID: accountID, state: states[index].state, lastSequence: states[index].lastSequence)
             for entry in new {
-                states[index].lastSequence += 1
                 let transactionID = entry.id.split(separator: ":", maxSplits: 1).last.map(String.init) ?? entry.id
-                events.append(Event(
-                    id: UUID().uuidString.lowercased(), accountID: accountID, sequence: states[index].lastSequence,
-                    type: entry.kind == .credit ? .creditsGranted : .creditsRevoked, occurredAt: now, entitlementID: nil,
-                    previous: nil, current: nil, previousTier: nil, state: states[index].state,
-                    credit: CreditChange(meter: entry.meter, units: entry.units ?? 0, transactionID: transactionID, entryID: entry.id)))
+                if let event = UsageEvents.creditEvent(&account, entry: entry, transactionID: transactionID, now: now) {
+                    events.append(event)
+                }
             }
+            states[index].lastSequence = account.lastSequence
         }
         return events
     }
@@ -411,7 +451,7 @@ public struct ResolutionEngine: Sendable {
         return locked
     }
 
-    func writeEvents(_ events: [Event], origin: Origin, on connection: Connection) async throws {
+    static func writeEvents(_ events: [Event], origin: Origin, on connection: Connection) async throws {
         guard !events.isEmpty else { return }
         let ids = events.map(\.id)
         try await connection.preparedQuery(

@@ -87,7 +87,7 @@ public struct UsageHolds: Sendable {
     /// the same units answers the same; with other units, or a released hold, is ``HoldError/ended(_:)``.
     public func settle(accountID: String, holdID: UUID, units: Int, at: Date, now: Date) async throws -> Hold {
         try await pool.withTransaction { connection in
-            _ = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
+            let locked = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             guard var hold = try await Self.hold(accountID: accountID, holdID: holdID, now: now, on: connection) else { throw HoldError.notFound }
             switch hold.status {
             case .settled where hold.settledUnits == units: return hold
@@ -106,6 +106,8 @@ public struct UsageHolds: Sendable {
                 WHERE account_id = \(accountID) AND hold_id = \(holdID.uuidString)::uuid
                 """
             )
+            try await UsageEvents.write(
+                accountID: accountID, locked: locked[accountID], catalogue: catalogue, origin: .usage, now: now, on: connection)
             hold.status = .settled
             hold.settledUnits = units
             return hold

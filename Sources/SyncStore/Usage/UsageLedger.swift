@@ -29,9 +29,12 @@ public struct UsageLedger: Sendable {
     /// Stores `usage` (entries of kind `usage`) of `accountID` reported by `deviceID`, together
     /// with the allowance of every period the usage falls in (resolved from the account's stored
     /// transactions at each usage's time, so usage reported days late lands in the period it
-    /// happened in, with that period's allowance). One transaction: all or nothing.
+    /// happened in, with that period's allowance). One transaction: all or nothing, under the
+    /// account's row lock, with the usage events the new entries call for (`usage.low`,
+    /// `usage.exhausted`, a closed period's revised totals).
     public func submit(_ usage: [UsageEntry], accountID: String, deviceID: String, now: Date) async throws -> Submission {
         try await pool.withTransaction { connection in
+            let locked = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             try await writeAllowances(of: accountID, at: usage.map(\.at) + [now], on: connection)
             let inserted = try await Self.write(usage, accountID: accountID, deviceID: deviceID, on: connection)
             let duplicates = usage.filter { !inserted.contains(Self.key($0)) }
@@ -40,6 +43,10 @@ public struct UsageLedger: Sendable {
                 for entry in duplicates where stored[Self.key(entry)].map({ $0.units != entry.units || $0.at != entry.at || $0.kind != entry.kind }) ?? false {
                     throw Conflict(usageID: entry.id)
                 }
+            }
+            if !inserted.isEmpty {
+                try await UsageEvents.write(
+                    accountID: accountID, locked: locked[accountID], catalogue: catalogue, origin: .usage, now: now, on: connection)
             }
             return Submission(accepted: inserted.count, duplicates: usage.count - inserted.count)
         }
@@ -76,7 +83,7 @@ public struct UsageLedger: Sendable {
     ) async throws -> RewardOutcome {
         let entry = UsageEntry(id: "reward:\(network):\(transactionID)", meter: meter, kind: .reward, units: units, at: at)
         return try await pool.withTransaction { connection in
-            _ = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
+            let locked = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             if !(try await Self.entries(of: accountID, ids: [entry.id], on: connection)).isEmpty { return .replayed }
             let rows = try await connection.preparedQuery(
                 """
@@ -88,6 +95,9 @@ public struct UsageLedger: Sendable {
             guard today + units <= cap else { return .overDailyCap(cap: cap, alreadyToday: today) }
             try await writeAllowances(of: accountID, at: [at, now], on: connection)
             try await Self.write([entry], accountID: accountID, deviceID: nil, on: connection)
+            try await UsageEvents.write(
+                credits: [(entry, transactionID, nil, nil)], accountID: accountID, locked: locked[accountID], catalogue: catalogue,
+                origin: .reward, now: now, on: connection)
             return .granted
         }
     }
@@ -109,10 +119,12 @@ public struct UsageLedger: Sendable {
 
     /// Records an operator's grant (positive `units`) or debit (negative) of `meter`, audited
     /// with `actor` and `reason`, once per `id` (a retry with the same id records nothing; the
-    /// same id with other units is a ``Conflict``).
+    /// same id with other units is a ``Conflict``), under the account's row lock, with its
+    /// `credits.granted` (a grant) or `credits.revoked` (a debit) and the usage events it calls for.
     public func adjust(accountID: String, meter: String, units: Int, id: String, actor: String, reason: String, now: Date) async throws -> Adjustment {
         let entry = UsageEntry(id: "adjustment:\(id)", meter: meter, kind: .adjustment, units: units, at: now.roundedToMicroseconds)
         return try await pool.withTransaction { connection in
+            let locked = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             let rows = try await connection.preparedQuery(
                 """
                 INSERT INTO usage_entries (account_id, meter, entry_id, kind, units, at, actor, reason)
@@ -121,7 +133,12 @@ public struct UsageLedger: Sendable {
                 RETURNING entry_id
                 """
             )
-            if rows.count == 1 { return Adjustment(accountID: accountID, entry: entry, actor: actor, reason: reason, recorded: true) }
+            if rows.count == 1 {
+                try await UsageEvents.write(
+                    credits: [(entry, nil, actor, reason)], accountID: accountID, locked: locked[accountID], catalogue: catalogue,
+                    origin: .admin, now: now, on: connection)
+                return Adjustment(accountID: accountID, entry: entry, actor: actor, reason: reason, recorded: true)
+            }
             guard let stored = try await Self.entries(of: accountID, ids: [entry.id], on: connection)[Self.key(entry)], stored.units == units else {
                 throw Conflict(usageID: entry.id)
             }
@@ -182,13 +199,21 @@ public struct UsageLedger: Sendable {
         return Set(try rows.map { key(meter: try $0.decode(String.self, at: 0), id: try $0.decode(String.self, at: 1)) })
     }
 
+    /// The accounts whose ledger ``writeDerived(_:on:)`` added to.
+    struct Touched {
+        /// Accounts given a new allowance entry (a new period, or a new tier in one).
+        var allowances: Set<String> = []
+        /// Accounts given a new credit or refund.
+        var grants: Set<String> = []
+    }
+
     /// Writes the entries that follow from the resolved accounts (allowances, consumables'
-    /// credits and refunds) in the resolving transaction.
-    static func writeDerived(_ entries: [(accountID: String, entries: [UsageEntry])], on connection: Connection) async throws {
+    /// credits and refunds) in the resolving transaction; says which accounts got new ones.
+    static func writeDerived(_ entries: [(accountID: String, entries: [UsageEntry])], on connection: Connection) async throws -> Touched {
         let flat = entries.flatMap { account in account.entries.map { (account.accountID, $0) } }
             .sorted { ($0.0, key($0.1)) < ($1.0, key($1.1)) }
-        guard !flat.isEmpty else { return }
-        try await connection.preparedQuery(
+        guard !flat.isEmpty else { return Touched() }
+        let rows = try await connection.preparedQuery(
             """
             INSERT INTO usage_entries (account_id, meter, entry_id, kind, units, at, period_end)
             SELECT * FROM unnest(
@@ -196,8 +221,19 @@ public struct UsageLedger: Sendable {
                 \(flat.map(\.1.kind.rawValue))::text[], \(flat.map { $0.1.units.map(Int64.init) })::bigint[],
                 \(flat.map(\.1.at))::timestamptz[], \(flat.map(\.1.periodEnd))::timestamptz[])
             ON CONFLICT (account_id, meter, entry_id) DO NOTHING
+            RETURNING account_id, kind
             """
         )
+        var touched = Touched()
+        for row in rows {
+            let accountID = try row.decode(String.self, at: 0)
+            if try row.decode(String.self, at: 1) == UsageEntry.Kind.allowance.rawValue {
+                touched.allowances.insert(accountID)
+            } else {
+                touched.grants.insert(accountID)
+            }
+        }
+        return touched
     }
 
     /// An entry's identity in `usage_entries` (its key after the account): meter and id.

@@ -1,0 +1,112 @@
+import Foundation
+
+/// What one account's meter has told its consumers about one allowance period: the marks that
+/// make the usage events fire once per crossing (stored per account, meter and period).
+public struct UsagePeriodMarks: Sendable, Hashable {
+    public var meter: String
+    public var period: UsagePeriod
+    /// `usage.low` was announced and the meter is still low.
+    public var low: Bool
+    /// `usage.exhausted` was announced and nothing has been added since.
+    public var exhausted: Bool
+    /// How many `usage.period_closed` the period has had (0: not closed yet).
+    public var closedRevision: Int
+    /// The totals the last `usage.period_closed` carried.
+    public var closedTotals: UsageBalance.Period?
+
+    public init(
+        meter: String, period: UsagePeriod, low: Bool = false, exhausted: Bool = false, closedRevision: Int = 0,
+        closedTotals: UsageBalance.Period? = nil
+    ) {
+        self.meter = meter
+        self.period = period
+        self.low = low
+        self.exhausted = exhausted
+        self.closedRevision = closedRevision
+        self.closedTotals = closedTotals
+    }
+}
+
+/// The usage events a meter's balance calls for (docs/USAGE.md "Events"), a pure function of the
+/// balance at `now` and the marks of what was announced before:
+///
+/// - **`usage.period_closed`**, for every period that has ended (`end <= now`) and had usage: once
+///   with its totals (revision 1), and again (revision 2, 3, ...) whenever the totals change
+///   afterwards (an offline device's calls arriving late). A period without usage closes quietly.
+/// - **`usage.low`**, when the current period has usage, a limited allowance greater than zero
+///   and `available <= floor(low_fraction × allowance)`; once, until `available` rises above
+///   the threshold again (a pack bought, an upgrade), which re-arms it.
+/// - **`usage.exhausted`**, when the current period has usage, a limited allowance and
+///   `available == 0`: allowance, rewards and credits are all spent (more usage is overage);
+///   once, until something is added again. A crossing of both in one change gives both, `low`
+///   first.
+///
+/// Closed periods come first, in order, then the current period's thresholds. Applying the
+/// returned marks and evaluating again gives nothing new: the events converge like the balance.
+public enum UsageNotices {
+    public struct Notice: Sendable, Hashable {
+        public var type: EventType
+        public var usage: UsageSnapshot
+    }
+
+    public static func evaluate(
+        balance: UsageBalance, meter: Meter, currency: String?, marks: [UsagePeriod: UsagePeriodMarks], now: Date
+    ) -> (notices: [Notice], marks: [UsagePeriodMarks]) {
+        var notices: [Notice] = []
+        var changed: [UsagePeriodMarks] = []
+        let periods = Set(balance.periods.map { UsagePeriod(start: $0.start, end: $0.end) })
+
+        for period in balance.periods where period.end <= now {
+            let key = UsagePeriod(start: period.start, end: period.end)
+            guard period.used > 0 || marks[key] != nil else { continue }
+            var mark = marks[key] ?? UsagePeriodMarks(meter: meter.id, period: key)
+            guard mark.closedRevision == 0 || mark.closedTotals != period else { continue }
+            mark.closedRevision += 1
+            mark.closedTotals = period
+            // A period that ended is neither low nor exhausted any more.
+            mark.low = false
+            mark.exhausted = false
+            changed.append(mark)
+            var usage = UsageSnapshot(period: period, meter: meter, currency: currency)
+            usage.revision = mark.closedRevision
+            notices.append(Notice(type: .usagePeriodClosed, usage: usage))
+        }
+        // A marked period the balance no longer has (its allowance was never written again: not
+        // expected, entries are never deleted) closes quietly, so nothing waits for it forever.
+        for mark in marks.values.sorted(by: { $0.period < $1.period })
+        where mark.period.end <= now && mark.closedRevision == 0 && !periods.contains(mark.period) {
+            var closed = mark
+            closed.closedRevision = 1
+            changed.append(closed)
+        }
+
+        if let current = balance.current, current.used > 0 {
+            let key = UsagePeriod(start: current.start, end: current.end)
+            let before = marks[key] ?? UsagePeriodMarks(meter: meter.id, period: key)
+            var mark = before
+            if case .limited(let allowance) = current.allowance, let available = balance.available {
+                let threshold = meter.lowFraction.map { Int((Double(allowance) * $0).rounded(.down)) }
+                let low = allowance > 0 && threshold.map { available <= $0 } ?? false
+                let exhausted = available <= 0
+                var snapshot = UsageSnapshot(period: current, meter: meter, currency: currency)
+                snapshot.available = max(0, available)
+                snapshot.rewards = balance.rewards
+                snapshot.credits = balance.credits
+                if low && !mark.low {
+                    var usage = snapshot
+                    usage.threshold = threshold
+                    notices.append(Notice(type: .usageLow, usage: usage))
+                }
+                if exhausted && !mark.exhausted {
+                    notices.append(Notice(type: .usageExhausted, usage: snapshot))
+                }
+                mark.low = low
+                mark.exhausted = exhausted
+            }
+            // Written even when nothing fired: the stored period is what tells the sweeper to
+            // come back and close it when it ends.
+            if mark != before || marks[key] == nil { changed.append(mark) }
+        }
+        return (notices, changed)
+    }
+}
