@@ -8,11 +8,16 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "subsync",
-    platforms: [.macOS(.v15)],
+    // The server needs macOS 15; the client libraries' code uses nothing newer than iOS 15 and
+    // macOS 12 (docs/CLIENT.md, "Platforms").
+    platforms: [.macOS(.v15), .iOS(.v15)],
     products: [
         .executable(name: "subsync", targets: ["subsync"]),
         .library(name: "Postgres", targets: ["Postgres"]),
         .library(name: "SyncCore", targets: ["SyncCore"]),
+        // What apps and their backends link (docs/CLIENT.md); neither imports server code.
+        .library(name: "SubsyncClient", targets: ["SubsyncClient"]),
+        .library(name: "SubsyncWebhooks", targets: ["SubsyncWebhooks"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -110,7 +115,24 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Client libraries (Foundation only; swift-crypto for the webhooks)
+        .target(
+            name: "SubsyncClient",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SubsyncWebhooks",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Benchmarks (run by scripts/bench-*, never by the tests)
+        .executableTarget(
+            name: "ClientBenchmark",
+            dependencies: ["SubsyncClient"],
+            path: "Benchmarks/ClientBenchmark",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "ResolverBenchmark",
             dependencies: ["SyncCore"],
@@ -154,8 +176,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "SubsyncClientTests",
+            dependencies: ["SubsyncClient"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SubsyncWebhooksTests",
+            dependencies: ["SubsyncWebhooks"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "SyncServiceTests",
             dependencies: [
+                "SubsyncClient",
+                "SubsyncWebhooks",
                 "SyncService",
                 "Postgres",
                 "TestSupport",

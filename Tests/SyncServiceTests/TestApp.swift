@@ -80,9 +80,10 @@ struct TestEnvironment: Sendable {
         clock: any ServiceClock = SystemClock(),
         authenticator: Authenticator? = nil,
         adMobKeys: AdMobKeys? = nil,
-        adMobAdUnits: Set<String> = []
+        adMobAdUnits: Set<String> = [],
+        port: Int = 0
     ) -> some ApplicationProtocol {
-        var configuration = ServiceConfiguration(port: 0)
+        var configuration = ServiceConfiguration(port: port)
         configuration.requireSigned = requireSigned
         configuration.accountBinding = binding
         configuration.adMobAdUnits = adMobAdUnits

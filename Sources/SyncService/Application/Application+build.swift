@@ -98,6 +98,7 @@ public func buildApplication(
         authenticator: dependencies.authenticator, clock: dependencies.clock,
         limiter: configuration.accountRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) })
     usage.addRoutes(to: router)
+    CatalogueController(catalogue: dependencies.catalogue, authenticator: dependencies.authenticator).addRoutes(to: router)
     RewardController(
         keys: dependencies.adMobKeys, adUnits: configuration.adMobAdUnits, ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,
         clock: dependencies.clock, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },

@@ -1,0 +1,58 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One request to the service through URLSession, with the account token, JSON in and out.
+struct HTTPTransport: Sendable {
+    struct Answer: Sendable {
+        var status: Int
+        var body: Data
+        /// `Retry-After`, in seconds, when present.
+        var retryAfter: TimeInterval?
+
+        /// The `{"error": ...}` body's code and message, or the status alone.
+        var error: (code: String, message: String) {
+            if let answer = try? JSONDecoder().decode(ErrorAnswer.self, from: body) { return (answer.error.code, answer.error.message) }
+            return ("http_\(status)", "HTTP \(status)")
+        }
+    }
+
+    let configuration: SubsyncConfiguration
+
+    /// Sends `method path` with `token`; an unreachable service is ``SubsyncClientError/unreachable(_:)``.
+    func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil, token: String) async throws(SubsyncClientError) -> Answer {
+        var components = URLComponents(url: configuration.baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)
+        if !query.isEmpty { components?.queryItems = query }
+        guard let url = components?.url else { throw .invalidInput("cannot make a URL of \(configuration.baseURL) and \(path)") }
+        var request = URLRequest(url: url, timeoutInterval: configuration.requestTimeout)
+        request.httpMethod = method
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        if let body {
+            request.httpBody = body
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await configuration.session.data(for: request)
+        } catch {
+            throw .unreachable(error.localizedDescription)
+        }
+        guard let http = response as? HTTPURLResponse else { throw .unreachable("not an HTTP answer") }
+        let retryAfter = (http.value(forHTTPHeaderField: "Retry-After")).flatMap(Self.retryAfter)
+        return Answer(status: http.statusCode, body: data, retryAfter: retryAfter)
+    }
+
+    /// `Retry-After` as seconds: a number of seconds, or an HTTP date.
+    static func retryAfter(_ text: String) -> TimeInterval? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if let seconds = Double(trimmed), seconds >= 0 { return seconds }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: trimmed).map { max(0, $0.timeIntervalSinceNow) }
+    }
+}
