@@ -18,7 +18,9 @@ CREATE TABLE IF NOT EXISTS usage_periods (
 );
 CREATE INDEX IF NOT EXISTS usage_periods_due ON usage_periods (period_end) WHERE closed_revision = 0;
 
--- Events written by device usage and holds, and by rewarded ads.
+-- Events written by device usage and holds, and by rewarded ads. NOT VALID, then VALIDATE: the
+-- check of the existing rows does not hold a lock that stops event writes on a large table.
 ALTER TABLE events DROP CONSTRAINT IF EXISTS events_origin_check;
 ALTER TABLE events ADD CONSTRAINT events_origin_check
-    CHECK (origin IN ('worker', 'sweeper', 'reconcile', 'admin', 'store', 'transfer', 'usage', 'reward'));
+    CHECK (origin IN ('worker', 'sweeper', 'reconcile', 'admin', 'store', 'transfer', 'usage', 'reward')) NOT VALID;
+ALTER TABLE events VALIDATE CONSTRAINT events_origin_check;

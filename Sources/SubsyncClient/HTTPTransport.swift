@@ -11,6 +11,9 @@ struct HTTPTransport: Sendable {
         /// `Retry-After`, in seconds, when present.
         var retryAfter: TimeInterval?
 
+        /// Whether the body is the service's `{"error": {"code", "message"}}` (not a proxy's page).
+        var isServiceError: Bool { (try? JSONDecoder().decode(ErrorAnswer.self, from: body)) != nil }
+
         /// The `{"error": ...}` body's code and message, or the status alone.
         var error: (code: String, message: String) {
             if let answer = try? JSONDecoder().decode(ErrorAnswer.self, from: body) { return (answer.error.code, answer.error.message) }
@@ -45,14 +48,14 @@ struct HTTPTransport: Sendable {
         return Answer(status: http.statusCode, body: data, retryAfter: retryAfter)
     }
 
-    /// `Retry-After` as seconds: a number of seconds, or an HTTP date.
+    /// `Retry-After` as seconds (a number of seconds, or an HTTP date), bounded to 1 s – 6 h.
     static func retryAfter(_ text: String) -> TimeInterval? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        if let seconds = Double(trimmed), seconds >= 0 { return seconds }
+        if let seconds = Double(trimmed), seconds.isFinite, seconds >= 0 { return min(max(seconds, 1), 21_600) }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: trimmed).map { max(0, $0.timeIntervalSinceNow) }
+        return formatter.date(from: trimmed).map { min(max($0.timeIntervalSinceNow, 1), 21_600) }
     }
 }

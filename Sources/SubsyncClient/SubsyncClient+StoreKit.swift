@@ -26,7 +26,13 @@ extension SubsyncClient {
     /// `Task { await client.observeTransactionUpdates() }`.
     public func observeTransactionUpdates() async {
         for await result in Transaction.updates {
-            await report(result)
+            // In the outbox, then finished; ``run()`` sends it (the network never holds StoreKit up).
+            do {
+                try enqueue([Purchase(result, renewalInfo: await Self.renewalInfo(of: result))])
+            } catch {
+                continue  // storage failed: left unfinished, StoreKit delivers it again
+            }
+            if case .verified(let transaction) = result { await transaction.finish() }
         }
     }
 
@@ -41,16 +47,19 @@ extension SubsyncClient {
         return try await restore(purchases)
     }
 
-    /// Reports one verification result (from a purchase's `PurchaseResult.success`, or `updates`),
-    /// then finishes the transaction once the report is durable.
-    public func report(_ result: VerificationResult<Transaction>) async {
+    /// Reports one verification result (a purchase's `PurchaseResult.success`): written to the
+    /// outbox, the transaction finished once the report is durable, then sent now so the state
+    /// answers with the purchase.
+    @discardableResult
+    public func report(_ result: VerificationResult<Transaction>) async -> FlushOutcome? {
         do {
-            try await sync([Purchase(result, renewalInfo: await Self.renewalInfo(of: result))])
+            try enqueue([Purchase(result, renewalInfo: await Self.renewalInfo(of: result))])
         } catch {
             // Only a storage failure throws: keep the transaction unfinished so StoreKit delivers it again.
-            return
+            return nil
         }
         if case .verified(let transaction) = result { await transaction.finish() }
+        return await flush()
     }
 
     private static func renewalInfo(of result: VerificationResult<Transaction>) async -> VerificationResult<Product.SubscriptionInfo.RenewalInfo>? {

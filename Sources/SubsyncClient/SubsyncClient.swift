@@ -42,6 +42,8 @@ public actor SubsyncClient {
     /// Nothing is sent before this (a `Retry-After`).
     private var notBefore: Date?
     private var flushing = false
+    /// Whether ``run()`` is running (one loop per client).
+    private var running = false
     /// The state ``stateChanges`` last gave.
     private var lastEmitted: AccountSnapshot?
     private var flushWaiters: [CheckedContinuation<FlushOutcome, Never>] = []
@@ -61,7 +63,8 @@ public actor SubsyncClient {
         self.deviceID = try configuration.deviceID ?? Self.storedDeviceID(in: folder)
         self.transport = HTTPTransport(configuration: configuration)
         (stateChanges, stateContinuation) = AsyncStream.makeStream(of: AccountSnapshot.self, bufferingPolicy: .bufferingNewest(16))
-        (errors, errorContinuation) = AsyncStream.makeStream(of: SubsyncClientError.self, bufferingPolicy: .bufferingNewest(256))
+        // Unbounded: a refusal is the only trace of an item that left the outbox.
+        (errors, errorContinuation) = AsyncStream.makeStream(of: SubsyncClientError.self, bufferingPolicy: .unbounded)
         for problem in problems + (stateProblem.map { [$0] } ?? []) { errorContinuation.yield(problem) }
     }
 
@@ -80,12 +83,20 @@ public actor SubsyncClient {
         for purchase in purchases where purchase.signedTransaction == nil && purchase.transaction == nil {
             throw SubsyncClientError.invalidInput("a purchase needs its signed transaction (jwsRepresentation) or its fields")
         }
+        try enqueue(purchases)
+        return await flush()
+    }
+
+    /// Writes `purchases` to the outbox and wakes ``run()``, without waiting for the network.
+    func enqueue(_ purchases: [Purchase]) throws {
+        for purchase in purchases where purchase.signedTransaction == nil && purchase.transaction == nil {
+            throw SubsyncClientError.invalidInput("a purchase needs its signed transaction (jwsRepresentation) or its fields")
+        }
         let now = configuration.now()
         for purchase in purchases {
             try outbox.append(kind: .report, key: purchase.reportID, now: now) { $0.report = WireReport(purchase, observedAt: now) }
         }
         signalWork()
-        return await flush()
     }
 
     /// Re-sends everything current (what `AppStore.sync()` and `Transaction.currentEntitlements`
@@ -114,6 +125,8 @@ public actor SubsyncClient {
     /// Reserves up to `units` of `meter` before spending them (online only: a hold is a question
     /// to the service). `nil` when nothing is left (`usage_exhausted`).
     public func reserve(meter: String, units: Int, ttl: TimeInterval = 300) async throws -> Hold? {
+        guard ttl.isFinite, ttl >= 1, ttl <= 3_600 else { throw SubsyncClientError.invalidInput("ttl must be 1 to 3600 seconds, got \(ttl)") }
+        guard units > 0 else { throw SubsyncClientError.invalidInput("units must be positive, got \(units)") }
         let body = try WireFormat.encoder().encode(
             HoldBody(device: device, meter: meter, units: units, ttlSeconds: Int(ttl.rounded())))
         let answer = try await request("POST", "v1/accounts/\(configuration.accountID)/usage/holds", body: body)
@@ -184,11 +197,14 @@ public actor SubsyncClient {
     public func state() -> AccountSnapshot? {
         guard var account = store.contents.account else { return nil }
         let now = configuration.now()
-        let receivedAt = account.receivedAt ?? .distantPast
-        let lapsed = account.entitlements.contains { $0.grantsAccess(at: receivedAt) && !$0.grantsAccess(at: now) }
-        guard lapsed else { return account }
-        for index in account.entitlements.indices where !account.entitlements[index].grantsAccess(at: now)
-            && account.entitlements[index].grantsAccess(at: receivedAt) {
+        // Every entitlement that said it granted access and whose end has passed: since the
+        // answer came, or already when the service answered (its stored state is resolved again
+        // by its sweeper, which may not have run yet), or by a device clock running ahead.
+        func lapsed(_ entitlement: EntitlementSnapshot) -> Bool {
+            (entitlement.status == "active" || entitlement.status == "grace_period") && !entitlement.grantsAccess(at: now)
+        }
+        guard account.entitlements.contains(where: lapsed) else { return account }
+        for index in account.entitlements.indices where lapsed(account.entitlements[index]) {
             account.entitlements[index].status = "expired"
         }
         let granting = Set(account.entitlements.filter { $0.grantsAccess(at: now) }.map(\.tier))
@@ -244,24 +260,42 @@ public actor SubsyncClient {
     /// send, backs off with jitter after failures (doubling up to `maximumBackoff`), waits out
     /// `Retry-After`, and wakes when a cached entitlement expires so ``stateChanges`` hears of it.
     public func run() async {
+        // One loop per client: a second call returns at once.
+        guard !running else { return }
+        running = true
+        defer { running = false }
         var failures = 0
         while !Task.isCancelled {
+            emitIfChanged()
             if outbox.isEmpty {
-                emitIfChanged()
                 await waitForWork(orUntil: nextExpiry())
                 continue
             }
+            let wait: TimeInterval
             switch await flush() {
             case .delivered:
                 failures = 0
+                continue
             case .waiting(let until, _):
-                try? await configuration.sleep(until.timeIntervalSince(configuration.now()) + Double.random(in: 0...0.25))
+                failures += 1
+                wait = max(until.timeIntervalSince(configuration.now()), backoff(failures) / 2) + Double.random(in: 0...0.25)
             case .failed:
                 failures += 1
-                let ceiling = min(configuration.maximumBackoff, configuration.initialBackoff * pow(2, Double(min(failures - 1, 30))))
-                try? await configuration.sleep(Double.random(in: (ceiling / 2)...ceiling))
+                wait = backoff(failures)
             }
+            // Woken early by an expiry, so stateChanges hears of it on time.
+            let expiry = nextExpiry().map { max(0, $0.timeIntervalSince(configuration.now())) + 0.001 }
+            try? await configuration.sleep(min(wait, expiry ?? wait))
         }
+    }
+
+    /// The wait after `failures` failures in a row: doubling from `initialBackoff` up to
+    /// `maximumBackoff`, with jitter (between half and all of it).
+    private func backoff(_ failures: Int) -> TimeInterval {
+        let initial = configuration.initialBackoff.isFinite ? max(0.01, configuration.initialBackoff) : 1
+        let maximum = configuration.maximumBackoff.isFinite ? max(initial, configuration.maximumBackoff) : 300
+        let ceiling = min(maximum, initial * pow(2, Double(min(max(0, failures - 1), 30))))
+        return Double.random(in: (ceiling / 2)...ceiling)
     }
 
     private func drain() async -> FlushOutcome {
@@ -291,7 +325,7 @@ public actor SubsyncClient {
                     isolate.formUnion(batch.map(\.key))
                     continue
                 }
-                errorContinuation.yield(.refused(kind: first.kind.rawValue, key: first.key.split(separator: ":").last.map(String.init) ?? first.key,
+                errorContinuation.yield(.refused(kind: first.kind.rawValue, key: first.key.split(separator: ":", maxSplits: 1).last.map(String.init) ?? first.key,
                                                  status: status, code: code, message: message))
                 do { try outbox.remove(batch) } catch { return .failed(error, delivered: delivered) }
             case .retryAfter(let seconds):
@@ -345,11 +379,29 @@ public actor SubsyncClient {
             return .failed(.unauthorized(status: answer.status, code: answer.error.code, message: answer.error.message))
         case 429, 503:
             notBefore = nil
-            return .retryAfter(answer.retryAfter ?? configuration.initialBackoff)
-        case 408, 500..<600:
-            return .failed(.service(status: answer.status, code: answer.error.code, message: answer.error.message))
-        default:
+            return .retryAfter(answer.retryAfter ?? backoff(1))
+        case 409, 422:
+            // The service's verdict on what was sent (a signature, a binding, a usage id).
             return .refused(status: answer.status, code: answer.error.code, message: answer.error.message)
+        case let status where [400, 404, 413].contains(status) && answer.isServiceError && Self.isItemLevel(answer, kind: first.kind):
+            return .refused(status: answer.status, code: answer.error.code, message: answer.error.message)
+        default:
+            // Anything else is not about the items (a wrong base URL, a proxy, a configuration
+            // the service refuses, a 5xx): they wait, and the app hears of it.
+            let error = SubsyncClientError.service(status: answer.status, code: answer.error.code, message: answer.error.message)
+            if (400..<500).contains(answer.status) && answer.status != 408 { errorContinuation.yield(error) }
+            return .failed(error)
+        }
+    }
+
+    /// Whether a 400, 404 or 413 is about the item sent rather than the request as a whole: a
+    /// body too large (a batch is split first), a field of the report or usage named in the
+    /// message, or a hold the service does not know.
+    private static func isItemLevel(_ answer: HTTPTransport.Answer, kind: OutboxItem.Kind) -> Bool {
+        switch answer.status {
+        case 413: true
+        case 404: (kind == .settle || kind == .release) && answer.error.code == "hold_not_found"
+        default: answer.error.message.hasPrefix("reports[") || answer.error.message.hasPrefix("usage[")
         }
     }
 

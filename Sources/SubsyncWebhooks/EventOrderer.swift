@@ -19,9 +19,24 @@
 /// delivery failed for good); events of the gap that arrive later are then reported ``Outcome/stale(lastApplied:)``.
 ///
 /// The orderer is a value type: keep one per process (for instance inside an actor) and persist
-/// ``appliedSequences`` to resume with ``init(lastApplied:unknownAccountsStart:rememberedIDs:)``.
+/// ``appliedSequences`` to resume with ``init(lastApplied:unknownAccountsStart:rememberedIDs:mode:)``.
 /// Buffered events are kept in memory only.
+///
+/// **Endpoints subscribed to some event types only** (`event_types` on the endpoint) see gaps in
+/// `sequence` by design: the sequence counts every event of the account, and the events of the
+/// other types are never sent to them. Use ``Mode/monotonic`` there: it applies every event
+/// above the last applied at once and never waits for a gap.
 public struct EventOrderer: Sendable {
+    /// How gaps are treated.
+    public enum Mode: Sendable, Hashable {
+        /// Every sequence number is expected (an endpoint that takes every event type): an
+        /// early event is buffered until the ones before it arrive.
+        case gapless
+        /// Gaps are expected (an endpoint filtered by event type): an event above the last
+        /// applied is applied at once; anything at or below it is stale.
+        case monotonic
+    }
+
     /// Where an account the orderer knows nothing about starts.
     public enum Start: Sendable, Hashable {
         /// At sequence 1: events after a missing 1 are buffered until it arrives. For an app that
@@ -54,6 +69,7 @@ public struct EventOrderer: Sendable {
     /// Events that came early, per account and sequence.
     private var pending: [String: [Int64: WebhookEvent]] = [:]
     private let unknownAccountsStart: Start
+    private let mode: Mode
     /// How many event ids to remember for ``Outcome/duplicate``.
     private let idCapacity: Int
     /// The remembered ids, and their order of arrival for eviction (`idOrder[idHead...]` are live).
@@ -65,7 +81,10 @@ public struct EventOrderer: Sendable {
     /// ``appliedSequences`` returned), starting unknown accounts at `unknownAccountsStart`, and
     /// remembering the ids of the last `rememberedIDs` events to report repeats as
     /// ``Outcome/duplicate`` (older repeats are reported ``Outcome/stale(lastApplied:)``).
-    public init(lastApplied: [String: Int64] = [:], unknownAccountsStart: Start = .atOne, rememberedIDs: Int = 10_000) {
+    public init(
+        lastApplied: [String: Int64] = [:], unknownAccountsStart: Start = .atOne, rememberedIDs: Int = 10_000, mode: Mode = .gapless
+    ) {
+        self.mode = mode
         self.applied = lastApplied
         self.unknownAccountsStart = unknownAccountsStart
         self.idCapacity = max(0, rememberedIDs)
@@ -76,6 +95,12 @@ public struct EventOrderer: Sendable {
         if seenIDs.contains(event.id) { return .duplicate }
         let account = event.accountID
         let sequence = event.sequence
+        if mode == .monotonic {
+            if let last = applied[account], sequence <= last { return .stale(lastApplied: last) }
+            remember(event.id)
+            applied[account] = sequence
+            return .ready([event])
+        }
 
         let expected: Int64
         if let last = applied[account] {
@@ -152,7 +177,7 @@ public struct EventOrderer: Sendable {
     }
 
     /// The last applied sequence of every account: persist it and pass it to
-    /// ``init(lastApplied:unknownAccountsStart:rememberedIDs:)`` to resume.
+    /// ``init(lastApplied:unknownAccountsStart:rememberedIDs:mode:)`` to resume.
     public var appliedSequences: [String: Int64] { applied }
 
     /// Remembers `id` for duplicate detection, forgetting the oldest beyond the capacity.

@@ -133,6 +133,15 @@ import Testing
             #expect(await client.limit("monthly_minutes") == .limited(100))
             #expect(await client.state()?.ads == true)
             #expect(await client.entitlements().first?.status == "expired")
+
+            // A state the service answered after the expiry, before its sweeper resolved the
+            // account again (still "active", its end already past): not premium either.
+            let stale = state.replacingOccurrences(of: "\"received_at\": \"2027-01-01T00:00:00Z\"", with: "\"received_at\": \"2027-01-15T08:00:30Z\"")
+            #expect(stale != state)
+            try Data(stale.utf8).write(to: folder.appendingPathComponent("state.json"))
+            let later = try Self.offlineClient(folder, now: { expiry.addingTimeInterval(60) })
+            #expect(await later.tier() == "free")
+            #expect(await later.canUse("video") == false)
         }
     }
 }

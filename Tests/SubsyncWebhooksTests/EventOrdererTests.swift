@@ -87,6 +87,17 @@ struct EventOrdererTests {
         }
     }
 
+    @Test("Monotonic mode (an endpoint filtered by event type) applies anything above the last applied at once")
+    func monotonicAppliesAcrossGaps() {
+        var orderer = EventOrderer(mode: .monotonic)
+        #expect(orderer.receive(makeEvent("a", 3)) == .ready([makeEvent("a", 3)]))
+        #expect(orderer.receive(makeEvent("a", 7)) == .ready([makeEvent("a", 7)]))
+        #expect(orderer.receive(makeEvent("a", 7)) == .duplicate)
+        #expect(orderer.receive(makeEvent("a", 5)) == .stale(lastApplied: 7))
+        #expect(orderer.gaps().isEmpty)
+        #expect(orderer.lastApplied(account: "a") == 7)
+    }
+
     @Test("A gap is reported, then filled")
     func gapFilled() {
         var orderer = EventOrderer()

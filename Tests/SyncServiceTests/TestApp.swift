@@ -27,6 +27,16 @@ enum TestMetrics {
 }
 
 /// A fresh database with the schema applied, and what the application needs on it.
+/// `seconds` ago, but never before the start of the current calendar month in UTC: usage made
+/// "a minute ago" must land in the free tier's current period even when a test runs in the
+/// first minute of a month.
+func recentlyThisMonth(_ seconds: TimeInterval, now: Date = Date()) -> Date {
+    var calendar = Calendar(identifier: .gregorian)
+    calendar.timeZone = TimeZone(identifier: "UTC") ?? .current
+    let monthStart = calendar.dateInterval(of: .month, for: now)?.start ?? now
+    return max(monthStart, now.addingTimeInterval(-seconds))
+}
+
 struct TestEnvironment: Sendable {
     let connection: ConnectionConfiguration
     let pool: ConnectionPool

@@ -35,7 +35,7 @@ struct UsageEventTests {
             let (_, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/usage"), eventTypes: ["usage.low", "usage.exhausted"])
             try await receiver.setSecrets([secret.text])
             try await env.application(deliveryWorkers: 1, webhookGuard: WebhookDeliveryTests.loopback).test(.live) { client in
-                let at = Date().addingTimeInterval(-120)
+                let at = recentlyThisMonth(120)
                 // 85 of the free tier's 100 minutes: 15 left, above the 10 % threshold.
                 let (first, _) = try await client.postJSON("/v1/accounts/lea/usage", body: try UsageAPITests.usageBody(device: "phone", [("c1", 85, at)]))
                 #expect(first == .accepted)

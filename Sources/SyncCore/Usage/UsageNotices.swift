@@ -85,7 +85,11 @@ public enum UsageNotices {
             let before = marks[key] ?? UsagePeriodMarks(meter: meter.id, period: key)
             var mark = before
             if case .limited(let allowance) = current.allowance, let available = balance.available {
-                let threshold = meter.lowFraction.map { Int((Double(allowance) * $0).rounded(.down)) }
+                // floor(low_fraction × allowance), robust to binary fractions (0.57 × 100 is
+                // 56.99999... in floating point) and bounded (no trap on absurd catalogues).
+                let threshold = meter.lowFraction.map { fraction in
+                    Int(min(Double(allowance), max(0, (Double(allowance) * fraction + 1e-9).rounded(.down))))
+                }
                 let low = allowance > 0 && threshold.map { available <= $0 } ?? false
                 let exhausted = available <= 0
                 var snapshot = UsageSnapshot(period: current, meter: meter, currency: currency)

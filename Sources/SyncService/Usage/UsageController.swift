@@ -132,7 +132,7 @@ struct UsageController: Sendable {
         do {
             return try await body()
         } catch UsageHolds.HoldError.notFound {
-            throw APIError.notFound("no such hold on this account")
+            throw APIError(.notFound, code: "hold_not_found", message: "no such hold on this account")
         } catch UsageHolds.HoldError.ended(let status) {
             throw APIError(.conflict, code: "hold_ended", message: "the hold is already \(status.rawValue) (with other units, if settled)")
         }

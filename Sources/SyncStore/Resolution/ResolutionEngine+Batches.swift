@@ -42,25 +42,33 @@ extension ResolutionEngine {
         var dueAccounts: [String] = []
         do {
             return try await pool.withTransaction { connection in
-                // Accounts whose state changes with time, and accounts whose usage periods have
-                // ended unclosed (`usage.period_closed`, docs/USAGE.md): each found through its
-                // own index, then locked without waiting for another sweeper.
+                // Accounts whose state changes with time, then accounts whose usage periods have
+                // ended unclosed (`usage.period_closed`, docs/USAGE.md), each with a limit of its
+                // own so that neither can starve the other, and both locked without waiting for
+                // another sweeper (a locked account is skipped, the next one taken).
                 let now = clock.now()
-                let due = try await connection.preparedQuery(
+                let transitions = try await connection.preparedQuery(
                     """
                     SELECT account_id FROM account_states
-                    WHERE account_id IN (
-                        (SELECT account_id FROM account_states WHERE next_transition_at <= \(now)
-                         ORDER BY next_transition_at LIMIT \(limit))
-                        UNION
-                        (SELECT account_id FROM usage_periods WHERE closed_revision = 0 AND period_end <= \(now)
-                         ORDER BY period_end LIMIT \(limit)))
-                    ORDER BY account_id
+                    WHERE next_transition_at <= \(now)
+                    ORDER BY next_transition_at
                     LIMIT \(limit)
                     FOR UPDATE SKIP LOCKED
                     """
                 )
-                dueAccounts = try due.map { try $0.decode(String.self, at: 0) }
+                let transitionAccounts = try transitions.map { try $0.decode(String.self, at: 0) }
+                let periods = try await connection.preparedQuery(
+                    """
+                    SELECT s.account_id FROM account_states AS s
+                    WHERE s.account_id IN (
+                        SELECT account_id FROM usage_periods WHERE closed_revision = 0 AND period_end <= \(now)
+                        ORDER BY period_end LIMIT \(limit))
+                      AND s.account_id <> ALL(\(transitionAccounts)::text[])
+                    FOR UPDATE SKIP LOCKED
+                    """
+                )
+                let due = transitionAccounts + (try periods.map { try $0.decode(String.self, at: 0) })
+                dueAccounts = due
                 return try await resolve(accounts: dueAccounts, newReports: [:], origin: .sweeper, on: connection)
             }
         } catch {

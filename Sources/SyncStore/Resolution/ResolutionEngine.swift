@@ -213,7 +213,8 @@ public struct ResolutionEngine: Sendable {
         states: inout [(accountID: String, state: AccountState, lastSequence: Int64)],
         now: Date, on connection: Connection
     ) async throws -> [Event] {
-        guard !catalogue.meters.isEmpty else { return [] }
+        // Runs even without meters in the catalogue: periods of a meter that was removed must
+        // still close, or the sweeper would visit their accounts forever.
         var evaluated = touched.grants.union(all)
         for row in try await connection.preparedQuery(
             """

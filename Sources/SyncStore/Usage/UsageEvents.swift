@@ -56,7 +56,7 @@ enum UsageEvents {
     static func notices(
         of accountIDs: [String], catalogue: Catalogue, now: Date, on connection: Connection
     ) async throws -> [String: [UsageNotices.Notice]] {
-        guard !catalogue.meters.isEmpty, !accountIDs.isEmpty else { return [:] }
+        guard !accountIDs.isEmpty else { return [:] }
         var entries: [String: [UsageEntry]] = [:]
         for row in try await connection.preparedQuery(
             """
@@ -83,7 +83,15 @@ enum UsageEvents {
 
         var notices: [String: [UsageNotices.Notice]] = [:]
         var changed: [(accountID: String, marks: UsagePeriodMarks)] = []
+        let known = Set(catalogue.meters.map(\.id))
         for accountID in Set(accountIDs).sorted() {
+            // Periods of a meter the catalogue no longer has close quietly once they end.
+            for (meter, periods) in marks[accountID] ?? [:] where !known.contains(meter) {
+                for var mark in periods.values where mark.closedRevision == 0 && mark.period.end <= now {
+                    mark.closedRevision = 1
+                    changed.append((accountID, mark))
+                }
+            }
             for meter in catalogue.meters {
                 let balance = UsageBalance.compute(meter: meter.id, entries: entries[accountID] ?? [], now: now)
                 let result = UsageNotices.evaluate(
@@ -122,6 +130,9 @@ enum UsageEvents {
         accountID: String, locked: ResolutionEngine.LockedState?, catalogue: Catalogue, origin: ResolutionEngine.Origin,
         now: Date, on connection: Connection
     ) async throws -> [Event] {
+        // Never before the instant the account was last resolved at (the request's time was
+        // read before the lock was granted): a period the sweeper closed meanwhile is closed.
+        let now = max(now, locked?.resolvedAt ?? now)
         var account = Account(
             accountID: accountID,
             state: locked?.state ?? Resolver.resolve(transactions: [], catalogue: catalogue, now: now),
