@@ -75,11 +75,14 @@ struct Outbox {
     }
 
     /// The next batch: the oldest item and the items of its kind right behind it, at most its
-    /// kind's batch limit (or `limit`, when smaller). Order is kept across kinds.
-    func nextBatch(limit: Int) -> [OutboxItem] {
-        guard let first = items.first else { return [] }
+    /// kind's batch limit (or `limit`, when smaller). Order is kept across kinds (the service
+    /// does not need it: reports and usage are sets, but it keeps what the app did in order).
+    /// Items whose keys are in `skipping` are passed over (the service keeps failing on them).
+    func nextBatch(limit: Int, skipping: Set<String> = []) -> [OutboxItem] {
+        let candidates = skipping.isEmpty ? items[...] : ArraySlice(items.filter { !skipping.contains($0.key) })
+        guard let first = candidates.first else { return [] }
         let size = min(first.batchLimit, max(1, limit))
-        return Array(items.prefix { $0.kind == first.kind }.prefix(size))
+        return Array(candidates.prefix { $0.kind == first.kind }.prefix(size))
     }
 
     /// Deletes the items with `keys` (the service has them, or refused them for good).

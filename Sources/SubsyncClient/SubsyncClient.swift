@@ -44,6 +44,10 @@ public actor SubsyncClient {
     private var flushing = false
     /// Whether ``run()`` is running (one loop per client).
     private var running = false
+    /// Server errors (5xx, 408) in a row per item, and items passed over until a time because
+    /// they keep getting them: one item the service cannot take must not hold up the others.
+    private var serverFailures: [String: Int] = [:]
+    private var deferredUntil: [String: Date] = [:]
     /// The state ``stateChanges`` last gave.
     private var lastEmitted: AccountSnapshot?
     private var flushWaiters: [CheckedContinuation<FlushOutcome, Never>] = []
@@ -303,13 +307,23 @@ public actor SubsyncClient {
         // Keys of a refused batch, sent one by one to find the item that was refused.
         var isolate: Set<String> = []
         while true {
-            if let notBefore, notBefore > configuration.now() { return .waiting(until: notBefore, delivered: delivered) }
-            var batch = outbox.nextBatch(limit: configuration.batchSize)
-            guard let first = batch.first else { return .delivered(delivered) }
+            let now = configuration.now()
+            if let notBefore, notBefore > now { return .waiting(until: notBefore, delivered: delivered) }
+            deferredUntil = deferredUntil.filter { $0.value > now }
+            var batch = outbox.nextBatch(limit: configuration.batchSize, skipping: Set(deferredUntil.keys))
+            guard let first = batch.first else {
+                if let error = lastServerError, !outbox.isEmpty { return .failed(error, delivered: delivered) }
+                return .delivered(delivered)
+            }
             if isolate.contains(first.key) { batch = [first] }
             let result = await send(batch)
             switch result {
             case .delivered(let account):
+                for item in batch {
+                    serverFailures[item.key] = nil
+                    deferredUntil[item.key] = nil
+                }
+                if deferredUntil.isEmpty { lastServerError = nil }
                 do {
                     try outbox.remove(batch)
                     if let account {
@@ -334,10 +348,26 @@ public actor SubsyncClient {
                 return .waiting(until: until, delivered: delivered)
             case .failed(let error):
                 if case .unauthorized = error { errorContinuation.yield(error) }
-                return .failed(error, delivered: delivered)
+                guard case .service(let status, _, _) = error, status >= 500 || status == 408 else {
+                    return .failed(error, delivered: delivered)
+                }
+                // After three server errors in a row, these items wait their backoff while the
+                // rest of the outbox goes on: if the others go through, the service can take
+                // everything but these; if the others fail too, it is down, and drain stops.
+                lastServerError = error
+                let failures = batch.map { item -> Int in
+                    serverFailures[item.key, default: 0] += 1
+                    return serverFailures[item.key] ?? 1
+                }.min() ?? 1
+                guard failures >= 3 else { return .failed(error, delivered: delivered) }
+                let until = configuration.now().addingTimeInterval(backoff(failures - 2))
+                for item in batch { deferredUntil[item.key] = until }
             }
         }
     }
+
+    /// The last server error that made items wait (see `deferredUntil`).
+    private var lastServerError: SubsyncClientError?
 
     private enum BatchResult {
         case delivered(AccountSnapshot?)

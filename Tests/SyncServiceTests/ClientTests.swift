@@ -282,3 +282,58 @@ struct ClientTests {
         }
     }
 }
+
+/// One item the service keeps failing on (a 500 for it alone) must not hold up the others. The
+/// real service has no such item on purpose, so a small HTTP server on loopback plays one.
+@Suite("SubsyncClient: an item the service keeps failing on")
+struct ClientPoisonItemTests {
+    actor Seen {
+        var bodies: [String] = []
+        func add(_ body: String) { bodies.append(body) }
+    }
+
+    @Test("after three server errors in a row the item waits its backoff while the rest of the outbox is delivered")
+    func poisonItemDoesNotBlockTheOutbox() async throws {
+        let seen = Seen()
+        let router = Router()
+        router.post("v1/accounts/:account/sync") { request, _ -> Response in
+            let body = String(buffer: try await request.body.collect(upTo: 1 << 20))
+            await seen.add(body)
+            let status: HTTPResponse.Status = body.contains("poison") ? .internalServerError : .accepted
+            return Response(status: status, headers: [.contentType: "application/json"],
+                            body: .init(byteBuffer: ByteBuffer(string: status == .accepted ? "{}" : "{\"error\": {\"code\": \"internal\", \"message\": \"boom\"}}")))
+        }
+        let port = freeTCPPort()
+        let server = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)))
+        try await ClientTests.withFolder { folder in
+            try await ClientTests.serving(server, port: port) {
+                var configuration = SubsyncConfiguration(
+                    baseURL: try #require(URL(string: "http://127.0.0.1:\(port)")), accountID: "pia", storageDirectory: folder,
+                    session: URLSession(configuration: .ephemeral), tokenProvider: { "token" })
+                configuration.batchSize = 1
+                configuration.requestTimeout = 120
+                // A long first backoff: the item set aside stays aside for the rest of the test.
+                configuration.initialBackoff = 120
+                let client = try SubsyncClient(configuration: configuration)
+                func purchase(_ id: String) -> Purchase {
+                    Purchase(transaction: TransactionFields(
+                        productID: "voip.premium.monthly", originalTransactionID: id, transactionID: id, purchasedAt: ClientTests.base))
+                }
+                let first = try await client.sync([purchase("poison"), purchase("good-1"), purchase("good-2")])
+                #expect(first == .failed(.service(status: 500, code: "internal", message: "boom"), delivered: 0))
+                #expect(await client.flush() == .failed(.service(status: 500, code: "internal", message: "boom"), delivered: 0))
+                // The third failure in a row sets the item aside for its backoff: the others go.
+                #expect(await client.flush() == .failed(.service(status: 500, code: "internal", message: "boom"), delivered: 2))
+                #expect(await client.pendingCount == 1)
+                let bodies = await seen.bodies
+                #expect(bodies.filter { $0.contains("poison") }.count == 3)
+                #expect(bodies.filter { $0.contains("good-1") }.count == 1)
+                #expect(bodies.filter { $0.contains("good-2") }.count == 1)
+                // Still waiting its backoff: nothing is sent now, the item stays in the outbox.
+                _ = await client.flush()
+                #expect(await seen.bodies.count == bodies.count)
+                #expect(await client.pendingCount == 1)
+            }
+        }
+    }
+}
