@@ -11,6 +11,6 @@ struct Subsync: AsyncParsableCommand {
             migration file, an invalid value); 66 not found; 69 database unavailable; 130 \
             interrupted (reconcile --all --resume continues).
             """,
-        subcommands: [Serve.self, Migrate.self, Tokens.self, Endpoints.self, Deliveries.self, Replay.self, Reconcile.self, Accounts.self, Usage.self, Credits.self, Revoke.self, Unrevoke.self, Events.self, Stats.self, Reports.self, Prune.self]
+        subcommands: [Serve.self, Migrate.self, Distribute.self, Tokens.self, Endpoints.self, Deliveries.self, Replay.self, Reconcile.self, Accounts.self, Usage.self, Credits.self, Revoke.self, Unrevoke.self, Events.self, Stats.self, Reports.self, Prune.self]
     )
 }

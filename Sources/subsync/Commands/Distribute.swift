@@ -1,0 +1,48 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Postgres
+import SyncStore
+
+struct Distribute: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Distribute the schema on a Citus cluster (run on the coordinator, after migrate).",
+        discussion: """
+            Distributes every per-account table by account_id, co-located with account_states; \
+            the global lookups (purchase owners, app account tokens, store notifications, rate \
+            buckets) by their own keys; webhook_endpoints as a reference table. Idempotent: a \
+            table already distributed is left alone. On a database without the citus extension \
+            it changes nothing and says so (exit 0). See the README, "Running on Citus".
+
+            Examples:
+              subsync migrate && subsync distribute --database-url postgresql://subsync@coordinator/subsync
+            """
+    )
+
+    @OptionGroup var database: DatabaseOptions
+
+    @Flag(help: "Print machine-readable JSON instead of text.")
+    var json = false
+
+    func run() async throws {
+        let logger = Logger(label: "subsync.distribute")
+        let pool = try database.makePool(size: 1, logger: logger)
+        defer { Task { await pool.close() } }
+        do {
+            let outcome = try await Distribution(pool: pool).run()
+            if json {
+                try printJSON(outcome)
+            } else if !outcome.citus {
+                print("not a Citus database (no citus extension): the schema stays on this server, nothing to do")
+            } else {
+                for table in outcome.distributed { print("distributed  \(table)") }
+                print("\(outcome.distributed.count) tables distributed, \(outcome.alreadyDistributed.count) already were")
+            }
+        } catch let error as Distribution.MissingTable {
+            printError(error.description)
+            throw ExitCodes.dataError
+        } catch {
+            throw failureExitCode(for: error)
+        }
+    }
+}
