@@ -10,14 +10,23 @@ struct HTTPTransport: Sendable {
         var body: Data
         /// `Retry-After`, in seconds, when present.
         var retryAfter: TimeInterval?
+        /// The body as the service's `{"error": {"code", "message"}}`, read once (nil for a
+        /// success, or a page that is not the service's, such as a proxy's).
+        private let serviceError: ErrorAnswer.Detail?
+
+        init(status: Int, body: Data, retryAfter: TimeInterval?) {
+            self.status = status
+            self.body = body
+            self.retryAfter = retryAfter
+            serviceError = (200..<300).contains(status) ? nil : (try? JSONDecoder().decode(ErrorAnswer.self, from: body))?.error
+        }
 
         /// Whether the body is the service's `{"error": {"code", "message"}}` (not a proxy's page).
-        var isServiceError: Bool { (try? JSONDecoder().decode(ErrorAnswer.self, from: body)) != nil }
+        var isServiceError: Bool { serviceError != nil }
 
         /// The `{"error": ...}` body's code and message, or the status alone.
         var error: (code: String, message: String) {
-            if let answer = try? JSONDecoder().decode(ErrorAnswer.self, from: body) { return (answer.error.code, answer.error.message) }
-            return ("http_\(status)", "HTTP \(status)")
+            serviceError.map { ($0.code, $0.message) } ?? ("http_\(status)", "HTTP \(status)")
         }
     }
 

@@ -10,7 +10,7 @@ struct Outbox {
     private(set) var items: [OutboxItem] = []
     private var keys: Set<String> = []
     private var nextSequence: Int64 = 1
-    /// One encoder for every item (making one per item cost more than the file write).
+    /// One encoder for every item.
     private let encoder = WireFormat.encoder()
 
     /// Opens (creating) the folder and loads every item. An unreadable file is moved to

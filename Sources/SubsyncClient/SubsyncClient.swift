@@ -84,9 +84,6 @@ public actor SubsyncClient {
     /// service is reachable. The answer carries the state the reports make.
     @discardableResult
     public func sync(_ purchases: [Purchase]) async throws -> FlushOutcome {
-        for purchase in purchases where purchase.signedTransaction == nil && purchase.transaction == nil {
-            throw SubsyncClientError.invalidInput("a purchase needs its signed transaction (jwsRepresentation) or its fields")
-        }
         try enqueue(purchases)
         return await flush()
     }

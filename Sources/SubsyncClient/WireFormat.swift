@@ -169,8 +169,8 @@ struct HoldAnswer: Decodable {
 }
 
 /// `{"error": {"code", "message"}}`.
-struct ErrorAnswer: Decodable {
-    struct Detail: Decodable {
+struct ErrorAnswer: Decodable, Sendable {
+    struct Detail: Decodable, Sendable {
         var code: String
         var message: String
     }
