@@ -62,6 +62,27 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         kind == .connectionLost || kind == .connectionFailed || (sqlState?.isConnectionLoss ?? false)
     }
 
+    /// Whether a node of a distributed database (Citus) failed under the statement: the
+    /// coordinator answered, but a worker node it needed broke off or could not be reached.
+    /// Citus reports that as an internal error (`XX000`: "failure on connection marked as
+    /// essential", "SSL SYSCALL error: EOF detected", "connection to the remote node ...");
+    /// the statement may succeed once the node is back, like after a lost connection, and the
+    /// connection to the coordinator stays usable.
+    public var isRemoteNodeFailure: Bool {
+        guard kind == .server, sqlState == .internalError else { return false }
+        let text = message.lowercased()
+        return text.contains("connection") || text.contains("ssl syscall") || text.contains("remote node")
+    }
+
+    /// Whether the same statement may succeed later without any change: the connection, the
+    /// pool, a node of a distributed database, or contention (serialization, deadlock, lock
+    /// timeout, a cancelled statement). Never counted against the data it was about.
+    public var isTransient: Bool {
+        if isConnectionLoss || isRemoteNodeFailure || kind == .poolTimeout || kind == .closed { return true }
+        guard let sqlState else { return false }
+        return sqlState.isTransient || sqlState == .lockNotAvailable || sqlState == .queryCanceled
+    }
+
     public var description: String {
         var text = "PostgresError(\(kind.rawValue)"
         if let sqlState { text += ", SQLSTATE \(sqlState)" }

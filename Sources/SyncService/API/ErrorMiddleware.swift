@@ -68,8 +68,7 @@ struct ErrorMiddleware: RouterMiddleware {
         case _ where Self.isParserError(error):
             logger.debug("malformed request body", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
             return APIError(.badRequest, code: "invalid_request", message: "the request body ended early or was malformed")
-        case let error as PostgresError where error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed
-            || error.sqlState?.isTransient == true || error.sqlState == .lockNotAvailable || error.sqlState == .queryCanceled:
+        case let error as PostgresError where error.isTransient:
             logger.warning("database unavailable", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
             return APIError.unavailable("the database is unavailable; retry shortly", retryAfterSeconds: 2)
         default:

@@ -151,7 +151,7 @@ public struct DeliveryWorker: Service {
         do {
             try await store.record(results, disableAfter: configuration.disableAfter, now: now)
             return
-        } catch let error as PostgresError where error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed {
+        } catch let error as PostgresError where error.isConnectionLoss || error.isRemoteNodeFailure || error.kind == .poolTimeout || error.kind == .closed {
             throw error
         } catch {
             logger.warning("recording a round of webhook attempts failed; recording them one by one", metadata: ["error": "\(error)"])
@@ -160,7 +160,7 @@ public struct DeliveryWorker: Service {
         for result in results {
             do {
                 try await store.record([result], disableAfter: configuration.disableAfter, now: now)
-            } catch let error as PostgresError where error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed {
+            } catch let error as PostgresError where error.isConnectionLoss || error.isRemoteNodeFailure || error.kind == .poolTimeout || error.kind == .closed {
                 throw error
             } catch {
                 logger.error("recording a webhook attempt failed; recording it without the response", metadata: [

@@ -6,7 +6,8 @@ import SyncStore
 /// Time alone changes state: a subscription expires, a grace period ends. Every `interval` the
 /// sweeper re-resolves the accounts whose `next_transition_at` has passed and writes the events
 /// (`entitlement.expired`, grace and billing transitions). Several processes can sweep at once:
-/// due accounts are claimed with `FOR UPDATE SKIP LOCKED`. `now` and the interval come from the
+/// due accounts are locked one by one with `SKIP LOCKED`. It also re-queues accounts whose
+/// pending reports have no claim queue entry (``ResolutionEngine/requeueStalledAccounts(age:limit:)``). `now` and the interval come from the
 /// service's ``ServiceClock``.
 public struct ExpirySweeper: Service {
     let engine: ResolutionEngine
@@ -52,6 +53,13 @@ public struct ExpirySweeper: Service {
 
     /// Resolves every account due now, in batches.
     func sweep() async {
+        do {
+            // Reports that lost their claim queue entry (Citus's commit window, sql/0014); the
+            // re-queue notifies the workers itself.
+            _ = try await engine.requeueStalledAccounts()
+        } catch {
+            logger.warning("could not re-queue stalled reports; will retry", metadata: ["error": "\(error)"])
+        }
         do {
             while !Task.isCancelled {
                 let outcome = try await engine.resolveDueAccounts(limit: batchSize)

@@ -77,7 +77,9 @@ public struct RateBuckets: Sendable {
         try await pool.query(
             """
             DELETE FROM rate_buckets
-            WHERE refreshed_at + make_interval(secs => LEAST((burst - tokens) / GREATEST(rate, 1e-9), 1e8)) <= \(now)
+            -- Seconds compared as numbers, not as a timestamp plus make_interval (stable: Citus
+            -- refuses it with column references in a distributed DELETE).
+            WHERE LEAST((burst - tokens) / GREATEST(rate, 1e-9), 1e8) <= EXTRACT(EPOCH FROM \(now)::timestamptz - refreshed_at)
             """
         ).affectedRows
     }

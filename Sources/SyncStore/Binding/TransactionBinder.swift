@@ -132,8 +132,8 @@ public struct TransactionBinder: Sendable {
         var owners: [String: String] = [:]
         for row in try await connection.preparedQuery(
             """
-            SELECT original_transaction_id, account_id FROM transaction_owners
-            WHERE original_transaction_id = ANY(\(purchases)::text[]) ORDER BY original_transaction_id FOR UPDATE
+            SELECT original_transaction_id, account_id
+            FROM subsync_lock_transaction_owners(\(purchases.sorted())::text[]) -- one row at a time: one shard each on Citus
             """
         ) {
             owners[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)
@@ -149,8 +149,8 @@ public struct TransactionBinder: Sendable {
             )
             for row in try await connection.preparedQuery(
                 """
-                SELECT app_account_token::text, account_id FROM app_account_tokens
-                WHERE app_account_token = ANY(\(tokens)::uuid[]) ORDER BY app_account_token FOR UPDATE
+                SELECT app_account_token::text, account_id
+                FROM subsync_lock_app_account_tokens(\(tokens.sorted())::uuid[]) -- one row at a time, as above
                 """
             ) {
                 tokenAccounts[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)

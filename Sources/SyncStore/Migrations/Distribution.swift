@@ -18,6 +18,8 @@ import Postgres
 ///   the events being written), copied to every node.
 /// - `schema_migrations` and `reconcile_checkpoints` stay local to the coordinator: only the
 ///   command line reads them, never joined with distributed tables.
+/// - `account_work`, the workers' claim queue (sql/0014), stays local to the coordinator too:
+///   claims lock its rows with `FOR UPDATE SKIP LOCKED`, which Citus can only run on one node.
 public struct Distribution: Sendable {
     public enum Placement: Sendable, Equatable, Codable {
         /// Hash-distributed by `column`, co-located with another table (`none`: a group of its

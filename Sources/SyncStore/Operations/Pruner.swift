@@ -72,9 +72,7 @@ public struct Pruner: Sendable {
             cursor = last
             try await pool.withTransaction { connection in
                 // The workers' locks, in their order: no report of these accounts is joined meanwhile.
-                try await connection.preparedQuery(
-                    "SELECT 1 FROM account_states WHERE account_id = ANY(\(accounts)::text[]) ORDER BY account_id FOR UPDATE"
-                )
+                _ = try await ResolutionEngine.lockExisting(accounts.sorted(), skipLocked: false, on: connection)
                 let rows = try await connection.preparedQuery(
                     """
                     SELECT account_id, received_at < \(cutoff), \(unescaped: Report.columns) FROM reports

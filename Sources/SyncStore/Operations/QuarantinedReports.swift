@@ -85,10 +85,13 @@ public struct QuarantinedReports: Sendable {
                 WHERE status = 'quarantined'
                   AND (\(accountID)::text IS NULL OR account_id = \(accountID))
                   AND (\(reportID)::text IS NULL OR report_id = \(reportID))
+                RETURNING account_id
                 """
             )
-            if result.affectedRows > 0 { try await connection.notify(channel: ReportInbox.channel) }
-            return result.affectedRows
+            let accounts = try result.map { try $0.decode(String.self, at: 0) }
+            try await ReportInbox.queue(accountIDs: accounts, on: connection)
+            if !accounts.isEmpty { try await connection.notify(channel: ReportInbox.channel) }
+            return accounts.count
         }
         if let reportID, count == 0 { throw Failure.notFound(reportID: reportID) }
         return count

@@ -110,12 +110,7 @@ public struct Reconciler: Sendable {
                 ON CONFLICT (account_id) DO NOTHING
                 """
             )
-            try await connection.preparedQuery(
-                """
-                SELECT account_id FROM account_states WHERE account_id = ANY(\(accounts)::text[])
-                ORDER BY account_id FOR UPDATE
-                """
-            )
+            _ = try await ResolutionEngine.lockExisting(accounts.sorted(), skipLocked: false, on: connection)
             let inspections = try await inspect(accounts, on: connection)
             let drifted = accounts.filter { !(inspections[$0]?.differences.isEmpty ?? true) }
             guard !drifted.isEmpty else { return (0, [], 0) }

@@ -51,17 +51,21 @@ public struct ReportInbox: Sendable {
         let reports = unordered.sorted { $0.reportID < $1.reportID }
         let sql = """
             WITH device AS (
-                INSERT INTO devices (account_id, device_id, platform, app_version)
-                VALUES ($1, $2, $3, $4)
+                -- last_seen_at from EXCLUDED: Citus refuses now() in DO UPDATE SET (not immutable).
+                INSERT INTO devices (account_id, device_id, platform, app_version, last_seen_at)
+                VALUES ($1, $2, $3, $4, now())
                 ON CONFLICT (account_id, device_id) DO UPDATE
-                SET last_seen_at = now(),
+                SET last_seen_at = EXCLUDED.last_seen_at,
                     platform = COALESCE(EXCLUDED.platform, devices.platform),
                     app_version = COALESCE(EXCLUDED.app_version, devices.app_version)
                 RETURNING 1
             ), inserted AS (
                 \(Self.insertSQL(firstArrayParameter: 5))
+            ), queued AS (
+                \(Self.queueSQL)
             ), notified AS (
-                SELECT pg_notify('\(Self.channel)', $1) FROM (SELECT 1 FROM inserted LIMIT 1) AS anything
+                -- ::text: Citus materialises this CTE, and a void column cannot be.
+                SELECT pg_notify('\(Self.channel)', $1)::text FROM (SELECT 1 FROM inserted LIMIT 1) AS anything
             )
             SELECT report_id, (SELECT count(*) FROM notified), (SELECT count(*) FROM device) FROM inserted
             """
@@ -78,9 +82,33 @@ public struct ReportInbox: Sendable {
         guard !unordered.isEmpty else { return [] }
         let reports = unordered.sorted { $0.reportID < $1.reportID }
         let rows = try await connection.preparedQuery(
-            PostgresQuery(Self.insertSQL(firstArrayParameter: 2), binds: [accountID.postgresValue] + Self.arrays(of: reports))
+            PostgresQuery(
+                """
+                WITH inserted AS (
+                    \(Self.insertSQL(firstArrayParameter: 2))
+                ), queued AS (
+                    \(Self.queueSQL)
+                )
+                SELECT report_id FROM inserted
+                """,
+                binds: [accountID.postgresValue] + Self.arrays(of: reports))
         )
         return try rows.map { try $0.decode(String.self, at: 0) }
+    }
+
+    /// The claim queue's row for account `$1` when the `inserted` CTE stored something
+    /// (sql/0014: workers claim accounts with work from `account_work`).
+    private static let queueSQL = """
+        INSERT INTO account_work (account_id) SELECT $1 FROM (SELECT 1 FROM inserted LIMIT 1) AS anything RETURNING 1
+        """
+
+    /// Queues `accountIDs` for the workers (sql/0014), on `connection`: for writers that make
+    /// reports pending other than by inserting them (quarantined reports sent back).
+    public static func queue(accountIDs: [String], on connection: Connection) async throws {
+        guard !accountIDs.isEmpty else { return }
+        try await connection.preparedQuery(
+            "INSERT INTO account_work (account_id) SELECT DISTINCT unnest(\(accountIDs)::text[])"
+        )
     }
 
     /// The report columns and their array types, in bind order.

@@ -4,9 +4,10 @@ import Postgres
 import SyncCore
 
 extension ResolutionEngine {
-    /// Claims up to `limit` pending reports (oldest first, `FOR UPDATE SKIP LOCKED` so workers
-    /// in any process take disjoint batches), resolves their accounts, and marks them resolved,
-    /// all in one transaction.
+    /// Claims up to `limit` entries of the claim queue (`account_work`, sql/0014; oldest first,
+    /// `FOR UPDATE SKIP LOCKED` so workers in any process take disjoint entries), locks their
+    /// accounts, resolves every pending report of them, and marks those resolved, all in one
+    /// transaction.
     ///
     /// If the batch fails for a reason other than a lost connection, each of its accounts is
     /// retried on its own, so one bad account cannot hold up the others; that account's reports
@@ -15,14 +16,14 @@ extension ResolutionEngine {
         var claimedAccounts: [String] = []
         do {
             return try await pool.withTransaction { connection in
-                let claimed = try await claim(limit: limit, onlyAccount: nil, on: connection)
-                claimedAccounts = Array(claimed.reports.keys).sorted()
+                claimedAccounts = try await claimQueue(limit: limit, on: connection)
+                let claimed = try await claim(accounts: claimedAccounts, on: connection)
                 return try await resolveClaimed(claimed, on: connection)
             }
         } catch {
             guard !Self.isRetryable(error), !claimedAccounts.isEmpty else { throw error }
             logger.warning("batch failed; retrying its accounts one by one", metadata: ["error": "\(error)"])
-            return try await resolveAccountsSeparately(claimedAccounts, limit: limit, maximumAttempts: maximumAttempts)
+            return try await resolveAccountsSeparately(claimedAccounts, maximumAttempts: maximumAttempts)
         }
     }
 
@@ -30,10 +31,7 @@ extension ResolutionEngine {
     /// They are retried as they are, never counted against a report.
     static func isRetryable(_ error: any Error) -> Bool {
         if error is CancellationError { return true }
-        guard let error = error as? PostgresError else { return false }
-        if error.isConnectionLoss || error.kind == .poolTimeout || error.kind == .closed { return true }
-        guard let state = error.sqlState else { return false }
-        return state.isTransient || state == .lockNotAvailable || state == .queryCanceled
+        return (error as? PostgresError)?.isTransient ?? false
     }
 
     /// Resolves the accounts whose state changes with time alone (`next_transition_at` due), at
@@ -44,32 +42,27 @@ extension ResolutionEngine {
             return try await pool.withTransaction { connection in
                 // Accounts whose state changes with time, then accounts whose usage periods have
                 // ended unclosed (`usage.period_closed`, docs/USAGE.md), each with a limit of its
-                // own so that neither can starve the other, and both locked without waiting for
-                // another sweeper (a locked account is skipped, the next one taken).
+                // own so that neither can starve the other. Found without locks, then locked one
+                // by one without waiting (an account another sweeper or a worker holds is left
+                // for the next sweep): no statement locks rows of several accounts, which Citus
+                // cannot run (sql/0014).
                 let now = clock.now()
-                let transitions = try await connection.preparedQuery(
+                let candidates = try await connection.preparedQuery(
                     """
-                    SELECT account_id FROM account_states
-                    WHERE next_transition_at <= \(now)
-                    ORDER BY next_transition_at
-                    LIMIT \(limit)
-                    FOR UPDATE SKIP LOCKED
+                    (SELECT account_id FROM account_states
+                     WHERE next_transition_at <= \(now)
+                     ORDER BY next_transition_at
+                     LIMIT \(limit))
+                    UNION
+                    (SELECT account_id FROM usage_periods
+                     WHERE closed_revision = 0 AND period_end <= \(now)
+                     ORDER BY period_end
+                     LIMIT \(limit))
                     """
-                )
-                let transitionAccounts = try transitions.map { try $0.decode(String.self, at: 0) }
-                let periods = try await connection.preparedQuery(
-                    """
-                    SELECT s.account_id FROM account_states AS s
-                    WHERE s.account_id IN (
-                        SELECT account_id FROM usage_periods WHERE closed_revision = 0 AND period_end <= \(now)
-                        ORDER BY period_end LIMIT \(limit))
-                      AND s.account_id <> ALL(\(transitionAccounts)::text[])
-                    FOR UPDATE SKIP LOCKED
-                    """
-                )
-                let due = transitionAccounts + (try periods.map { try $0.decode(String.self, at: 0) })
-                dueAccounts = due
-                return try await resolve(accounts: dueAccounts, newReports: [:], origin: .sweeper, on: connection)
+                ).map { try $0.decode(String.self, at: 0) }
+                let locked = try await Self.lockExisting(Array(Set(candidates)).sorted(), skipLocked: true, on: connection)
+                dueAccounts = locked.keys.sorted()
+                return try await resolve(locked: locked, accounts: dueAccounts, newReports: [:], origin: .sweeper, on: connection)
             }
         } catch {
             guard !Self.isRetryable(error), !dueAccounts.isEmpty else { throw error }
@@ -97,34 +90,84 @@ extension ResolutionEngine {
         }
     }
 
+    /// Queues the accounts with reports pending for longer than `age` that have no entry in the
+    /// claim queue, at most `limit` of them; returns how many. On one PostgreSQL every writer
+    /// queues in the transaction that stores the reports, so this finds nothing. On Citus a claim
+    /// can see a submission's queue entry (on the coordinator) a moment before its reports (on a
+    /// worker node, committed second by the two-phase commit) and let the entry go: this is what
+    /// brings those reports back (sql/0014). The expiry sweeper runs it.
+    public func requeueStalledAccounts(age: TimeInterval = 5, limit: Int = 1000) async throws -> Int {
+        try await pool.withConnection { connection in
+            let stalled = try await connection.preparedQuery(
+                """
+                SELECT DISTINCT account_id FROM (
+                    SELECT account_id FROM reports
+                    WHERE status = 'pending' AND received_at <= \(clock.now().addingTimeInterval(-age))
+                    ORDER BY arrival LIMIT \(limit)) AS oldest
+                """
+            ).map { try $0.decode(String.self, at: 0) }
+            guard !stalled.isEmpty else { return 0 }
+            let queued = try await connection.preparedQuery(
+                """
+                INSERT INTO account_work (account_id)
+                SELECT a FROM unnest(\(stalled)::text[]) AS a
+                WHERE NOT EXISTS (SELECT 1 FROM account_work w WHERE w.account_id = a)
+                """
+            ).affectedRows
+            if queued > 0 {
+                logger.warning("queued accounts whose pending reports had no claim queue entry", metadata: ["accounts": "\(queued)"])
+                try await connection.notify(channel: ReportInbox.channel)
+            }
+            return queued
+        }
+    }
+
     /// Pending reports claimed for resolution, by account.
     struct Claimed {
         var reports: [String: [Report]] = [:]
         var keys: (accounts: [String], reportIDs: [String]) = ([], [])
+        /// The claimed accounts' states, locked.
+        var locked: [String: LockedState] = [:]
     }
 
-    func claim(limit: Int, onlyAccount: String?, on connection: Connection) async throws -> Claimed {
-        let rows: QueryResult
-        if let onlyAccount {
-            rows = try await connection.preparedQuery(
-                """
-                SELECT account_id, \(unescaped: Report.columns) FROM reports
-                WHERE status = 'pending' AND account_id = \(onlyAccount)
-                ORDER BY arrival LIMIT \(limit)
-                FOR UPDATE SKIP LOCKED
-                """
-            )
-        } else {
-            rows = try await connection.preparedQuery(
-                """
-                SELECT account_id, \(unescaped: Report.columns) FROM reports
-                WHERE status = 'pending'
-                ORDER BY arrival LIMIT \(limit)
-                FOR UPDATE SKIP LOCKED
-                """
-            )
-        }
+    /// Claims accounts with work and their pending reports: up to `limit` queue entries (or
+    /// just `onlyAccount`), then the accounts' locks (sorted, waiting: a worker holding one of
+    /// them finishes first), then every queue entry of those accounts this transaction can see
+    /// (deleted: this claim does their work) and, in the same statement and so the same
+    /// snapshot, every pending report of them. A report committed after that snapshot has an
+    /// entry the delete did not see, and is claimed next time.
+    /// Takes up to `limit` entries of the claim queue (oldest first, `FOR UPDATE SKIP LOCKED`, so
+    /// workers in any process take disjoint entries) and returns their accounts, sorted.
+    func claimQueue(limit: Int, on connection: Connection) async throws -> [String] {
+        Array(Set(try await connection.preparedQuery(
+            """
+            DELETE FROM account_work WHERE id IN (
+                SELECT id FROM account_work ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+            RETURNING account_id
+            """
+        ).map { try $0.decode(String.self, at: 0) })).sorted()
+    }
+
+    /// Claims `accounts` (sorted) and their pending reports: the accounts' locks (in order,
+    /// waiting: a worker holding one of them finishes first), then every queue entry of those
+    /// accounts this transaction can see (deleted: this claim does their work) and, in the same
+    /// statement and so the same snapshot, every pending report of them. A report committed
+    /// after that snapshot has an entry the delete did not see, and is claimed next time.
+    func claim(accounts: [String], on connection: Connection) async throws -> Claimed {
         var claimed = Claimed()
+        guard !accounts.isEmpty else { return claimed }
+        claimed.locked = try await lockStates(of: accounts, on: connection)
+        let rows = try await connection.preparedQuery(
+            """
+            WITH done AS (
+                DELETE FROM account_work WHERE id IN (
+                    SELECT id FROM account_work WHERE account_id = ANY(\(accounts)::text[]) FOR UPDATE SKIP LOCKED)
+            )
+            SELECT account_id, \(unescaped: Report.columns) FROM reports
+            WHERE status = 'pending' AND account_id = ANY(\(accounts)::text[])
+            ORDER BY arrival
+            """
+        )
         for row in rows {
             let accountID = try row.decode(String.self, at: 0)
             let report = try Report(row: row, offset: 1)
@@ -137,7 +180,11 @@ extension ResolutionEngine {
 
     func resolveClaimed(_ claimed: Claimed, on connection: Connection) async throws -> Outcome {
         guard !claimed.keys.accounts.isEmpty else { return Outcome() }
-        let outcome = try await resolve(accounts: Array(claimed.reports.keys), newReports: claimed.reports, origin: .worker, on: connection)
+        // Only accounts with reports: another worker may have done the rest's work already.
+        let accounts = Array(claimed.reports.keys)
+        let outcome = try await resolve(
+            locked: claimed.locked.filter { claimed.reports[$0.key] != nil },
+            accounts: accounts, newReports: claimed.reports, origin: .worker, on: connection)
         try await connection.preparedQuery(
             """
             UPDATE reports AS r SET status = 'resolved', resolved_at = now(), attempts = r.attempts + 1, last_error = NULL
@@ -149,26 +196,31 @@ extension ResolutionEngine {
     }
 
     /// The slow path after a failed batch: the same accounts again, one transaction each.
-    private func resolveAccountsSeparately(_ accounts: [String], limit: Int, maximumAttempts: Int) async throws -> Outcome {
+    private func resolveAccountsSeparately(_ accounts: [String], maximumAttempts: Int) async throws -> Outcome {
         var total = Outcome()
         for accountID in accounts {
             var claimedIDs: [String] = []
             do {
                 total = total + (try await pool.withTransaction { connection in
-                    let claimed = try await claim(limit: limit, onlyAccount: accountID, on: connection)
+                    let claimed = try await claim(accounts: [accountID], on: connection)
                     claimedIDs = claimed.keys.reportIDs
                     return try await resolveClaimed(claimed, on: connection)
                 })
-            } catch where !Self.isRetryable(error) && !claimedIDs.isEmpty {
+            } catch where !Self.isRetryable(error) {
+                // Failed before its reports were read (its stored state, say): all its pending ones.
                 total.accountsFailed += 1
-                try await recordFailure(accountID: accountID, reportIDs: claimedIDs, error: error, maximumAttempts: maximumAttempts)
+                try await recordFailure(
+                    accountID: accountID, reportIDs: claimedIDs.isEmpty ? nil : claimedIDs, error: error, maximumAttempts: maximumAttempts)
             }
         }
         return total
     }
 
     /// Counts a failed attempt on an account's pending reports; quarantines them at the limit.
-    private func recordFailure(accountID: String, reportIDs: [String], error: any Error, maximumAttempts: Int) async throws {
+    ///
+    /// `reportIDs` `nil` means every pending report of the account. Once none is left pending,
+    /// the account's claim queue entries go too, or workers would claim it again and again.
+    private func recordFailure(accountID: String, reportIDs: [String]?, error: any Error, maximumAttempts: Int) async throws {
         // `description` of our errors is log-safe (no DETAIL, no secrets).
         let message = String(describing: error).prefix(1000)
         let result = try await pool.preparedQuery(
@@ -177,10 +229,17 @@ extension ResolutionEngine {
                 attempts = attempts + 1,
                 last_error = \(String(message)),
                 status = CASE WHEN attempts + 1 >= \(maximumAttempts) THEN 'quarantined' ELSE 'pending' END
-            WHERE account_id = \(accountID) AND report_id = ANY(\(reportIDs)::text[]) AND status = 'pending'
+            WHERE account_id = \(accountID) AND (\(reportIDs)::text[] IS NULL OR report_id = ANY(\(reportIDs)::text[]))
+              AND status = 'pending'
             RETURNING status
             """
         )
+        let stillPending = try await pool.preparedQuery(
+            "SELECT EXISTS (SELECT 1 FROM reports WHERE account_id = \(accountID) AND status = 'pending')"
+        )
+        if try !stillPending[0].decode(Bool.self, at: 0) {
+            try await pool.preparedQuery("DELETE FROM account_work WHERE account_id = \(accountID)")
+        }
         let quarantined = try result.filter { try $0.decode(String.self, at: 0) == "quarantined" }.count
         logger.error(
             "could not resolve an account's reports",

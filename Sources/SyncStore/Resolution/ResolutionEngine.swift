@@ -106,16 +106,30 @@ public struct ResolutionEngine: Sendable {
         case replace([String: TransactionLedger], [String: [String: Int]])
     }
 
+    /// ``resolve(accounts:newReports:origin:on:)`` for accounts whose `account_states` rows this
+    /// transaction has locked already (`locked`, from ``lockStates(of:on:)``): the claims.
+    func resolve(
+        locked: [String: LockedState],
+        accounts: [String],
+        newReports: [String: [Report]],
+        origin: Origin,
+        on connection: Connection
+    ) async throws -> Outcome {
+        try await resolve(accounts: accounts, aggregates: .join(newReports), origin: origin, locked: locked, on: connection)
+    }
+
     private func resolve(
         accounts: [String],
         aggregates input: AggregateInput,
         origin: Origin,
+        locked prelocked: [String: LockedState]? = nil,
         on connection: Connection
     ) async throws -> Outcome {
         let accountIDs = Array(Set(accounts)).sorted()
         guard !accountIDs.isEmpty else { return Outcome() }
-        // 1. Lock.
-        let locked = try await lockStates(of: accountIDs, on: connection)
+        // 1. Lock (unless the caller holds the locks already).
+        let locked: [String: LockedState]
+        if let prelocked { locked = prelocked } else { locked = try await lockStates(of: accountIDs, on: connection) }
         // The clock is read only once the locks are held, and never goes back for an account:
         // a worker that waited on a lock must not resolve at an instant older than the one the
         // previous holder (another process, maybe with a skewed clock) already resolved at,
@@ -329,7 +343,7 @@ public struct ResolutionEngine: Sendable {
                 is_upgraded = EXCLUDED.is_upgraded,
                 report_count = transactions.report_count + EXCLUDED.report_count,
                 aggregate = EXCLUDED.aggregate,
-                updated_at = now()
+                updated_at = EXCLUDED.updated_at -- not now(): Citus allows only immutable functions here
             """
         )
     }
@@ -348,7 +362,7 @@ public struct ResolutionEngine: Sendable {
                 last_sequence = v.last_sequence,
                 next_transition_at = v.next_transition_at,
                 resolved_at = \(resolvedAt),
-                updated_at = CASE WHEN s.state = v.state::jsonb THEN s.updated_at ELSE now() END
+                updated_at = CASE WHEN s.state = v.state::jsonb THEN s.updated_at ELSE \(resolvedAt)::timestamptz END
             FROM unnest(
                 \(accountIDs)::text[],
                 \(states.map(\.state.tier))::text[],
@@ -401,7 +415,7 @@ public struct ResolutionEngine: Sendable {
                 source_transaction_id = EXCLUDED.source_transaction_id,
                 will_renew = EXCLUDED.will_renew,
                 state = EXCLUDED.state,
-                updated_at = CASE WHEN entitlements.state = EXCLUDED.state THEN entitlements.updated_at ELSE now() END
+                updated_at = CASE WHEN entitlements.state = EXCLUDED.state THEN entitlements.updated_at ELSE EXCLUDED.updated_at END
             """
         )
     }
@@ -415,7 +429,7 @@ public struct ResolutionEngine: Sendable {
     }
 
     /// Locks the `account_states` rows of `accountIDs` in sorted order, creating placeholders for
-    /// missing ones (in sorted order too, so concurrent inserts cannot deadlock). A placeholder's
+    /// missing ones (one at a time in that order too, so concurrent inserts cannot deadlock). A placeholder's
     /// `resolved_at` is -infinity: it has never been resolved.
     func lockStates(of accountIDs: [String], on connection: Connection) async throws -> [String: LockedState] {
         try await Self.lockStates(of: accountIDs, catalogue: catalogue, now: clock.now(), on: connection)
@@ -425,20 +439,27 @@ public struct ResolutionEngine: Sendable {
     static func lockStates(of accountIDs: [String], catalogue: Catalogue, now: Date, on connection: Connection) async throws -> [String: LockedState] {
         let sorted = Array(Set(accountIDs)).sorted()
         let baseState = Resolver.resolve(transactions: [], catalogue: catalogue, now: now)
-        try await connection.preparedQuery(
-            """
-            INSERT INTO account_states (account_id, tier, state, resolved_at)
-            SELECT account_id, \(baseState.tier), \(try JSONParameter(baseState))::jsonb, '-infinity'
-            FROM unnest(\(sorted)::text[]) AS account_id
-            ON CONFLICT (account_id) DO NOTHING
-            """
-        )
+        return try await lock(sorted, skipLocked: false, placeholder: baseState, on: connection)
+    }
+
+    /// Locks the `account_states` rows of `sortedAccountIDs` that exist, in that order, through
+    /// `subsync_lock_accounts` (sql/0014): one statement per account, which Citus routes to one
+    /// shard, where a multi-account `FOR UPDATE` is refused. With `skipLocked`, accounts another
+    /// transaction holds are left out of the result.
+    static func lockExisting(_ sortedAccountIDs: [String], skipLocked: Bool, on connection: Connection) async throws -> [String: LockedState] {
+        try await lock(sortedAccountIDs, skipLocked: skipLocked, placeholder: nil, on: connection)
+    }
+
+    /// `subsync_lock_accounts` (sql/0014): with a `placeholder`, missing rows are created with
+    /// it first, one account at a time in the same order.
+    private static func lock(
+        _ sortedAccountIDs: [String], skipLocked: Bool, placeholder: AccountState?, on connection: Connection
+    ) async throws -> [String: LockedState] {
         let rows = try await connection.preparedQuery(
             """
-            SELECT account_id, state, last_sequence, resolved_at FROM account_states
-            WHERE account_id = ANY(\(sorted)::text[])
-            ORDER BY account_id
-            FOR UPDATE
+            SELECT account_id, state, last_sequence, resolved_at
+            FROM subsync_lock_accounts(\(sortedAccountIDs)::text[], \(skipLocked),
+                                       \(placeholder?.tier)::text, \(try placeholder.map { try JSONParameter($0) })::jsonb)
             """
         )
         var locked: [String: LockedState] = [:]

@@ -104,8 +104,8 @@ enum UsageEvents {
         guard !changed.isEmpty else { return notices }
         try await connection.preparedQuery(
             """
-            INSERT INTO usage_periods (account_id, meter, period_start, period_end, low, exhausted, closed_revision, closed_totals)
-            SELECT a, m, s, e, l, x, r, t::jsonb FROM unnest(
+            INSERT INTO usage_periods (account_id, meter, period_start, period_end, low, exhausted, closed_revision, closed_totals, updated_at)
+            SELECT a, m, s, e, l, x, r, t::jsonb, now() FROM unnest(
                 \(changed.map(\.accountID))::text[], \(changed.map(\.marks.meter))::text[],
                 \(changed.map(\.marks.period.start))::timestamptz[], \(changed.map(\.marks.period.end))::timestamptz[],
                 \(changed.map(\.marks.low))::boolean[], \(changed.map(\.marks.exhausted))::boolean[],
@@ -114,7 +114,7 @@ enum UsageEvents {
             ) AS v(a, m, s, e, l, x, r, t)
             ON CONFLICT (account_id, meter, period_start, period_end) DO UPDATE SET
                 low = EXCLUDED.low, exhausted = EXCLUDED.exhausted, closed_revision = EXCLUDED.closed_revision,
-                closed_totals = EXCLUDED.closed_totals, updated_at = now()
+                closed_totals = EXCLUDED.closed_totals, updated_at = EXCLUDED.updated_at -- (Citus: immutable only)
             """
         )
         return notices

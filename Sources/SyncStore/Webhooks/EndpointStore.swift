@@ -52,14 +52,15 @@ public struct EndpointStore: Sendable {
         try Self.validate(eventTypes: eventTypes)
         guard description.count <= 500 else { throw ValidationError(field: "description", message: "is longer than 500 characters") }
         let secret = WebhookSecret.generate()
-        let rows = try await pool.query(
+        let endpoint = try await writeAndRead(
             """
             INSERT INTO webhook_endpoints (endpoint_id, url, description, event_types, secret)
             VALUES (\(UUID()), \(url), \(description), \(eventTypes)::text[], \(try sealer.seal(secret)))
-            RETURNING \(unescaped: Self.columns)
+            RETURNING endpoint_id
             """
         )
-        return (try Self.endpoint(rows[0]), secret)
+        guard let endpoint else { throw PostgresError(.client, message: "the new endpoint was not read back") }
+        return (endpoint, secret)
     }
 
     public func list() async throws -> [WebhookEndpoint] {
@@ -86,7 +87,7 @@ public struct EndpointStore: Sendable {
         }
         let setTypes = eventTypes != nil
         let types: [String]? = eventTypes ?? nil
-        let rows = try await pool.query(
+        return try await writeAndRead(
             """
             UPDATE webhook_endpoints SET
                 url = COALESCE(\(url)::text, url),
@@ -98,10 +99,21 @@ public struct EndpointStore: Sendable {
                 failing_since = CASE WHEN \(enabled)::boolean = true THEN NULL ELSE failing_since END,
                 updated_at = now()
             WHERE endpoint_id = \(id)
-            RETURNING \(unescaped: Self.columns)
+            RETURNING endpoint_id
             """
         )
-        return try rows.first.map(Self.endpoint)
+    }
+
+    /// Runs `write`, a statement that returns the `endpoint_id` it wrote (or nothing), and reads
+    /// that endpoint back in the same transaction. Not `RETURNING` the columns: Citus refuses
+    /// functions that are not immutable (`array_to_json`) there in a write to a reference table.
+    private func writeAndRead(_ write: PostgresQuery) async throws -> WebhookEndpoint? {
+        try await pool.withTransaction { connection in
+            guard let row = try await connection.query(write).first else { return nil }
+            let id = try row.decode(UUID.self, at: 0)
+            return try await connection.query("SELECT \(unescaped: Self.columns) FROM webhook_endpoints WHERE endpoint_id = \(id)")
+                .first.map(Self.endpoint)
+        }
     }
 
     /// Deletes an endpoint and cancels its pending deliveries. Returns whether it existed.
@@ -118,7 +130,7 @@ public struct EndpointStore: Sendable {
     /// receivers can switch without losing a delivery. Returns the new secret (shown once).
     public func rotateSecret(_ id: UUID, now: Date = Date()) async throws -> (WebhookEndpoint, WebhookSecret)? {
         let secret = WebhookSecret.generate()
-        let rows = try await pool.query(
+        let endpoint = try await writeAndRead(
             """
             UPDATE webhook_endpoints SET
                 previous_secret = secret,
@@ -126,10 +138,10 @@ public struct EndpointStore: Sendable {
                 secret = \(try sealer.seal(secret)),
                 updated_at = now()
             WHERE endpoint_id = \(id)
-            RETURNING \(unescaped: Self.columns)
+            RETURNING endpoint_id
             """
         )
-        return try rows.first.map { (try Self.endpoint($0), secret) }
+        return endpoint.map { ($0, secret) }
     }
 
     /// Seals every stored secret (current and previous) with the current key, opening each with
