@@ -149,6 +149,13 @@ struct AdminAPITests {
                 let resolution = try #require(timeline[firstResolution]["resolution"] as? [String: Any])
                 #expect(resolution["report_ids"] as? [String] == ["a1"])
                 #expect(resolution["by"] as? String == "worker")
+                // Each delivery comes after its event.
+                for (index, entry) in timeline.enumerated() {
+                    guard let delivery = (entry["delivery"] as? [String: Any])?["delivery"] as? [String: Any] else { continue }
+                    let sequence = delivery["event_sequence"] as? Int
+                    let eventIndex = timeline.firstIndex { ($0["event"] as? [String: Any])?["sequence"] as? Int == sequence }
+                    #expect(eventIndex.map { $0 < index } == true, "delivery of event \(sequence ?? -1) before its event")
+                }
                 let missing = try await Self.call(client, .get, "/v1/admin/accounts/nobody")
                 #expect(missing.status == .notFound)
                 #expect(missing.json.errorCode == "account_not_found")

@@ -63,7 +63,13 @@ public struct AccountTimeline: Sendable, Codable {
             entries.append(Entry(at: at, kind: .resolution, resolution: resolution))
         }
         entries += details.events.map { Entry(at: $0.occurredAt, kind: .event, event: $0) }
-        entries += deliveries.map { Entry(at: $0.delivery.createdAt, kind: .delivery, delivery: $0) }
+        // A delivery is written in its event's transaction, whose database time (`created_at`)
+        // precedes the service's clock reading the event carries; shown after its event.
+        let eventTimes = Dictionary(details.events.map { ($0.sequence, $0.occurredAt) }, uniquingKeysWith: { first, _ in first })
+        entries += deliveries.map { delivery in
+            let at = max(delivery.delivery.createdAt, eventTimes[delivery.delivery.eventSequence] ?? .distantPast)
+            return Entry(at: at, kind: .delivery, delivery: delivery)
+        }
         self.entries = entries.sorted { a, b in
             if a.at != b.at { return a.at < b.at }
             if a.kind != b.kind { return a.kind < b.kind }

@@ -25,7 +25,7 @@
   }
 
   function append(node, children) {
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === undefined || child === null || child === false) continue;
       node.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
     }
@@ -234,10 +234,10 @@
   }
 
   /** Shows what an action recorded: every field of the answer. */
-  function actionRecord(title, record) {
+  function actionRecord(title, record, id) {
     const pairs = Object.entries(record).map(([key, value]) => [key,
       value !== null && typeof value === "object" ? JSON.stringify(value) : (value === null ? "—" : String(value))]);
-    return el("div", { class: "notice", id: "audit-record" }, el("strong", {}, title), keyValues(pairs));
+    return el("div", { class: "notice action-record", id }, el("strong", {}, title), keyValues(pairs));
   }
 
   // ---- Account page ------------------------------------------------------------------------
@@ -313,7 +313,7 @@
         return el("tr", {}, el("td", {}, balance.meter), el("td", { class: "num" }, String(current.used ?? 0)),
           el("td", { class: "num" }, current.allowance === null || current.allowance === undefined ? "unlimited" : String(current.allowance)),
           el("td", { class: "num" }, String(balance.rewards)), el("td", { class: "num" }, String(balance.credits)),
-          el("td", { class: "num" }, balance.available === null ? "unlimited" : String(balance.available)));
+          el("td", { class: "num" }, balance.available === null || balance.available === undefined ? "unlimited" : String(balance.available)));
       }), { id: "usage" });
     const transactions = table(
       ["Transaction", "Original", "Product", "Expires", "Revoked", "Reports", "Action"],
@@ -355,7 +355,7 @@
       el("button", { type: "button", id: "reconcile-repair", class: "danger", onclick: reconcile(false) }, "Reconcile and repair"),
       el("button", { type: "button", id: "account-reload", onclick: () => reload() }, "Reload"));
     return el("div", {},
-      record ? actionRecord(record.title, record.body) : null,
+      record ? actionRecord(record.title, record.body, "audit-record") : null,
       el("div", { class: "columns" },
         el("div", {}, el("h3", {}, "State"), summary, el("h3", {}, "Features"), features),
         el("div", {}, el("h3", {}, "Limits"), limits, el("h3", {}, "Usage"), usage)),
@@ -476,9 +476,11 @@
       node.textContent = text;
       root.appendChild(node);
     };
+    // The hour, or less while the service has not run that long: the lines fill the width.
     const end = samples.length ? Date.parse(samples[samples.length - 1].at) : Date.now();
-    const start = end - history.span_seconds * 1000;
-    label(pad, height - 10, "−60 min");
+    const start = Math.max(end - history.span_seconds * 1000, samples.length ? Date.parse(samples[0].at) : end);
+    const spanMs = Math.max(end - start, 1000);
+    label(pad, height - 10, samples.length ? time(new Date(start).toISOString()) : "");
     label(width - 8, height - 10, time(samples.length ? samples[samples.length - 1].at : null), "end");
     if (samples.length < 2) {
       label(width / 2, height / 2, samples.length ? "one sample so far" : "no samples yet (the sampler runs with workers, every " + history.interval_seconds + " s)", "middle");
@@ -490,7 +492,7 @@
       const values = samples.map((s) => s[field]).filter((v) => typeof v === "number");
       const max = Math.max(1, ...values);
       const points = samples.filter((s) => typeof s[field] === "number").map((s) => {
-        const x = pad + (width - 8 - pad) * Math.max(0, (Date.parse(s.at) - start)) / (history.span_seconds * 1000);
+        const x = pad + (width - 8 - pad) * Math.max(0, Date.parse(s.at) - start) / spanMs;
         const y = height - pad - (height - pad - 8) * s[field] / max;
         return x.toFixed(1) + "," + y.toFixed(1);
       });
@@ -518,7 +520,7 @@
               e.enabled ? "Disable" : "Enable"), " ",
             el("button", { type: "button", class: "rotate-secret", onclick: () => rotate(e) }, "Rotate secret")))),
         { id: "endpoints-list" }));
-      $("action-record-endpoints").replaceChildren(record ? actionRecord(record.title, record.body) : "");
+      $("action-record-endpoints").replaceChildren(record ? actionRecord(record.title, record.body, "endpoints-record") : "");
       $("retry-dead").disabled = dead.data.length === 0;
       $("dead-deliveries").replaceChildren(dead.data.length === 0
         ? el("p", { class: "muted", id: "no-dead" }, "No dead deliveries.")
@@ -531,6 +533,8 @@
             el("td", {}, el("button", { type: "button", class: "retry-delivery", "data-delivery": d.delivery_id, onclick: () =>
               deliveryAction("retry", d, (result) => loadEndpoints({ title: "Delivery retried", body: result })) }, "Retry")))),
           { id: "dead-deliveries-table" }));
+      // How many times the page was drawn: lets a test know a refresh has landed.
+      $("endpoints-view").dataset.loads = String(Number($("endpoints-view").dataset.loads || 0) + 1);
     } catch (error) { failed(error); }
   }
 
