@@ -165,6 +165,30 @@ struct AdminAPITests {
         }
     }
 
+    @Test("a report no worker has resolved yet is in the timeline as pending, with no resolution, and the account is found by it")
+    func pendingReport() async throws {
+        try await TestEnvironment.withFresh { env in
+            _ = try await ReportInbox(pool: env.pool).submit(
+                accountID: "newbie", device: DeviceInfo(id: "pixel"), reports: [Self.r("n1", device: "pixel", transaction: "tx-new")])
+            try await env.application(workers: 0).test(.router) { client in
+                let found = try await Self.call(client, .get, "/v1/admin/accounts?q=newbie")
+                let match = (found.json["matches"] as? [[String: Any]])?.first
+                #expect(match?["account_id"] as? String == "newbie")
+                #expect(match?["tier"] == nil, "no resolution yet, so no tier")
+                let (status, json) = try await Self.call(client, .get, "/v1/admin/accounts/newbie")
+                #expect(status == .ok)
+                #expect((json["account"] as? [String: Any])?["pending_reports"] as? Int == 1)
+                let timeline = json["timeline"] as? [[String: Any]] ?? []
+                #expect(timeline.compactMap { $0["kind"] as? String } == ["report"])
+                let report = timeline.first?["report"] as? [String: Any]
+                #expect(report?["status"] as? String == "pending")
+                #expect(report?["device_id"] as? String == "pixel")
+                #expect(report?["transaction_id"] as? String == "tx-new")
+                #expect(report?["resolved_at"] == nil)
+            }
+        }
+    }
+
     @Test("revoke and unrevoke record an audited admin report, resolve at once and write the events")
     func revokeAndUnrevoke() async throws {
         try await TestEnvironment.withFresh { env in
