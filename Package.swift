@@ -95,7 +95,13 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "X509", package: "swift-certificates"),
             ],
-            resources: [.embedInCode("Resources/openapi.yaml")],
+            resources: [
+                .embedInCode("Resources/openapi.yaml"),
+                // The operator console (GET /console): served from the binary, no files beside it.
+                .embedInCode("Resources/console/console.html"),
+                .embedInCode("Resources/console/console.js"),
+                .embedInCode("Resources/console/console.css"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

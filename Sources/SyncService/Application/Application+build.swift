@@ -130,6 +130,15 @@ public func buildApplication(
         arrivals: arrivals, logger: logger
     ).addRoutes(to: router)
     EndpointController(store: EndpointStore(pool: pool, sealer: configuration.secretSealer), authenticator: dependencies.authenticator).addRoutes(to: router)
+    // The operator console and the admin routes it calls (issue #17).
+    let history = MetricsHistory()
+    let sampleInterval = Duration.seconds(5)
+    AdminController(
+        pool: pool, catalogue: dependencies.catalogue, authenticator: dependencies.authenticator,
+        deliveries: DeliveryStore(pool: pool, sealer: configuration.secretSealer), history: history,
+        sampleInterval: sampleInterval, clock: dependencies.clock, logger: logger
+    ).addRoutes(to: router)
+    ConsoleController(enabled: dependencies.authenticator.adminKey != nil).addRoutes(to: router)
 
     var services: [any Service] = [DatabaseService(pool: pool, logger: logger)]
     if let keys = dependencies.adMobKeys {
@@ -152,7 +161,10 @@ public func buildApplication(
             ExpirySweeper(
                 engine: engine, interval: configuration.sweepInterval, clock: dependencies.clock, resolutions: resolutions,
                 rateBuckets: rateBuckets, logger: logger))
-        services.append(MetricsSampler(pool: pool, logger: logger))
+        services.append(
+            MetricsSampler(
+                pool: pool, interval: sampleInterval, history: history, registry: dependencies.metricsRegistry,
+                clock: dependencies.clock, logger: logger))
     }
     if configuration.deliveryWorkers > 0 {
         var delivery = DeliveryWorker.Configuration()

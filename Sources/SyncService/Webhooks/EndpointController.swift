@@ -87,9 +87,7 @@ struct EndpointController: Sendable {
     static let notFound = APIError(.notFound, code: "endpoint_not_found", message: "no webhook endpoint with that id")
 
     private func requireAdmin(_ request: Request) async throws {
-        guard try await authenticator.authenticate(request) == .admin else {
-            throw APIError(.forbidden, code: "forbidden", message: "webhook endpoints need the admin key")
-        }
+        try await authenticator.requireAdmin(request, for: "webhook endpoints")
     }
 
     private func endpointID(_ context: some RequestContext) throws -> UUID {
@@ -100,12 +98,7 @@ struct EndpointController: Sendable {
     }
 
     private func decode<T: Decodable>(_ request: Request, context: SubsyncRequestContext) async throws -> T {
-        let body = try await request.collectBody(upTo: 64 * 1024, context: context)
-        do {
-            return try JSONDecoder().decode(T.self, from: Data(buffer: body))
-        } catch let error as DecodingError {
-            throw APIError(.badRequest, code: "invalid_request", message: error.fieldMessage)
-        }
+        try await request.decodeJSON(T.self, context: context)
     }
 
     private func validated<T>(_ body: () async throws -> T) async throws -> T {

@@ -15,6 +15,7 @@ public struct AccountInspector: Sendable {
     /// One stored report, as an operator sees it.
     public struct ReportLine: Sendable, Codable {
         public var reportID: String
+        public var transactionID: String
         public var deviceID: String
         public var source: String
         public var status: String
@@ -28,9 +29,12 @@ public struct AccountInspector: Sendable {
         public var adminActor: String?
         public var adminReason: String?
         public var lastError: String?
+        /// When a worker (or the admin command itself) joined it; nil while pending or quarantined.
+        public var resolvedAt: Date?
 
         enum CodingKeys: String, CodingKey {
             case reportID = "report_id"
+            case transactionID = "transaction_id"
             case deviceID = "device_id"
             case source, status
             case receivedAt = "received_at"
@@ -43,6 +47,7 @@ public struct AccountInspector: Sendable {
             case adminActor = "admin_actor"
             case adminReason = "admin_reason"
             case lastError = "last_error"
+            case resolvedAt = "resolved_at"
         }
     }
 
@@ -117,7 +122,7 @@ public struct AccountInspector: Sendable {
         let reportRows = try await pool.preparedQuery(
             """
             SELECT transaction_id, report_id, device_id, source, status, received_at, observed_at, product_id,
-                   expires_at, revoked_at, verified, admin_action, admin_actor, admin_reason, last_error
+                   expires_at, revoked_at, verified, admin_action, admin_actor, admin_reason, last_error, resolved_at
             FROM reports WHERE account_id = \(accountID)
             ORDER BY arrival DESC LIMIT \(reportLimit)
             """
@@ -127,13 +132,14 @@ public struct AccountInspector: Sendable {
         var unresolved: [ReportLine] = []
         for row in reportRows {
             let line = ReportLine(
-                reportID: try row.decode(String.self, at: 1), deviceID: try row.decode(String.self, at: 2),
+                reportID: try row.decode(String.self, at: 1), transactionID: try row.decode(String.self, at: 0), deviceID: try row.decode(String.self, at: 2),
                 source: try row.decode(String.self, at: 3), status: try row.decode(String.self, at: 4),
                 receivedAt: try row.decode(Date.self, at: 5), observedAt: try row.decode(Date.self, at: 6),
                 productID: try row.decode(String.self, at: 7), expiresAt: try row.decode(Date?.self, at: 8),
                 revokedAt: try row.decode(Date?.self, at: 9), verified: try row.decode(Bool.self, at: 10),
                 adminAction: try row.decode(String?.self, at: 11), adminActor: try row.decode(String?.self, at: 12),
-                adminReason: try row.decode(String?.self, at: 13), lastError: try row.decode(String?.self, at: 14))
+                adminReason: try row.decode(String?.self, at: 13), lastError: try row.decode(String?.self, at: 14),
+                resolvedAt: try row.decode(Date?.self, at: 15))
             if line.status == "resolved" {
                 reportsByTransaction[try row.decode(String.self, at: 0), default: []].append(line)
             } else {

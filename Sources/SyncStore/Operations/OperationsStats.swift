@@ -28,12 +28,23 @@ public struct OperationsStats: Sendable, Codable {
         /// succeeded / attempts; nil without attempts.
         public var successRate: Double?
         public var averageLatencyMilliseconds: Double?
+        /// Median and 99th percentile latency of the window's attempts; nil without attempts.
+        public var p50LatencyMilliseconds: Double?
+        public var p99LatencyMilliseconds: Double?
+        /// Since when every delivery to it has failed (cleared by a success); nil when healthy.
+        public var failingSince: Date?
+        /// Why it was disabled, when it was (by the delivery worker or an operator).
+        public var disabledReason: String?
 
         enum CodingKeys: String, CodingKey {
             case endpointID = "endpoint_id"
             case url, enabled, attempts, succeeded
             case successRate = "success_rate"
             case averageLatencyMilliseconds = "average_latency_ms"
+            case p50LatencyMilliseconds = "p50_latency_ms"
+            case p99LatencyMilliseconds = "p99_latency_ms"
+            case failingSince = "failing_since"
+            case disabledReason = "disabled_reason"
         }
     }
 
@@ -65,12 +76,15 @@ public struct OperationsStats: Sendable, Codable {
             """
             SELECT w.endpoint_id, w.url, w.enabled, count(a.attempt),
                    count(a.attempt) FILTER (WHERE a.status_code BETWEEN 200 AND 299),
-                   avg(a.latency_ms)::float8
+                   avg(a.latency_ms)::float8,
+                   (percentile_cont(0.5) WITHIN GROUP (ORDER BY a.latency_ms))::float8,
+                   (percentile_cont(0.99) WITHIN GROUP (ORDER BY a.latency_ms))::float8,
+                   w.failing_since, w.disabled_reason
             FROM webhook_endpoints w
             LEFT JOIN deliveries d ON d.endpoint_id = w.endpoint_id
             LEFT JOIN delivery_attempts a ON a.account_id = d.account_id AND a.delivery_id = d.delivery_id
                  AND a.attempted_at >= now() - make_interval(secs => \(window))
-            GROUP BY w.endpoint_id, w.url, w.enabled
+            GROUP BY w.endpoint_id, w.url, w.enabled, w.failing_since, w.disabled_reason
             ORDER BY w.url, w.endpoint_id
             """
         )
@@ -87,7 +101,10 @@ public struct OperationsStats: Sendable, Codable {
                     endpointID: try row.decode(UUID.self, at: 0), url: try row.decode(String.self, at: 1),
                     enabled: try row.decode(Bool.self, at: 2), attempts: attempts, succeeded: succeeded,
                     successRate: attempts > 0 ? Double(succeeded) / Double(attempts) : nil,
-                    averageLatencyMilliseconds: try row.decode(Double?.self, at: 5))
+                    averageLatencyMilliseconds: try row.decode(Double?.self, at: 5),
+                    p50LatencyMilliseconds: try row.decode(Double?.self, at: 6),
+                    p99LatencyMilliseconds: try row.decode(Double?.self, at: 7),
+                    failingSince: try row.decode(Date?.self, at: 8), disabledReason: try row.decode(String?.self, at: 9))
             },
             windowSeconds: window)
     }

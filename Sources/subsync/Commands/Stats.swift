@@ -40,7 +40,10 @@ struct Stats: AsyncParsableCommand {
         for e in stats.endpoints {
             let rate = e.successRate.map { String(format: "%.1f%%", $0 * 100) } ?? "-"
             let latency = e.averageLatencyMilliseconds.map { String(format: "%.0f ms", $0) } ?? "-"
-            print("  \(e.endpointID.uuidString.lowercased())  \(e.enabled ? "enabled " : "disabled")  \(e.url)  \(e.succeeded)/\(e.attempts) succeeded (\(rate))  avg \(latency)")
+            let p50 = e.p50LatencyMilliseconds.map { String(format: "%.0f", $0) } ?? "-"
+            let p99 = e.p99LatencyMilliseconds.map { String(format: "%.0f", $0) } ?? "-"
+            let failing = e.failingSince.map { "  failing since \(Operator.time($0))" } ?? ""
+            print("  \(e.endpointID.uuidString.lowercased())  \(e.enabled ? "enabled " : "disabled")  \(e.url)  \(e.succeeded)/\(e.attempts) succeeded (\(rate))  avg \(latency), p50 \(p50) ms, p99 \(p99) ms\(failing)")
         }
     }
 }

@@ -1,0 +1,123 @@
+import Foundation
+import Hummingbird
+import SyncStore
+
+/// `/v1/admin/deliveries`: list, retry and cancel webhook deliveries (`subsync deliveries ...`).
+extension AdminController {
+    func addDeliveryRoutes(to admin: RouterGroup<SubsyncRequestContext>) {
+        admin.get("deliveries") { request, _ in
+            try await requireAdmin(request)
+            let parameters = request.uri.queryParameters
+            let status = parameters.get("status")
+            if let status, !Self.deliveryStatuses.contains(status) {
+                throw APIError(.badRequest, code: "invalid_request", message: "status: one of \(Self.deliveryStatuses.sorted().joined(separator: ", "))")
+            }
+            let endpoint = try parameters.get("endpoint_id").map(Self.endpointID)
+            let limit = try Self.limit(parameters.get("limit"))
+            return try JSONResponse.make(DeliveryList(data: try await deliveries.list(status: status, endpoint: endpoint, limit: limit)))
+        }
+        admin.post("deliveries/retry-dead") { request, context in
+            try await requireAdmin(request)
+            let body = try await request.decodeJSON(RetryDeadRequest.self, emptyIsObject: true, context: context)
+            let actor = try Self.actor(body.actor)
+            let endpoint = try body.endpointID.map(Self.endpointID)
+            let retried = try await deliveries.retry(deliveryID: nil, endpoint: endpoint)
+            logger.notice("operator retried dead deliveries", metadata: ["actor": "\(actor)", "retried": "\(retried)"])
+            return try JSONResponse.make(RetryDeadAnswer(retried: retried, endpointID: endpoint, actor: actor, at: clock.now()))
+        }
+        admin.post("deliveries/:delivery_id/retry") { request, context in
+            try await deliveryAction("retry", request: request, context: context) { delivery in
+                guard delivery.status != "succeeded" else {
+                    throw APIError(.conflict, code: "delivery_succeeded", message: "this delivery succeeded; replay its event instead")
+                }
+                _ = try await deliveries.retry(deliveryID: delivery.deliveryID)
+            }
+        }
+        admin.post("deliveries/:delivery_id/cancel") { request, context in
+            try await deliveryAction("cancel", request: request, context: context) { delivery in
+                guard try await deliveries.cancel(deliveryID: delivery.deliveryID) else {
+                    throw APIError(.conflict, code: "delivery_not_pending", message: "only a pending delivery can be cancelled (this one is \(delivery.status))")
+                }
+            }
+        }
+    }
+
+    /// Finds the delivery of the path (404 `delivery_not_found`), runs `act` on it, and answers
+    /// with the delivery as it is afterwards and who did what when.
+    private func deliveryAction(
+        _ action: String, request: Request, context: SubsyncRequestContext,
+        _ act: (DeliveryStore.Summary) async throws -> Void
+    ) async throws -> Response {
+        try await requireAdmin(request)
+        guard let text = context.parameters.get("delivery_id"), let id = Int64(text), id > 0 else {
+            throw APIError(.badRequest, code: "invalid_delivery_id", message: "delivery_id must be a positive integer")
+        }
+        let body = try await request.decodeJSON(ActionRequest.self, emptyIsObject: true, context: context)
+        let actor = try Self.actor(body.actor)
+        guard let delivery = try await deliveries.summary(deliveryID: id) else {
+            throw APIError(.notFound, code: "delivery_not_found", message: "no delivery with that id")
+        }
+        try await act(delivery)
+        let after = try await deliveries.summary(deliveryID: id) ?? delivery
+        logger.notice(
+            "operator delivery action",
+            metadata: ["action": "\(action)", "delivery": "\(id)", "account": "\(delivery.accountID)", "actor": "\(actor)"])
+        return try JSONResponse.make(DeliveryActionAnswer(action: action, delivery: after, actor: actor, at: clock.now()))
+    }
+
+    static let deliveryStatuses: Set<String> = ["pending", "succeeded", "dead", "cancelled"]
+
+    static func endpointID(_ text: String) throws -> UUID {
+        guard let id = UUID(uuidString: text) else {
+            throw APIError(.badRequest, code: "invalid_endpoint_id", message: "endpoint_id must be a UUID")
+        }
+        return id
+    }
+
+    /// `limit` of a list: 1–500, default 100.
+    static func limit(_ text: String?) throws -> Int {
+        guard let text else { return 100 }
+        guard let limit = Int(text), (1...500).contains(limit) else {
+            throw APIError(.badRequest, code: "invalid_request", message: "limit: an integer from 1 to 500")
+        }
+        return limit
+    }
+
+    struct DeliveryList: Encodable {
+        var data: [DeliveryStore.Summary]
+    }
+
+    struct ActionRequest: Decodable {
+        var actor: String?
+    }
+
+    struct RetryDeadRequest: Decodable {
+        var endpointID: String?
+        var actor: String?
+
+        enum CodingKeys: String, CodingKey {
+            case endpointID = "endpoint_id"
+            case actor
+        }
+    }
+
+    struct RetryDeadAnswer: Encodable {
+        var retried: Int
+        var endpointID: UUID?
+        var actor: String
+        var at: Date
+
+        enum CodingKeys: String, CodingKey {
+            case retried
+            case endpointID = "endpoint_id"
+            case actor, at
+        }
+    }
+
+    struct DeliveryActionAnswer: Encodable {
+        var action: String
+        var delivery: DeliveryStore.Summary
+        var actor: String
+        var at: Date
+    }
+}

@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""The operator console in headless Chromium (run by scripts/console-test, which installs the
+browser and selenium, builds, and exports DATABASE_URL of a throwaway PostgreSQL).
+
+Starts `subsync serve` with an admin key, a webhook receiver on loopback
+(scripts/webhook-receiver.py) subscribed to every event, makes an account through
+POST /v1/accounts/{id}/sync, lets its first deliveries die (the receiver answers 500 and the
+retry schedule is one second long), and then, in the browser:
+
+  1. no page works without the key: every page shows the sign-in form and nothing else, and the
+     admin API answers 401 to the page's own fetch without it;
+  2. a wrong key shows a clear message;
+  3. signs in, finds the account by its original transaction id, sees its entitlements and its
+     timeline (reports, resolutions, events, deliveries);
+  4. revokes the transaction from the page (confirmation, reason) and sees the audit record, the
+     `entitlement.revoked` event and the free tier;
+  5. the health page shows the numbers and the last hour's chart;
+  6. the endpoints page lists the dead deliveries; one is retried from the page and reaches the
+     receiver (answered 200, signature verified); the secret is rotated and shown once;
+  7. signing out leaves nothing usable behind.
+
+Waits are conditions with generous deadlines (WebDriverWait), never fixed sleeps. The browser's
+console must show no Content-Security-Policy violation. Screenshots go to --artifacts.
+"""
+import argparse
+import inspect
+import datetime
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ADMIN_KEY = "console-admin-key-0123456789abcdef"
+TOKEN_SECRET = "console-token-secret-0123456789abcdef-012345"
+ACCOUNT = "console-alice"
+TRANSACTION = "2000000000000042"
+WAIT = 120  # seconds: generous, for a busy single core
+
+
+def say(message):
+    print(f"console-test: {message}", flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method, url, body=None, key=ADMIN_KEY):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            raw = response.read()
+            return response.status, (json.loads(raw) if raw and raw[:1] in (b"{", b"[") else raw)
+    except urllib.error.HTTPError as error:
+        raw = error.read()
+        try:
+            return error.code, json.loads(raw)
+        except ValueError:
+            return error.code, raw
+
+
+def wait_for(what, condition, seconds=WAIT, interval=0.2):
+    """Polls `condition` until it returns something truthy; fails with `what` after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {seconds} s waiting for {what}")
+        time.sleep(interval)
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+class Processes:
+    def __init__(self):
+        self.items = []
+
+    def start(self, name, args, env=None, log=None):
+        out = open(log, "w") if log else subprocess.DEVNULL
+        process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE if log is None else out,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+        self.items.append((name, process))
+        return process
+
+    def stop(self):
+        for name, process in reversed(self.items):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", default=os.path.join(ROOT, ".build/debug/subsync"))
+    parser.add_argument("--artifacts", default=os.path.join(ROOT, ".build/console-artifacts"))
+    parser.add_argument("--update-screenshot", action="store_true", help="copy the account page to docs/console-account.png")
+    options = parser.parse_args()
+    database_url = os.environ.get("DATABASE_URL")
+    check(database_url, "DATABASE_URL is not set (run scripts/console-test)")
+    os.makedirs(options.artifacts, exist_ok=True)
+    workdir = tempfile.mkdtemp(prefix="subsync-console-")
+    processes = Processes()
+    session = {}
+    try:
+        run(options, database_url, workdir, processes, session)
+    except BaseException:
+        driver = session.get("driver")
+        if driver is not None:
+            try:
+                driver.save_screenshot(os.path.join(options.artifacts, "failure.png"))
+            except Exception:
+                pass
+        log = os.path.join(workdir, "serve.log")
+        if os.path.exists(log):
+            with open(log) as f:
+                tail = f.read()[-4000:]
+            print("--- serve.log (end) ---\n" + tail, file=sys.stderr)
+        raise
+    finally:
+        if session.get("driver") is not None:
+            session["driver"].quit()
+        processes.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    say("passed; screenshots in " + os.path.relpath(options.artifacts, ROOT))
+
+
+def run(options, database_url, workdir, processes, session):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SUBSYNC_")}
+    env.update({
+        "DATABASE_URL": database_url, "SUBSYNC_HOST": "127.0.0.1", "SUBSYNC_ADMIN_KEY": ADMIN_KEY,
+        "SUBSYNC_TOKEN_SECRET": TOKEN_SECRET, "SUBSYNC_WORKERS": "1", "SUBSYNC_DELIVERY_WORKERS": "1",
+        "SUBSYNC_WEBHOOK_ALLOW": "127.0.0.0/8", "SUBSYNC_WEBHOOK_RETRY_SCHEDULE": "1",
+        "SUBSYNC_WEBHOOK_TIMEOUT_MS": "5000", "SUBSYNC_REQUIRE_SIGNED": "false", "SUBSYNC_LOG_LEVEL": "notice",
+        "SUBSYNC_RATE_LIMIT_ACCOUNT": "off", "SUBSYNC_RATE_LIMIT_DEVICE": "off",
+    })
+    migrate = subprocess.run([options.bin, "migrate"], capture_output=True, text=True, env=env, timeout=300)
+    check(migrate.returncode == 0, f"subsync migrate failed: {migrate.stderr}")
+
+    receiver = processes.start("receiver", [sys.executable, os.path.join(ROOT, "scripts/webhook-receiver.py"), "--port", "0", "--quiet"])
+    line = receiver.stdout.readline().strip()
+    check(line.startswith("PORT "), f"the receiver did not start: {line!r}")
+    hooks = f"http://127.0.0.1:{int(line.split()[1])}"
+
+    port = free_port()
+    env["SUBSYNC_PORT"] = str(port)
+    base = f"http://127.0.0.1:{port}"
+    processes.start("serve", [options.bin, "serve"], env=env, log=os.path.join(workdir, "serve.log"))
+    wait_for("serve to be ready", lambda: http("GET", base + "/readyz", key=None)[0] == 200 if port_open(port) else False)
+    say(f"serve on :{port}, receiver at {hooks}")
+
+    # An endpoint for the receiver (secret shown once: handed to the receiver to verify), which
+    # fails for now, so the first deliveries die after their two attempts.
+    status, endpoint = http("POST", base + "/v1/webhook-endpoints", {"url": hooks + "/ok", "description": "console test receiver"})
+    check(status == 201, f"create endpoint: {status} {endpoint}")
+    http("POST", hooks + "/_secrets", {"secrets": [endpoint["secret"]]}, key=None)
+    http("POST", hooks + "/_mode", {"mode": "500"}, key=None)
+
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    stamp = lambda t: t.isoformat().replace("+00:00", "Z")
+    status, synced = http("POST", f"{base}/v1/accounts/{ACCOUNT}/sync?wait_ms=5000", {
+        "device": {"id": "iphone-of-alice", "platform": "ios", "app_version": "4.2"},
+        "reports": [{"report_id": "console-r1", "observed_at": stamp(now), "product_id": "voip.premium.monthly",
+                     "original_transaction_id": TRANSACTION, "transaction_id": TRANSACTION,
+                     "purchased_at": stamp(now - datetime.timedelta(days=1)),
+                     "expires_at": stamp(now + datetime.timedelta(days=29)), "will_auto_renew": True}]})
+    check(status == 202, f"sync: {status} {synced}")
+    dead = wait_for("the first deliveries to die", lambda: not pending_deliveries(base) and dead_deliveries(base))
+    say(f"{len(dead)} dead deliveries")
+    http("POST", hooks + "/_mode", {"mode": "ok"}, key=None)
+
+    driver = session["driver"] = browser()
+    wait = Wait(driver)
+    shot = lambda name: driver.save_screenshot(os.path.join(options.artifacts, name))
+
+    # 1. Without the key, every page is the sign-in form, and the API refuses the page.
+    for page in ["#/account/" + ACCOUNT, "#/health", "#/endpoints", ""]:
+        driver.get(base + "/console" + page)
+        wait.until(EC.visibility_of_element_located((By.ID, "login-view")))
+        check(not driver.find_element(By.ID, "nav").is_displayed(), f"navigation visible without a key on {page}")
+        for view in ["account-view", "health-view", "endpoints-view"]:
+            check(not driver.find_element(By.ID, view).is_displayed(), f"{view} visible without a key on {page}")
+        check(ACCOUNT not in driver.find_element(By.TAG_NAME, "body").text, "account data shown without a key")
+    answer = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "fetch('/v1/admin/accounts/' + arguments[0]).then(r => done(r.status)).catch(e => done(String(e)));", ACCOUNT)
+    check(answer == 401, f"the admin API answered {answer} to the page without a key")
+    shot("01-sign-in.png")
+
+    # 2. A wrong key says so, and stores nothing.
+    sign_in(driver, "wrong-key-0000000000000000", "Olivia Operator")
+    error = wait.until(EC.visibility_of_element_located((By.ID, "login-error")))
+    check("Wrong admin key" in error.text, f"unclear wrong-key message: {error.text!r}")
+    check(driver.execute_script("return sessionStorage.length") == 0, "something was stored for a wrong key")
+    shot("02-wrong-key.png")
+
+    # 3. Sign in; find the account by its purchase; state and timeline.
+    sign_in(driver, ADMIN_KEY, "Olivia Operator")
+    wait.until(EC.visibility_of_element_located((By.ID, "account-view")))
+    check(ADMIN_KEY not in driver.current_url, "the key is in the URL")
+    check(driver.get_cookies() == [], "the console set a cookie")
+    search = driver.find_element(By.ID, "account-search-input")
+    search.send_keys(TRANSACTION)
+    driver.find_element(By.ID, "account-search-submit").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "account-tier"), "premium"))
+    check("/console#/account/" + ACCOUNT in driver.current_url, f"search did not open the account: {driver.current_url}")
+    entitlements = driver.find_element(By.ID, "entitlements").text
+    check("premium" in entitlements and "active" in entitlements, f"entitlements: {entitlements!r}")
+    timeline = driver.find_element(By.ID, "timeline")
+    kinds = {row.get_attribute("data-kind") for row in timeline.find_elements(By.CSS_SELECTOR, "tbody tr")}
+    check({"report", "resolution", "event", "delivery"} <= kinds, f"timeline kinds: {kinds}")
+    check("entitlement.activated" in timeline.text, "no activation event in the timeline")
+    check("iphone-of-alice" in timeline.text, "the report's device is not in the timeline")
+    full_height(driver)
+    shot("03-account.png")
+    if options.update_screenshot:
+        shutil.copyfile(os.path.join(options.artifacts, "03-account.png"), os.path.join(ROOT, "docs/console-account.png"))
+    driver.set_window_size(1400, 1000)
+
+    # 4. Revoke from the page: confirmation with a reason, then the audit record and the event.
+    driver.find_element(By.CSS_SELECTOR, f".revoke-button[data-transaction='{TRANSACTION}']").click()
+    wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
+    driver.find_element(By.ID, "confirm-ok").click()  # without a reason: refused by the page
+    wait.until(EC.visibility_of_element_located((By.ID, "confirm-error")))
+    driver.find_element(By.ID, "confirm-reason").send_keys("chargeback #881 (console test)")
+    driver.find_element(By.ID, "confirm-ok").click()
+    record = wait.until(EC.visibility_of_element_located((By.ID, "audit-record")))
+    check("Recorded revoke" in record.text and "Olivia Operator" in record.text and "chargeback #881" in record.text,
+          f"audit record: {record.text!r}")
+    wait.until(EC.text_to_be_present_in_element((By.ID, "timeline"), "entitlement.revoked"))
+    wait.until(EC.text_to_be_present_in_element((By.ID, "account-tier"), "free"))
+    check("admin revoke" in driver.find_element(By.ID, "timeline").text, "the admin report is not in the timeline")
+    full_height(driver)
+    shot("04-account-revoked.png")
+    driver.set_window_size(1400, 1000)
+
+    # 5. Health: numbers and the last hour's chart (two samples make a line: ~10 s).
+    driver.find_element(By.ID, "nav-health").click()
+    wait.until(EC.visibility_of_element_located((By.ID, "health-inbox-depth")))
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#health-chart svg polyline")))
+    # (The page redraws itself every 10 s: read it through waits, which survive a redraw.)
+    wait.until(EC.text_to_be_present_in_element((By.ID, "health-endpoints-table"), "/ok"))
+    wait.until(EC.text_to_be_present_in_element((By.ID, "health-deliveries-table"), "dead"))
+    shot("05-health.png")
+
+    # 6. Endpoints: retry one dead delivery from the page; it reaches the receiver.
+    driver.find_element(By.ID, "nav-endpoints").click()
+    rows = wait.until(EC.presence_of_all_elements_located((By.CSS_SELECTOR, "#dead-deliveries-table tbody tr")))
+    check(len(rows) == len(dead_deliveries(base)), "the page does not list every dead delivery")
+    target = dead[-1]
+    shot("06-endpoints.png")
+    driver.find_element(By.CSS_SELECTOR, f"#dead-deliveries-table .retry-delivery[data-delivery='{target['delivery_id']}']").click()
+    wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
+    driver.find_element(By.ID, "confirm-ok").click()
+    record = wait.until(EC.visibility_of_element_located((By.ID, "endpoints-record")))
+    check("Delivery retried" in record.text and "Olivia Operator" in record.text, f"retry record: {record.text!r}")
+    delivered = wait_for("the retried delivery at the receiver", lambda: [
+        entry for entry in receiver_log(hooks)
+        if str(entry.get("id", "")).lower() == target["event_id"].lower() and entry.get("status") == 200])
+    check(delivered[0].get("verified_by"), "the receiver could not verify the retried delivery's signature")
+    wait_for("the retried delivery to be recorded as succeeded",
+             lambda: delivery_status(base, target["delivery_id"]) == "succeeded")
+    loads = driver.find_element(By.ID, "endpoints-view").get_attribute("data-loads")
+    driver.find_element(By.ID, "endpoints-refresh").click()
+    wait.until(lambda d: d.find_element(By.ID, "endpoints-view").get_attribute("data-loads") != loads)
+    wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, f"#dead-deliveries-table tr[data-delivery='{target['delivery_id']}']"))
+
+    # ... and the secret, rotated, is shown once.
+    driver.find_element(By.CSS_SELECTOR, "#endpoints-list .rotate-secret").click()
+    wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
+    driver.find_element(By.ID, "confirm-ok").click()
+    secret = wait.until(EC.visibility_of_element_located((By.ID, "rotated-secret")))
+    check(secret.text.startswith("whsec_"), f"rotated secret: {secret.text!r}")
+    shot("07-endpoints-rotated.png")
+
+    # ... every other dead delivery retried at once, and they reach the receiver too.
+    remaining = dead_deliveries(base) or []
+    check(len(remaining) == len(dead) - 1, f"dead deliveries left: {remaining}")
+    wait.until(lambda d: d.find_element(By.ID, "retry-dead").is_enabled())
+    driver.find_element(By.ID, "retry-dead").click()
+    wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
+    driver.find_element(By.ID, "confirm-ok").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "endpoints-record"), f"Retried {len(remaining)} dead deliveries"))
+    for delivery in remaining:
+        wait_for(f"delivery {delivery['delivery_id']} at the receiver", lambda: [
+            entry for entry in receiver_log(hooks)
+            if str(entry.get("id", "")).lower() == delivery["event_id"].lower() and entry.get("status") == 200])
+    wait.until(EC.visibility_of_element_located((By.ID, "no-dead")))
+
+    # ... an endpoint disabled and enabled again.
+    driver.find_element(By.CSS_SELECTOR, "#endpoints-list .disable-endpoint").click()
+    wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
+    driver.find_element(By.ID, "confirm-ok").click()
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#endpoints-list .enable-endpoint")))
+    check(http("GET", base + "/v1/webhook-endpoints")[1]["data"][0]["enabled"] is False, "the endpoint is still enabled")
+    driver.find_element(By.CSS_SELECTOR, "#endpoints-list .enable-endpoint").click()
+    wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
+    driver.find_element(By.ID, "confirm-ok").click()
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#endpoints-list .disable-endpoint")))
+    check(http("GET", base + "/v1/webhook-endpoints")[1]["data"][0]["enabled"] is True, "the endpoint is still disabled")
+
+    # ... and back on the account, a reconcile dry run finds nothing to repair.
+    driver.get(base + "/console#/account/" + ACCOUNT)
+    wait.until(EC.text_to_be_present_in_element((By.ID, "account-tier"), "free"))
+    driver.find_element(By.ID, "reconcile-dry-run").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "audit-record"), "Reconcile (dry run): 0 differences"))
+
+    # 7. No CSP violation, nothing left after signing out.
+    violations = [entry["message"] for entry in driver.get_log("browser") if "Content Security Policy" in entry["message"]]
+    check(not violations, f"CSP violations: {violations}")
+    driver.find_element(By.ID, "sign-out").click()
+    wait.until(EC.visibility_of_element_located((By.ID, "login-view")))
+    check(driver.execute_script("return sessionStorage.length") == 0, "sign out left the key in session storage")
+    driver.get(base + "/console#/endpoints")
+    wait.until(EC.visibility_of_element_located((By.ID, "login-view")))
+    check(not driver.find_element(By.ID, "endpoints-view").is_displayed(), "endpoints visible after signing out")
+
+
+class Wait(WebDriverWait):
+    """WebDriverWait with WAIT seconds whose timeout names the line that waited."""
+
+    def __init__(self, driver):
+        super().__init__(driver, WAIT)
+
+    def until(self, method, message=""):
+        line = inspect.stack()[1].lineno
+        return super().until(method, message or f"timed out after {WAIT} s at scripts/console-browser.py:{line}")
+
+
+def port_open(port):
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def dead_deliveries(base):
+    status, answer = http("GET", base + "/v1/admin/deliveries?status=dead")
+    return answer["data"] if status == 200 and answer["data"] else None
+
+
+def pending_deliveries(base):
+    status, answer = http("GET", base + "/v1/admin/deliveries?status=pending")
+    return answer["data"] if status == 200 else ["(unknown)"]
+
+
+def delivery_status(base, delivery_id):
+    status, answer = http("GET", base + "/v1/admin/deliveries?limit=500")
+    return next((d["status"] for d in answer.get("data", []) if d["delivery_id"] == delivery_id), None) if status == 200 else None
+
+
+def receiver_log(hooks):
+    status, entries = http("GET", hooks + "/_log", key=None)
+    return entries if status == 200 and isinstance(entries, list) else []
+
+
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000",
+                     "--no-first-run", "--disable-extensions", "--disable-background-networking"]:
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
+    driver.set_page_load_timeout(WAIT)
+    driver.set_script_timeout(WAIT)
+    return driver
+
+
+def sign_in(driver, key, name):
+    wait = Wait(driver)
+    wait.until(EC.visibility_of_element_located((By.ID, "login-key")))
+    driver.find_element(By.ID, "login-key").clear()
+    driver.find_element(By.ID, "login-key").send_keys(key)
+    driver.find_element(By.ID, "login-actor").clear()
+    driver.find_element(By.ID, "login-actor").send_keys(name)
+    driver.find_element(By.ID, "login-submit").click()
+
+
+def full_height(driver):
+    """Makes the window as tall as the page, so a screenshot shows all of it."""
+    height = driver.execute_script("return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)")
+    driver.set_window_size(1400, min(max(int(height) + 40, 1000), 4000))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (AssertionError, TimeoutException) as error:
+        print(f"console-test: FAILED: {error}", file=sys.stderr)
+        sys.exit(1)
