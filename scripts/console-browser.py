@@ -333,6 +333,20 @@ def run(options, database_url, workdir, processes, session):
     wait.until(EC.text_to_be_present_in_element((By.ID, "account-tier"), "free"))
     driver.find_element(By.ID, "reconcile-dry-run").click()
     wait.until(EC.text_to_be_present_in_element((By.ID, "audit-record"), "Reconcile (dry run): 0 differences"))
+    # The dry run and the single retry are in the audit log (sql/0015), and the account page
+    # shows them in its timeline.
+    wait.until(EC.text_to_be_present_in_element((By.ID, "timeline"), "operator reconcile dry run"))
+
+    def audit_log(account):
+        return [entry["action"] for entry in http("GET", base + "/v1/admin/accounts/" + account)[1]["timeline"]
+                if entry["kind"] == "action"]
+    check([(a["action"], a["actor"]) for a in audit_log(ACCOUNT) if a["action"] == "reconcile_dry_run"]
+          == [("reconcile_dry_run", "Olivia Operator")], f"audit log of {ACCOUNT}: {audit_log(ACCOUNT)}")
+    retries = [a for a in audit_log(target["account_id"]) if a["action"] == "delivery_retry"]
+    check(len(retries) == 1 and retries[0]["actor"] == "Olivia Operator"
+          and retries[0]["target"] == f"delivery {target['delivery_id']}", f"audit log of the retry: {retries}")
+    if target["account_id"] == ACCOUNT:
+        wait.until(EC.text_to_be_present_in_element((By.ID, "timeline"), "operator delivery retry"))
 
     # 7. No CSP violation, nothing left after signing out.
     violations = [entry["message"] for entry in driver.get_log("browser") if "Content Security Policy" in entry["message"]]

@@ -266,6 +266,22 @@ struct AdminAPITests {
                 #expect(missing.status == .notFound)
                 let badBody = try await Self.call(client, .post, path, body: ["dry_run": "yes"])
                 #expect(badBody.status == .badRequest)
+
+                // Every call that did something is in the audit log (sql/0015), in order, and in
+                // the account's timeline; refused calls wrote nothing.
+                let audit = repair.json["audit"] as? [String: Any]
+                #expect(audit?["action"] as? String == "reconcile" && audit?["actor"] as? String == "erin")
+                #expect((audit?["outcome"] as? String)?.contains("repaired") == true)
+                let withReason = try await Self.call(client, .post, path, body: ["actor": "erin", "reason": "ticket 42"])
+                #expect((withReason.json["audit"] as? [String: Any])?["reason"] as? String == "ticket 42")
+                let timeline = try await Self.call(client, .get, "/v1/admin/accounts/alice").json["timeline"] as? [[String: Any]] ?? []
+                let actions = timeline.compactMap { $0["action"] as? [String: Any] }
+                #expect(actions.map { $0["action"] as? String } == ["reconcile_dry_run", "reconcile_dry_run", "reconcile", "reconcile_dry_run", "reconcile_dry_run"])
+                #expect(actions.map { $0["actor"] as? String } == ["admin", "erin", "erin", "admin", "erin"])
+                #expect(try await env.scalar("SELECT count(*) FROM operator_actions") == 5)
+                let longReason = try await Self.call(client, .post, path, body: ["reason": String(repeating: "x", count: 501)])
+                #expect(longReason.status == .badRequest)
+                #expect(try await env.scalar("SELECT count(*) FROM operator_actions") == 5)
             }
         }
     }
@@ -303,6 +319,16 @@ struct AdminAPITests {
 
                 let bulk = try await Self.call(client, .post, "/v1/admin/deliveries/retry-dead", body: ["actor": "frank"])
                 #expect(bulk.json["retried"] as? Int == 3)
+                #expect((bulk.json["audit"] as? [String: Any])?["outcome"] as? String == "3 dead deliveries retried")
+                // The audit log: the retry and the cancel on the delivery's account, the bulk retry on none.
+                let logged = try await env.pool.query(
+                    "SELECT action, COALESCE(account_id, '-'), COALESCE(target, '-'), actor FROM operator_actions ORDER BY id"
+                ).map { "\(try $0.decode(String.self, at: 0)) \(try $0.decode(String.self, at: 1)) \(try $0.decode(String.self, at: 2)) \(try $0.decode(String.self, at: 3))" }
+                let owner = try await env.pool.query("SELECT account_id FROM deliveries WHERE delivery_id = \(ids[0])")[0].decode(String.self, at: 0)
+                #expect(logged == [
+                    "delivery_retry \(owner) delivery \(ids[0]) frank", "delivery_cancel \(owner) delivery \(ids[0]) admin",
+                    "dead_deliveries_retry - - frank",
+                ])
                 #expect(try await env.scalar("SELECT count(*) FROM deliveries WHERE status = 'pending'") == 3)
                 #expect(try await env.scalar("SELECT count(*) FROM deliveries WHERE status = 'cancelled'") == 1)
 

@@ -20,10 +20,14 @@ extension AdminController {
             try await requireAdmin(request)
             let body = try await request.decodeJSON(RetryDeadRequest.self, emptyIsObject: true, context: context)
             let actor = try Self.actor(body.actor)
+            let reason = try Self.reason(body.reason)
             let endpoint = try body.endpointID.map(Self.endpointID)
             let retried = try await deliveries.retry(deliveryID: nil, endpoint: endpoint)
+            let audit = try await OperatorLog(pool: pool).record(
+                at: clock.now(), actor: actor, action: "dead_deliveries_retry", target: endpoint.map { "endpoint \($0.uuidString.lowercased())" },
+                reason: reason, outcome: "\(retried) dead deliveries retried")
             logger.notice("operator retried dead deliveries", metadata: ["actor": "\(actor)", "retried": "\(retried)"])
-            return try JSONResponse.make(RetryDeadAnswer(retried: retried, endpointID: endpoint, actor: actor, at: clock.now()))
+            return try JSONResponse.make(RetryDeadAnswer(retried: retried, endpointID: endpoint, actor: actor, at: audit.at, audit: audit))
         }
         admin.post("deliveries/:delivery_id/retry") { request, context in
             try await deliveryAction("retry", request: request, context: context) { delivery in
@@ -54,15 +58,19 @@ extension AdminController {
         }
         let body = try await request.decodeJSON(ActionRequest.self, emptyIsObject: true, context: context)
         let actor = try Self.actor(body.actor)
+        let reason = try Self.reason(body.reason)
         guard let delivery = try await deliveries.summary(deliveryID: id) else {
             throw APIError(.notFound, code: "delivery_not_found", message: "no delivery with that id")
         }
         try await act(delivery)
         let after = try await deliveries.summary(deliveryID: id) ?? delivery
+        let audit = try await OperatorLog(pool: pool).record(
+            at: clock.now(), actor: actor, action: "delivery_\(action)", accountID: delivery.accountID, target: "delivery \(id)",
+            reason: reason, outcome: "delivery #\(id) of event #\(delivery.eventSequence): \(delivery.status) → \(after.status)")
         logger.notice(
             "operator delivery action",
             metadata: ["action": "\(action)", "delivery": "\(id)", "account": "\(delivery.accountID)", "actor": "\(actor)"])
-        return try JSONResponse.make(DeliveryActionAnswer(action: action, delivery: after, actor: actor, at: clock.now()))
+        return try JSONResponse.make(DeliveryActionAnswer(action: action, delivery: after, actor: actor, at: audit.at, audit: audit))
     }
 
     static let deliveryStatuses: Set<String> = ["pending", "succeeded", "dead", "cancelled"]
@@ -89,15 +97,17 @@ extension AdminController {
 
     struct ActionRequest: Decodable {
         var actor: String?
+        var reason: String?
     }
 
     struct RetryDeadRequest: Decodable {
         var endpointID: String?
         var actor: String?
+        var reason: String?
 
         enum CodingKeys: String, CodingKey {
             case endpointID = "endpoint_id"
-            case actor
+            case actor, reason
         }
     }
 
@@ -106,11 +116,13 @@ extension AdminController {
         var endpointID: UUID?
         var actor: String
         var at: Date
+        /// The audit record written (sql/0015).
+        var audit: OperatorLog.Action
 
         enum CodingKeys: String, CodingKey {
             case retried
             case endpointID = "endpoint_id"
-            case actor, at
+            case actor, at, audit
         }
     }
 
@@ -119,5 +131,7 @@ extension AdminController {
         var delivery: DeliveryStore.Summary
         var actor: String
         var at: Date
+        /// The audit record written (sql/0015).
+        var audit: OperatorLog.Action
     }
 }

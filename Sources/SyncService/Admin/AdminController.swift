@@ -47,7 +47,9 @@ struct AdminController: Sendable {
             guard let details = try await inspector.details(accountID: accountID, eventLimit: 200, now: clock.now()) else {
                 throw Self.accountNotFound
             }
-            let timeline = AccountTimeline(details: details, deliveries: try await deliveries.deliveries(ofAccount: accountID))
+            let timeline = AccountTimeline(
+                details: details, deliveries: try await deliveries.deliveries(ofAccount: accountID),
+                actions: try await OperatorLog(pool: pool).actions(ofAccount: accountID))
             return try JSONResponse.make(AccountAnswer(account: details, timeline: timeline.entries))
         }
         admin.post("accounts/:account_id/revoke") { request, context in
@@ -61,13 +63,18 @@ struct AdminController: Sendable {
             let accountID = try AccountController.accountID(context)
             let body = try await request.decodeJSON(ReconcileRequest.self, emptyIsObject: true, context: context)
             let actor = try Self.actor(body.actor)
+            let reason = try Self.reason(body.reason)
             let reconciler = Reconciler(pool: pool, catalogue: catalogue, clock: clock, logger: logger)
             guard try await reconciler.accountExists(accountID) else { throw Self.accountNotFound }
             let dryRun = body.dryRun ?? true
             let result = try await reconciler.reconcile(accounts: [accountID], repair: !dryRun)
+            let repaired = result.accountsRepaired > 0
+            let audit = try await OperatorLog(pool: pool).record(
+                at: clock.now(), actor: actor, action: dryRun ? "reconcile_dry_run" : "reconcile", accountID: accountID, reason: reason,
+                outcome: "\(result.differences.count) difference(s)" + (repaired ? "; repaired, \(result.eventsWritten) event(s) written" : ""))
             let answer = ReconcileAnswer(
-                accountID: accountID, dryRun: dryRun, differences: result.differences, repaired: result.accountsRepaired > 0,
-                eventsWritten: result.eventsWritten, actor: actor, at: clock.now())
+                accountID: accountID, dryRun: dryRun, differences: result.differences, repaired: repaired,
+                eventsWritten: result.eventsWritten, actor: actor, at: audit.at, audit: audit)
             logger.notice(
                 "operator reconciled an account",
                 metadata: ["account": "\(accountID)", "actor": "\(actor)", "dry_run": "\(dryRun)", "differences": "\(result.differences.count)"])
@@ -106,6 +113,11 @@ struct AdminController: Sendable {
     static let accountNotFound = APIError(.notFound, code: "account_not_found", message: "nothing is stored for this account")
 
     /// Who acts, as recorded: 1–128 characters; `admin` when not given.
+    /// An optional `reason` of an action, recorded with it in the audit log.
+    static func reason(_ given: String?) throws -> String? {
+        try given.map { try recordedText($0, field: "reason", maximum: 500, saying: "why (it is recorded)") }
+    }
+
     static func actor(_ given: String?) throws -> String {
         try recordedText(given ?? "admin", field: "actor", maximum: 128, saying: "who acts")
     }
@@ -147,10 +159,11 @@ extension AdminController {
         /// Default true: looking changes nothing.
         var dryRun: Bool?
         var actor: String?
+        var reason: String?
 
         enum CodingKeys: String, CodingKey {
             case dryRun = "dry_run"
-            case actor
+            case actor, reason
         }
     }
 
@@ -162,13 +175,15 @@ extension AdminController {
         var eventsWritten: Int
         var actor: String
         var at: Date
+        /// The audit record written (sql/0015).
+        var audit: OperatorLog.Action
 
         enum CodingKeys: String, CodingKey {
             case accountID = "account_id"
             case dryRun = "dry_run"
             case differences, repaired
             case eventsWritten = "events_written"
-            case actor, at
+            case actor, at, audit
         }
     }
 }

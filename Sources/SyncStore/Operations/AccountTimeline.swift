@@ -2,22 +2,26 @@ import Foundation
 
 /// An account's story in time order, as the operator console shows it: each report (device,
 /// source, verified or not, what it said), the resolutions that joined them, each event with its
-/// sequence, and each webhook delivery with its attempts.
+/// sequence, each webhook delivery with its attempts, and each operator action (``OperatorLog``).
 ///
-/// Built from what ``AccountInspector`` and ``DeliveryStore`` already read; it adds no query.
+/// Built from what ``AccountInspector``, ``DeliveryStore`` and ``OperatorLog`` already read; it
+/// adds no query.
 public struct AccountTimeline: Sendable, Codable {
     /// What an entry is.
     public enum Kind: String, Sendable, Codable, Comparable {
         case report, resolution, event, delivery
+        /// An operator's action (``OperatorLog``).
+        case action
 
         /// At one instant a report comes before the resolution that joins it, which comes before
-        /// its events, which come before their deliveries.
+        /// its events, which come before their deliveries; an operator's action comes last.
         var rank: Int {
             switch self {
             case .report: 0
             case .resolution: 1
             case .event: 2
             case .delivery: 3
+            case .action: 4
             }
         }
 
@@ -46,12 +50,15 @@ public struct AccountTimeline: Sendable, Codable {
         public var resolution: Resolution?
         public var event: EventLog.Line?
         public var delivery: DeliveryStore.AccountDelivery?
+        public var action: OperatorLog.Action?
     }
 
     public var entries: [Entry]
 
-    /// Interleaves `details`' reports and events with `deliveries`, oldest first.
-    public init(details: AccountInspector.Details, deliveries: [DeliveryStore.AccountDelivery]) {
+    /// Interleaves `details`' reports and events with `deliveries` and `actions`, oldest first.
+    public init(
+        details: AccountInspector.Details, deliveries: [DeliveryStore.AccountDelivery], actions: [OperatorLog.Action] = []
+    ) {
         let reports = details.transactions.flatMap(\.reports) + details.unresolvedReports
         var entries = reports.map { Entry(at: $0.receivedAt, kind: .report, report: $0) }
         let resolved = Dictionary(grouping: reports.filter { $0.resolvedAt != nil }, by: { $0.resolvedAt ?? .distantPast })
@@ -70,6 +77,7 @@ public struct AccountTimeline: Sendable, Codable {
             let at = max(delivery.delivery.createdAt, eventTimes[delivery.delivery.eventSequence] ?? .distantPast)
             return Entry(at: at, kind: .delivery, delivery: delivery)
         }
+        entries += actions.map { Entry(at: $0.at, kind: .action, action: $0) }
         self.entries = entries.sorted { a, b in
             if a.at != b.at { return a.at < b.at }
             if a.kind != b.kind { return a.kind < b.kind }
@@ -83,6 +91,7 @@ extension AccountTimeline.Entry {
     fileprivate var sortKey: String {
         if let event { return String(format: "%020lld", event.sequence) }
         if let delivery { return String(format: "%020lld", delivery.delivery.deliveryID) }
+        if let action { return String(format: "%020lld", action.id) }
         return report?.reportID ?? ""
     }
 }

@@ -333,22 +333,7 @@ public struct DeliveryStore: Sendable {
             LIMIT \(limit)
             """
         )
-        return try rows.map { row in
-            Summary(
-                accountID: try row.decode(String.self, at: 0),
-                deliveryID: try row.decode(Int64.self, at: 1),
-                endpointID: try row.decode(UUID.self, at: 2),
-                eventID: try row.decode(UUID.self, at: 3),
-                eventSequence: try row.decode(Int64.self, at: 4),
-                eventType: try row.decode(String.self, at: 5),
-                status: try row.decode(String.self, at: 6),
-                attempts: try row.decode(Int.self, at: 7),
-                nextAttemptAt: try row.decode(Date.self, at: 8),
-                lastStatusCode: try row.decode(Int?.self, at: 9),
-                lastError: try row.decode(String?.self, at: 10),
-                createdAt: try row.decode(Date.self, at: 11)
-            )
-        }
+        return try rows.map(Self.summary(from:))
     }
 
     /// Makes dead (or cancelled, or failed pending) deliveries due again now, with a fresh set

@@ -393,6 +393,13 @@
           "origin " + e.origin, e.entitlement_id ? " · " + e.entitlement_id : "",
           " · deliveries: " + (Object.entries(e.deliveries).map(([k, v]) => k + " " + v).join(", ") || "none"),
         ];
+      } else if (entry.kind === "action") {
+        const a = entry.action;
+        what = ["operator ", el("strong", {}, a.action.replace(/_/g, " "))];
+        detail = [
+          "by " + a.actor, a.target ? " · " + a.target : "", " · " + a.outcome,
+          a.reason ? " · why: " + a.reason : "", " · audit #" + a.id,
+        ];
       } else {
         const d = entry.delivery;
         const delivery = d.delivery;
