@@ -6,6 +6,8 @@ public struct DeliveryStore: Sendable {
     let pool: ConnectionPool
     /// Opens the endpoints' sealed signing secrets.
     let sealer: SecretSealer
+    /// One PostgreSQL or Citus: the claim has a form for each.
+    let topology = DatabaseTopology()
 
     public init(pool: ConnectionPool, sealer: SecretSealer = .none) {
         self.pool = pool
@@ -56,35 +58,103 @@ public struct DeliveryStore: Sendable {
     public func claimDue(limit: Int, lease: TimeInterval, partition: (index: Int, count: Int) = (0, 1), now: Date = Date()) async throws -> [Claimed] {
         // Heads are limited by `limit`; followers by `limit` in all and by
         // `maximumFollowersPerStream` per head, so a claim reads at most limit × (1 + that).
-        // `subsync_claim_deliveries` (sql/0014) finds the heads without locks and leases each
-        // stream with statements that name its account: on Citus, one shard each, where a
-        // multi-shard `FOR UPDATE` is refused.
-        let rows = try await pool.preparedQuery(
+        let rows: QueryResult
+        if try await topology.isCitus(pool) {
+            // `subsync_claim_deliveries` (sql/0014) finds the heads without locks and leases each
+            // stream with statements that name its account: on Citus, one shard each, where the
+            // multi-shard `FOR UPDATE` below is refused. On one PostgreSQL it is 0.7-0.9x as
+            // fast as the statement below (README "Running on Citus"), so that one stays.
+            rows = try await pool.preparedQuery(
+                """
+                SELECT * FROM subsync_claim_deliveries(
+                    \(limit), \(min(limit, Self.maximumFollowersPerStream)), \(now), \(now.addingTimeInterval(lease)),
+                    \(partition.index), \(partition.count))
+                ORDER BY account_id, endpoint_id, event_sequence, delivery_id
+                """
+            )
+            return try rows.map(claimed(from:))
+        }
+        rows = try await pool.preparedQuery(
             """
-            SELECT * FROM subsync_claim_deliveries(
-                \(limit), \(min(limit, Self.maximumFollowersPerStream)), \(now), \(now.addingTimeInterval(lease)),
-                \(partition.index), \(partition.count))
-            ORDER BY account_id, endpoint_id, event_sequence, delivery_id
+            WITH heads AS (
+                SELECT d.account_id, d.delivery_id, d.endpoint_id, d.event_sequence FROM deliveries d
+                JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
+                WHERE d.status = 'pending' AND d.next_attempt_at <= \(now)
+                  -- On the row itself, so that a claim racing another one rechecks it on the
+                  -- version the other committed (FOR UPDATE re-evaluates the row's own conditions,
+                  -- not subqueries over other rows).
+                  AND (d.leased_until IS NULL OR d.leased_until <= \(now))
+                  AND mod(hashtext(d.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
+                  -- The stream's first pending delivery. Written as an ordered LIMIT 1, not as
+                  -- NOT EXISTS: with stale statistics the planner answered that anti-join with
+                  -- an index on endpoint_id, a scan of the whole pending set per candidate.
+                  AND d.delivery_id = (
+                      SELECT first.delivery_id FROM deliveries first
+                      WHERE first.account_id = d.account_id AND first.endpoint_id = d.endpoint_id AND first.status = 'pending'
+                      ORDER BY first.event_sequence, first.delivery_id
+                      LIMIT 1)
+                  -- Not while a sender has any of the stream (even one an operator cancelled
+                  -- or retried meanwhile): the lease ends when that sender records, or expires.
+                  AND NOT EXISTS (
+                      SELECT 1 FROM deliveries busy
+                      WHERE busy.account_id = d.account_id AND busy.endpoint_id = d.endpoint_id
+                        AND busy.leased_until IS NOT NULL AND busy.leased_until > \(now))
+                ORDER BY d.next_attempt_at
+                LIMIT \(limit)
+                FOR UPDATE OF d SKIP LOCKED
+            ), followers AS (
+                -- What waits behind a claimed head goes out right after it. Their own
+                -- next_attempt_at only held them back (see `record`); nobody else holds them.
+                SELECT f.account_id, f.delivery_id, f.endpoint_id, f.event_sequence FROM heads h
+                CROSS JOIN LATERAL (
+                    SELECT behind.account_id, behind.delivery_id, behind.endpoint_id, behind.event_sequence FROM deliveries behind
+                    WHERE behind.account_id = h.account_id AND behind.endpoint_id = h.endpoint_id AND behind.status = 'pending'
+                      AND (behind.event_sequence, behind.delivery_id) > (h.event_sequence, h.delivery_id)
+                    ORDER BY behind.event_sequence, behind.delivery_id
+                    LIMIT \(min(limit, Self.maximumFollowersPerStream))
+                ) f
+                ORDER BY f.account_id, f.endpoint_id, f.event_sequence, f.delivery_id
+                LIMIT \(limit)
+            ), claimed AS (
+                SELECT account_id, delivery_id FROM heads
+                UNION ALL
+                SELECT account_id, delivery_id FROM followers
+            ), leased AS (
+                UPDATE deliveries d SET leased_until = \(now.addingTimeInterval(lease))
+                FROM claimed c WHERE d.account_id = c.account_id AND d.delivery_id = c.delivery_id AND d.status = 'pending'
+                RETURNING d.account_id, d.delivery_id, d.endpoint_id, d.event_id, d.event_sequence, d.attempts
+            )
+            SELECT l.account_id, l.delivery_id, l.endpoint_id, l.event_id, l.event_sequence, l.attempts,
+                   e.type, e.occurred_at, e.payload::text, w.url, w.secret,
+                   CASE WHEN w.previous_secret_expires_at > \(now) THEN w.previous_secret END,
+                   w.failing_since
+            FROM leased l
+            JOIN events e ON e.account_id = l.account_id AND e.sequence = l.event_sequence
+            JOIN webhook_endpoints w ON w.endpoint_id = l.endpoint_id
+            ORDER BY l.account_id, l.endpoint_id, l.event_sequence, l.delivery_id
             """
         )
-        return try rows.map { row in
-            var secrets = [try sealer.open(try row.decode(String.self, at: 10))]
-            if let previous = try row.decode(String?.self, at: 11) { secrets.append(try sealer.open(previous)) }
-            return Claimed(
-                accountID: try row.decode(String.self, at: 0),
-                deliveryID: try row.decode(Int64.self, at: 1),
-                endpointID: try row.decode(UUID.self, at: 2),
-                eventID: try row.decode(UUID.self, at: 3),
-                eventSequence: try row.decode(Int64.self, at: 4),
-                eventType: try row.decode(String.self, at: 6),
-                occurredAt: try row.decode(Date.self, at: 7),
-                payload: try row.decode(String.self, at: 8),
-                url: try row.decode(String.self, at: 9),
-                attempts: try row.decode(Int.self, at: 5),
-                secrets: secrets,
-                failingSince: try row.decode(Date?.self, at: 12)
-            )
-        }
+        return try rows.map(claimed(from:))
+    }
+
+    /// A claimed delivery from a row of either claim: the columns in the order both select them.
+    private func claimed(from row: Row) throws -> Claimed {
+        var secrets = [try sealer.open(try row.decode(String.self, at: 10))]
+        if let previous = try row.decode(String?.self, at: 11) { secrets.append(try sealer.open(previous)) }
+        return Claimed(
+            accountID: try row.decode(String.self, at: 0),
+            deliveryID: try row.decode(Int64.self, at: 1),
+            endpointID: try row.decode(UUID.self, at: 2),
+            eventID: try row.decode(UUID.self, at: 3),
+            eventSequence: try row.decode(Int64.self, at: 4),
+            eventType: try row.decode(String.self, at: 6),
+            occurredAt: try row.decode(Date.self, at: 7),
+            payload: try row.decode(String.self, at: 8),
+            url: try row.decode(String.self, at: 9),
+            attempts: try row.decode(Int.self, at: 5),
+            secrets: secrets,
+            failingSince: try row.decode(Date?.self, at: 12)
+        )
     }
 
     /// What one attempt came to.
@@ -283,12 +353,44 @@ public struct DeliveryStore: Sendable {
     /// goes first (the head no longer qualifies) or waits and then lets go of what this held;
     /// SKIP LOCKED leaves heads being claimed or recorded for next time.
     public func holdBlocked(partition: (index: Int, count: Int) = (0, 1), now: Date = Date()) async throws -> Int {
-        // `subsync_hold_blocked_deliveries` (sql/0014): the heads found without locks, then
-        // each locked and its followers moved with statements that name its account.
+        if try await topology.isCitus(pool) {
+            // `subsync_hold_blocked_deliveries` (sql/0014): the heads found without locks, then
+            // each locked and its followers moved with statements that name its account.
+            let result = try await pool.preparedQuery(
+                "SELECT subsync_hold_blocked_deliveries(\(now), \(partition.index), \(partition.count))"
+            )
+            return try result[0].decode(Int.self, at: 0)
+        }
         let result = try await pool.preparedQuery(
-            "SELECT subsync_hold_blocked_deliveries(\(now), \(partition.index), \(partition.count))"
+            """
+            WITH blocked_heads AS (
+                SELECT DISTINCT head.account_id, head.delivery_id
+                FROM deliveries f
+                CROSS JOIN LATERAL (
+                    SELECT first.account_id, first.delivery_id,
+                           GREATEST(first.next_attempt_at, first.leased_until) AS blocked_until
+                    FROM deliveries first
+                    WHERE first.endpoint_id = f.endpoint_id AND first.account_id = f.account_id AND first.status = 'pending'
+                    ORDER BY first.event_sequence, first.delivery_id
+                    LIMIT 1
+                ) head
+                WHERE f.status = 'pending' AND f.next_attempt_at <= \(now)
+                  AND mod(hashtext(f.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
+                  AND head.delivery_id <> f.delivery_id AND head.blocked_until > \(now)
+            ), waiting AS (
+                SELECT head.account_id, head.endpoint_id, head.event_sequence, head.delivery_id,
+                       GREATEST(head.next_attempt_at, head.leased_until) AS blocked_until
+                FROM deliveries head JOIN blocked_heads b ON head.account_id = b.account_id AND head.delivery_id = b.delivery_id
+                WHERE head.status = 'pending' AND GREATEST(head.next_attempt_at, head.leased_until) > \(now)
+                FOR SHARE OF head SKIP LOCKED
+            )
+            UPDATE deliveries f SET next_attempt_at = w.blocked_until
+            FROM waiting w
+            WHERE f.endpoint_id = w.endpoint_id AND f.account_id = w.account_id AND f.status = 'pending'
+              AND (f.event_sequence, f.delivery_id) > (w.event_sequence, w.delivery_id) AND f.next_attempt_at <= \(now)
+            """
         )
-        return try result[0].decode(Int.self, at: 0)
+        return result.affectedRows
     }
 
     /// A delivery as operators list it.
