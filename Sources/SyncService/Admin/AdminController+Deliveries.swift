@@ -12,7 +12,7 @@ extension AdminController {
             if let status, !Self.deliveryStatuses.contains(status) {
                 throw APIError(.badRequest, code: "invalid_request", message: "status: one of \(Self.deliveryStatuses.sorted().joined(separator: ", "))")
             }
-            let endpoint = try parameters.get("endpoint_id").map(Self.endpointID)
+            let endpoint = try parameters.get("endpoint_id").map(EndpointController.endpointID)
             let limit = try Self.limit(parameters.get("limit"))
             return try JSONResponse.make(DeliveryList(data: try await deliveries.list(status: status, endpoint: endpoint, limit: limit)))
         }
@@ -21,7 +21,7 @@ extension AdminController {
             let body = try await request.decodeJSON(RetryDeadRequest.self, emptyIsObject: true, context: context)
             let actor = try Self.actor(body.actor)
             let reason = try Self.reason(body.reason)
-            let endpoint = try body.endpointID.map(Self.endpointID)
+            let endpoint = try body.endpointID.map(EndpointController.endpointID)
             let retried = try await deliveries.retry(deliveryID: nil, endpoint: endpoint)
             let audit = try await OperatorLog(pool: pool).record(
                 at: clock.now(), actor: actor, action: "dead_deliveries_retry", target: endpoint.map { "endpoint \($0.uuidString.lowercased())" },
@@ -74,13 +74,6 @@ extension AdminController {
     }
 
     static let deliveryStatuses: Set<String> = ["pending", "succeeded", "dead", "cancelled"]
-
-    static func endpointID(_ text: String) throws -> UUID {
-        guard let id = UUID(uuidString: text) else {
-            throw APIError(.badRequest, code: "invalid_endpoint_id", message: "endpoint_id must be a UUID")
-        }
-        return id
-    }
 
     /// `limit` of a list: 1–500, default 100.
     static func limit(_ text: String?) throws -> Int {

@@ -91,7 +91,12 @@ struct EndpointController: Sendable {
     }
 
     private func endpointID(_ context: some RequestContext) throws -> UUID {
-        guard let text = context.parameters.get("endpoint_id"), let id = UUID(uuidString: text) else {
+        try Self.endpointID(context.parameters.get("endpoint_id"))
+    }
+
+    /// An endpoint id from a path or a body: 400 `invalid_endpoint_id` unless it is a UUID.
+    static func endpointID(_ text: String?) throws -> UUID {
+        guard let text, let id = UUID(uuidString: text) else {
             throw APIError(.badRequest, code: "invalid_endpoint_id", message: "endpoint_id must be a UUID")
         }
         return id

@@ -130,12 +130,6 @@ extension ResolutionEngine {
         var locked: [String: LockedState] = [:]
     }
 
-    /// Claims accounts with work and their pending reports: up to `limit` queue entries (or
-    /// just `onlyAccount`), then the accounts' locks (sorted, waiting: a worker holding one of
-    /// them finishes first), then every queue entry of those accounts this transaction can see
-    /// (deleted: this claim does their work) and, in the same statement and so the same
-    /// snapshot, every pending report of them. A report committed after that snapshot has an
-    /// entry the delete did not see, and is claimed next time.
     /// Takes up to `limit` entries of the claim queue (oldest first, `FOR UPDATE SKIP LOCKED`, so
     /// workers in any process take disjoint entries) and returns their accounts, sorted.
     func claimQueue(limit: Int, on connection: Connection) async throws -> [String] {
