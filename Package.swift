@@ -171,6 +171,7 @@ let package = Package(
             name: "SyncCoreTests",
             dependencies: [
                 "SyncCore",
+                "Postgres",
                 "TestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],

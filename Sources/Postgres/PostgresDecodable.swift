@@ -154,7 +154,7 @@ public struct JSONParameter: PostgresEncodable {
     public let text: String
 
     public init(_ value: some Encodable) throws {
-        text = String(decoding: try JSONEncoder.postgres.encode(value), as: UTF8.self)
+        text = try PostgresJSONEncoder.string(value)
     }
 
     public var postgresValue: PostgresValue { .text(text) }
@@ -192,9 +192,15 @@ extension JSONEncoder {
 /// RFC 3339 text for dates (`2026-11-21T02:23:17.123456Z`), used in JSON.
 public enum RFC3339 {
     public static func format(_ date: Date) -> String {
-        let text = PostgresTimestamp.format(date)
-        guard text.hasSuffix("+00") else { return text }
-        return String(text.dropLast(3)).replacingOccurrences(of: " ", with: "T") + "Z"
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32)
+        PostgresTimestamp.append(date, style: .rfc3339, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the text of ``format(_:)`` to `bytes`.
+    public static func append(_ date: Date, to bytes: inout [UInt8]) {
+        PostgresTimestamp.append(date, style: .rfc3339, to: &bytes)
     }
 
     public static func parse(_ text: String) -> Date? {

@@ -68,11 +68,21 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     /// essential", "SSL SYSCALL error: EOF detected", "connection to the remote node ...");
     /// the statement may succeed once the node is back, like after a lost connection, and the
     /// connection to the coordinator stays usable.
+    /// Also the two-phase commit's own failures when a node dies between the statement and the
+    /// commit ("failed to prepare transaction ... on host", "could not commit transaction for
+    /// shard") and the refusals to reach one ("could not connect", "cannot connect to ...").
     public var isRemoteNodeFailure: Bool {
         guard kind == .server, sqlState == .internalError else { return false }
         let text = message.lowercased()
-        return text.contains("connection") || text.contains("ssl syscall") || text.contains("remote node")
+        return Self.remoteNodeFailureFragments.contains { text.contains($0) }
     }
+
+    /// What Citus's messages about an unreachable or failed node contain (Citus 13,
+    /// `src/backend/distributed/{connection,transaction,executor}`).
+    private static let remoteNodeFailureFragments = [
+        "connection", "ssl syscall", "remote node", "failed to prepare transaction",
+        "could not commit transaction", "could not connect", "cannot connect to", "could not establish",
+    ]
 
     /// Whether the same statement may succeed later without any change: the connection, the
     /// pool, a node of a distributed database, or contention (serialization, deadlock, lock

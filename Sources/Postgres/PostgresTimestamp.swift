@@ -20,13 +20,31 @@ enum PostgresTimestamp {
     /// Dates outside PostgreSQL's range (4713 BC to 294276 AD) are formatted all the same, so
     /// the server rejects them rather than storing something else.
     static func format(_ date: Date) -> String {
-        if date == .distantFuture { return "infinity" }
-        if date == .distantPast { return "-infinity" }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32)
+        append(date, style: .postgres, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The two texts a date is written as.
+    enum Style {
+        /// `2026-11-21 02:23:17.123456+00`, what the server prints (and `infinity`, ` BC`).
+        case postgres
+        /// `2026-11-21T02:23:17.123456Z` (RFC 3339); the infinities and years before 1 AD,
+        /// which RFC 3339 cannot express, are written as in ``postgres``.
+        case rfc3339
+    }
+
+    /// Appends the text of `date` in `style` to `bytes`, without building a `String`: this is
+    /// on the path of every date parameter and every date in a JSON document.
+    static func append(_ date: Date, style: Style, to bytes: inout [UInt8]) {
+        if date == .distantFuture { return bytes.append(contentsOf: "infinity".utf8) }
+        if date == .distantPast { return bytes.append(contentsOf: "-infinity".utf8) }
         // Work from the reference date, which is what `Date` stores, so no extra rounding
         // creeps in; whole seconds and the fraction are split exactly.
         let interval = date.timeIntervalSinceReferenceDate
         guard interval.isFinite, abs(interval) < largestFormattableInterval else {
-            return interval > 0 ? "infinity" : "-infinity"
+            return bytes.append(contentsOf: (interval > 0 ? "infinity" : "-infinity").utf8)
         }
         var wholeSeconds = interval.rounded(.down)
         var micros = Int64(((interval - wholeSeconds) * 1_000_000).rounded())
@@ -42,27 +60,26 @@ enum PostgresTimestamp {
             days -= 1
         }
         let (year, month, day) = civilDate(fromDaysSinceEpoch: days)
-        var text = ""
-        text.reserveCapacity(32)
+        let rfc3339 = style == .rfc3339 && year > 0
         // Astronomical year 0 is 1 BC, -1 is 2 BC, ...
-        appendPadded(&text, year > 0 ? year : 1 - year, width: 4)
-        text += "-"
-        appendPadded(&text, month, width: 2)
-        text += "-"
-        appendPadded(&text, day, width: 2)
-        text += " "
-        appendPadded(&text, secondsOfDay / 3600, width: 2)
-        text += ":"
-        appendPadded(&text, (secondsOfDay / 60) % 60, width: 2)
-        text += ":"
-        appendPadded(&text, secondsOfDay % 60, width: 2)
+        appendPadded(&bytes, year > 0 ? year : 1 - year, width: 4)
+        bytes.append(UInt8(ascii: "-"))
+        appendPadded(&bytes, month, width: 2)
+        bytes.append(UInt8(ascii: "-"))
+        appendPadded(&bytes, day, width: 2)
+        bytes.append(rfc3339 ? UInt8(ascii: "T") : UInt8(ascii: " "))
+        appendPadded(&bytes, secondsOfDay / 3600, width: 2)
+        bytes.append(UInt8(ascii: ":"))
+        appendPadded(&bytes, (secondsOfDay / 60) % 60, width: 2)
+        bytes.append(UInt8(ascii: ":"))
+        appendPadded(&bytes, secondsOfDay % 60, width: 2)
         if micros != 0 {
-            text += "."
-            appendPadded(&text, micros, width: 6)
+            bytes.append(UInt8(ascii: "."))
+            appendPadded(&bytes, micros, width: 6)
         }
-        text += "+00"
-        if year <= 0 { text += " BC" }
-        return text
+        if rfc3339 { return bytes.append(UInt8(ascii: "Z")) }
+        bytes.append(contentsOf: "+00".utf8)
+        if year <= 0 { bytes.append(contentsOf: " BC".utf8) }
     }
 
     /// Parses `YYYY-MM-DD[( |T)HH:MM:SS[.ffffff]][(+|-)HH[:MM[:SS]]|Z][ BC]`.
@@ -150,10 +167,23 @@ enum PostgresTimestamp {
         return (year, month, day)
     }
 
-    private static func appendPadded(_ text: inout String, _ value: Int64, width: Int) {
-        let digits = String(value)
-        if digits.count < width { text += String(repeating: "0", count: width - digits.count) }
-        text += digits
+    /// Appends the decimal digits of `value` (not negative), zero-padded to `width`.
+    private static func appendPadded(_ bytes: inout [UInt8], _ value: Int64, width: Int) {
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var count = 0
+        var rest = value
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                buffer[count] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+                count += 1
+            } while rest > 0 && count < buffer.count
+        }
+        if count < width { bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: width - count)) }
+        withUnsafeBytes(of: &digits) { buffer in
+            for index in stride(from: count - 1, through: 0, by: -1) { bytes.append(buffer[index]) }
+        }
     }
 }
 

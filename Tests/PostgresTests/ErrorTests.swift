@@ -29,6 +29,33 @@ import Testing
         }
     }
 
+    /// Citus's messages about a node that failed under a statement (raised here as Citus raises
+    /// them, `XX000`) are transient; other internal errors are not.
+    @Test func remoteNodeFailuresAreTransient() async throws {
+        try await TestDatabase.withConnection { connection in
+            let failures = [
+                "connection to the remote node subsync@127.0.0.1:40001 failed with the following error: Connection refused",
+                "failure on connection marked as essential: 127.0.0.1:40001",
+                "failed to prepare transaction 'citus_0_1234_5_6' on host 127.0.0.1:40001",
+                "could not commit transaction for shard 102008 on any active node",
+                "cannot connect to 127.0.0.1:40001 to fetch intermediate results",
+                "SSL SYSCALL error: EOF detected",
+            ]
+            for message in failures {
+                let error = try await serverError(
+                    "DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = \(unescaped: "'" + message.replacingOccurrences(of: "'", with: "''") + "'"); END $$",
+                    on: connection)
+                #expect(error.sqlState == .internalError, "\(message)")
+                #expect(error.isRemoteNodeFailure, "\(message)")
+                #expect(error.isTransient, "\(message)")
+                #expect(!error.isConnectionLoss, "the coordinator's connection stays usable: \(message)")
+            }
+            let other = try await serverError("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = 'cache lookup failed for type 1'; END $$", on: connection)
+            #expect(!other.isRemoteNodeFailure)
+            #expect(!other.isTransient)
+        }
+    }
+
     @Test func uniqueViolationNamesTheConstraintButHidesTheValue() async throws {
         try await TestDatabase.withConnection { connection in
             let table = TestDatabase.uniqueName("pgt_unique")

@@ -19,18 +19,15 @@ public enum WebhookSigner {
 
     /// The body of a delivery: `{"type", "timestamp", "data"}` with the stored event as `data`.
     public static func body(type: String, occurredAt: Date, payload: String) -> [UInt8] {
-        var text = #"{"type":"#
-        text += jsonString(type)
-        text += #","timestamp":"#
-        text += jsonString(RFC3339.format(occurredAt))
-        text += #","data":"#
-        text += payload
-        text += "}"
-        return Array(text.utf8)
-    }
-
-    private static func jsonString(_ text: String) -> String {
-        // Event types and timestamps are our own ASCII, but encode properly anyway.
-        String(decoding: (try? JSONEncoder().encode(text)) ?? Data("\"\"".utf8), as: UTF8.self)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(payload.utf8.count + 96)
+        bytes.append(contentsOf: #"{"type":"#.utf8)
+        PostgresJSONEncoder.appendString(type, to: &bytes)
+        bytes.append(contentsOf: #","timestamp":""#.utf8)
+        RFC3339.append(occurredAt, to: &bytes)
+        bytes.append(contentsOf: #"","data":"#.utf8)
+        bytes.append(contentsOf: payload.utf8)
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
     }
 }

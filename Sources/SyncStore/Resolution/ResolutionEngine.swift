@@ -510,7 +510,7 @@ public struct ResolutionEngine: Sendable {
     }
 
     static func json(_ value: some Encodable) throws -> String {
-        String(decoding: try JSONEncoder.postgres.encode(value), as: UTF8.self)
+        try PostgresJSONEncoder.string(value)
     }
 }
 
