@@ -179,11 +179,15 @@ extension ResolutionEngine {
         let outcome = try await resolve(
             locked: claimed.locked.filter { claimed.reports[$0.key] != nil },
             accounts: accounts, newReports: claimed.reports, origin: .worker, on: connection)
+        // `account_id = ANY(...) AND status = 'pending'` (what the claim read, under the
+        // accounts' locks) leads the planner to the pending reports of these accounts; with the
+        // join alone it hashed the whole reports table, history included, on every batch.
         try await connection.preparedQuery(
             """
             UPDATE reports AS r SET status = 'resolved', resolved_at = now(), attempts = r.attempts + 1, last_error = NULL
             FROM unnest(\(claimed.keys.accounts)::text[], \(claimed.keys.reportIDs)::text[]) AS k(a, id)
-            WHERE r.account_id = k.a AND r.report_id = k.id
+            WHERE r.account_id = ANY(\(accounts)::text[]) AND r.status = 'pending'
+              AND r.account_id = k.a AND r.report_id = k.id
             """
         )
         return outcome
