@@ -148,7 +148,7 @@ struct AbuseTests {
 
     @Test(
         "a control character in any text field of a sync is a 400 naming the field, and nothing is stored",
-        arguments: ["\u{0}", "\n", "\u{1B}[31m", "\u{7F}", "\u{85}"]
+        arguments: ["\u{0}", "\n", "\u{1B}[31m", "\u{1F}", "\u{7F}", "\u{85}", "\u{9F}"]
     )
     func controlCharactersAreRefused(bad: String) async throws {
         try await TestEnvironment.withFresh { env in

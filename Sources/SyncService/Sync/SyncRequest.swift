@@ -113,11 +113,18 @@ enum Identifier {
 enum TextField {
     /// - Throws: ``APIError`` 400 `invalid_request` naming the field and the character.
     static func check(_ value: String?, field: String) throws {
-        guard let value, let bad = value.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) else { return }
+        guard let value, let bad = value.unicodeScalars.first(where: isControl) else { return }
         let code = String(bad.value, radix: 16, uppercase: true)
         throw APIError(
             .badRequest, code: "invalid_request",
             message: "\(field) contains a control character (U+\(String(repeating: "0", count: max(0, 4 - code.count)) + code)); nothing was stored")
+    }
+
+    /// Whether `scalar` is a control character (general category Cc): U+0000-U+001F and
+    /// U+007F-U+009F, a set Unicode's stability policy fixes. Compared by value: the property
+    /// lookup was 17 % of serve's CPU on signed syncs, whose 2-3 KiB JWS it read scalar by scalar.
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
     }
 }
 

@@ -141,7 +141,8 @@ public struct StoreKitVerifier: Sendable {
 
     // MARK: - Steps
 
-    private struct Header: Decodable {
+    /// A JWS header: the algorithm and the certificate chain.
+    struct Header: Decodable, Sendable {
         var alg: String?
         var x5c: [String]?
     }
@@ -149,13 +150,16 @@ public struct StoreKitVerifier: Sendable {
     private func verifiedPayload<Payload: StoreKitSignedPayload>(
         _ jws: String, as _: Payload.Type
     ) async throws(StoreKitVerificationError) -> (payload: Payload, environment: StoreEnvironment) {
-        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        // Split on bytes: splitting the String compares Characters, 9 % of a signed sync.
+        let parts = jws.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { Substring($0) }
         guard parts.count == 3 else {
             throw .malformed("expected 3 dot-separated parts, found \(parts.count)")
         }
-        guard let headerData = Self.base64URLDecoded(parts[0]),
-            let header = try? JSONDecoder().decode(Header.self, from: headerData)
-        else {
+        // Every JWS of a chain carries the same header (4-6 KiB, the chain in base64): it is
+        // decoded once, then found by its text.
+        guard let header = verifiedChains.header(parts[0], decode: { segment in
+            Self.base64URLDecoded(segment).flatMap { try? JSONDecoder().decode(Header.self, from: $0) }
+        }) else {
             throw .malformed("the header does not decode")
         }
         guard header.alg == "ES256" else { throw .unsupportedAlgorithm(header.alg) }
@@ -262,7 +266,11 @@ public struct StoreKitVerifier: Sendable {
         guard let raw = base64URLDecoded(parts[2]), raw.count == 64,
             let signature = try? P256.Signing.ECDSASignature(rawRepresentation: raw)
         else { return false }
-        return key.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
+        var signingInput = Data(capacity: parts[0].utf8.count + 1 + parts[1].utf8.count)
+        signingInput.append(contentsOf: parts[0].utf8)
+        signingInput.append(UInt8(ascii: "."))
+        signingInput.append(contentsOf: parts[1].utf8)
+        return key.isValidSignature(signature, for: signingInput)
     }
 
     /// Decodes unpadded base64url (on bytes: Foundation's string replacing was a visible cost).

@@ -32,6 +32,23 @@ final class VerifiedChainCache: Sendable {
     private let failures = Mutex<[String: String]>([:])
     static let failureCapacity = 1024
     private let builds = Mutex(0)
+    /// Decoded JWS headers by their base64url text: a header is a pure function of that text, so
+    /// any header that decoded (even of a chain that fails) may be kept; bounded like the failures.
+    private let headers = Mutex<[Substring: StoreKitVerifier.Header]>([:])
+    static let headerCapacity = 256
+
+    /// The header whose base64url text is `segment`: from the cache, or `decode`d and kept.
+    func header(_ segment: Substring, decode: (Substring) -> StoreKitVerifier.Header?) -> StoreKitVerifier.Header? {
+        if let known = headers.withLock({ $0[segment] }) { return known }
+        guard let header = decode(segment) else { return nil }
+        // A copy of the text, not a slice that would keep the whole token alive.
+        let key = Substring(String(segment))
+        headers.withLock { headers in
+            if headers.count >= Self.headerCapacity, headers[key] == nil { headers.removeAll(keepingCapacity: true) }
+            headers[key] = header
+        }
+        return header
+    }
 
     /// How many chains were built and checked (not answered from this cache).
     var chainValidations: Int { builds.withLock { $0 } }
