@@ -274,10 +274,7 @@ public struct DeliveryStore: Sendable {
                     \(results.map(\.attempt))::int[], \(results.map(\.nextAttemptAt))::timestamptz[],
                     \(results.map(\.statusCode))::int[], \(results.map(\.error))::text[]
                 ) AS v(account_id, delivery_id, status, attempt, next_at, code, error)
-                -- The key pairs as arrays too, so the planner looks them up by primary key
-                -- instead of hashing every pending delivery (which it did without statistics).
-                WHERE d.account_id = ANY(\(results.map(\.accountID))::text[]) AND d.delivery_id = ANY(\(results.map(\.deliveryID))::bigint[])
-                  AND d.account_id = v.account_id AND d.delivery_id = v.delivery_id
+                WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id
                   AND d.status = 'pending' -- an operator may have cancelled it meanwhile
                 """
             )
