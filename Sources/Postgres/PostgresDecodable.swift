@@ -192,10 +192,7 @@ extension JSONEncoder {
 /// RFC 3339 text for dates (`2026-11-21T02:23:17.123456Z`), used in JSON.
 public enum RFC3339 {
     public static func format(_ date: Date) -> String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(32)
-        PostgresTimestamp.append(date, style: .rfc3339, to: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
+        PostgresTimestamp.format(date, style: .rfc3339)
     }
 
     /// Appends the text of ``format(_:)`` to `bytes`.

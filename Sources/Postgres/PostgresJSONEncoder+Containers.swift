@@ -146,17 +146,11 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
         superEncoder(forKey: key, name: key.stringValue)
     }
 
-    /// An encoder whose value lands under `name` when it is encoded: its node is placed now,
-    /// as a box the encoder fills (an object unless it asks for something else, which then
-    /// replaces it through the deferred slot).
     private func superEncoder(forKey key: any CodingKey, name: String) -> any Encoder {
-        let slot = JSONDeferredEncoder(parent: encoder, key: key)
+        let child = JSONTreeEncoder(parent: encoder, key: key)
         box.keys.append(name)
-        box.values.append(.literal("{}"))
-        let index = box.values.count - 1
-        let box = self.box
-        slot.onFinish = { node in box.values[index] = node }
-        return slot
+        box.values.append(.encoder(child))
+        return child
     }
 }
 
@@ -201,12 +195,9 @@ struct JSONUnkeyedContainer: UnkeyedEncodingContainer {
     }
 
     mutating func superEncoder() -> any Encoder {
-        let slot = JSONDeferredEncoder(parent: encoder, key: nextKey)
-        box.items.append(.literal("{}"))
-        let index = box.items.count - 1
-        let box = self.box
-        slot.onFinish = { node in box.items[index] = node }
-        return slot
+        let child = JSONTreeEncoder(parent: encoder, key: nextKey)
+        box.items.append(.encoder(child))
+        return child
     }
 }
 
@@ -234,68 +225,6 @@ struct JSONSingleValueContainer: SingleValueEncodingContainer {
         // Encoded in place: the child carries no key of its own.
         encoder.node = try encoder.node(for: value)
     }
-}
-
-/// The encoder a `superEncoder()` call returns. Its node is placed in the parent container
-/// right away (as `{}`) and replaced by what it holds once it is filled: the caller may fill it
-/// at any time, so every container request re-publishes the node.
-final class JSONDeferredEncoder: Encoder {
-    private let inner: JSONTreeEncoder
-    var onFinish: (JSONNode) -> Void = { _ in }
-
-    init(parent: JSONTreeEncoder, key: any CodingKey) {
-        inner = JSONTreeEncoder(parent: parent, key: key)
-    }
-
-    var codingPath: [any CodingKey] { inner.codingPath }
-    var userInfo: [CodingUserInfoKey: Any] { [:] }
-
-    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        let container = inner.container(keyedBy: type)
-        if let node = inner.node { onFinish(node) }
-        return container
-    }
-
-    func unkeyedContainer() -> any UnkeyedEncodingContainer {
-        let container = inner.unkeyedContainer()
-        if let node = inner.node { onFinish(node) }
-        return container
-    }
-
-    func singleValueContainer() -> any SingleValueEncodingContainer {
-        JSONPublishingSingleValueContainer(encoder: inner, publish: onFinish)
-    }
-}
-
-struct JSONPublishingSingleValueContainer: SingleValueEncodingContainer {
-    var inner: JSONSingleValueContainer
-    let publish: (JSONNode) -> Void
-
-    init(encoder: JSONTreeEncoder, publish: @escaping (JSONNode) -> Void) {
-        inner = JSONSingleValueContainer(encoder: encoder)
-        self.publish = publish
-    }
-
-    var codingPath: [any CodingKey] { inner.codingPath }
-
-    private func done() { if let node = inner.encoder.node { publish(node) } }
-
-    mutating func encodeNil() throws { try inner.encodeNil(); done() }
-    mutating func encode(_ value: Bool) throws { try inner.encode(value); done() }
-    mutating func encode(_ value: String) throws { try inner.encode(value); done() }
-    mutating func encode(_ value: Double) throws { try inner.encode(value); done() }
-    mutating func encode(_ value: Float) throws { try inner.encode(value); done() }
-    mutating func encode(_ value: Int) throws { try inner.encode(value); done() }
-    mutating func encode(_ value: Int8) throws { try inner.encode(value); done() }
-    mutating func encode(_ value: Int16) throws { try inner.encode(value); done() }
-    mutating func encode(_ value: Int32) throws { try inner.encode(value); done() }
-    mutating func encode(_ value: Int64) throws { try inner.encode(value); done() }
-    mutating func encode(_ value: UInt) throws { try inner.encode(value); done() }
-    mutating func encode(_ value: UInt8) throws { try inner.encode(value); done() }
-    mutating func encode(_ value: UInt16) throws { try inner.encode(value); done() }
-    mutating func encode(_ value: UInt32) throws { try inner.encode(value); done() }
-    mutating func encode(_ value: UInt64) throws { try inner.encode(value); done() }
-    mutating func encode<T: Encodable>(_ value: T) throws { try inner.encode(value); done() }
 }
 
 /// The key of an array element in a coding path.

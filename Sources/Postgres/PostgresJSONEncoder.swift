@@ -43,6 +43,9 @@ enum JSONNode {
     case date(Date)
     case array(JSONArrayBox)
     case object(JSONObjectBox)
+    /// What a `superEncoder()` holds when the value is written (it may be filled at any time
+    /// after it was handed out); `{}` if it was never given a value, as Foundation writes it.
+    case encoder(JSONTreeEncoder)
 
     func write(to bytes: inout [UInt8]) {
         switch self {
@@ -72,6 +75,8 @@ enum JSONNode {
                 box.values[index].write(to: &bytes)
             }
             bytes.append(UInt8(ascii: "}"))
+        case .encoder(let encoder):
+            (encoder.node ?? .object(JSONObjectBox())).write(to: &bytes)
         }
     }
 
@@ -89,10 +94,8 @@ enum JSONNode {
             case 0x08: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
             case 0x0C: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
             case 0x00..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
                 bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                bytes.append(hex[Int(byte >> 4)])
-                bytes.append(hex[Int(byte & 0x0F)])
+                HexText.append(byte, to: &bytes)
             default:
                 bytes.append(byte)
             }

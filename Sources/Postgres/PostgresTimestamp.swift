@@ -13,16 +13,16 @@ enum PostgresTimestamp {
     /// (non-)date is sent as `infinity`/`-infinity`, as are the infinite Doubles.
     private static let largestFormattableInterval = 1.0e17
 
-    /// Formats a date as `timestamptz` text in UTC, rounded to the microsecond.
+    /// Formats a date as `timestamptz` text in UTC (or as RFC 3339, see ``Style``), rounded to the microsecond.
     ///
     /// `Date.distantFuture`/`.distantPast` become `infinity`/`-infinity` (and parse back to
     /// them). Years before 1 AD use PostgreSQL's ` BC` suffix; years past 9999 get more digits.
     /// Dates outside PostgreSQL's range (4713 BC to 294276 AD) are formatted all the same, so
     /// the server rejects them rather than storing something else.
-    static func format(_ date: Date) -> String {
+    static func format(_ date: Date, style: Style = .postgres) -> String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(32)
-        append(date, style: .postgres, to: &bytes)
+        append(date, style: style, to: &bytes)
         return String(decoding: bytes, as: UTF8.self)
     }
 

@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import JWTKit
+import Postgres
 import SyncCore
 
 /// Who is calling.
@@ -59,7 +60,7 @@ public struct Authenticator: Sendable {
         var message = Data("subsync.token-key-id\u{0}".utf8)
         message.append(contentsOf: secret.utf8)
         let digest = SHA256.hash(data: message)
-        return JWKIdentifier(string: "k" + digest.prefix(6).map { String(format: "%02x", $0) }.joined())
+        return JWKIdentifier(string: "k" + HexText.lowercase(digest.prefix(6)))
     }
 
     /// The caller of `request`.

@@ -177,14 +177,7 @@ public struct ReportInbox: Sendable {
         ]
         // Unit separators cannot occur in the fields (client text with control characters is refused).
         let digest = SHA256.hash(data: Data(fields.joined(separator: "\u{1F}").utf8))
-        let hex = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(64)
-        for byte in digest {
-            text.append(hex[Int(byte >> 4)])
-            text.append(hex[Int(byte & 0x0F)])
-        }
-        return String(decoding: text, as: UTF8.self)
+        return HexText.lowercase(digest)
     }
 
     /// How many of `reportIDs` of `accountID` are still waiting to be resolved.

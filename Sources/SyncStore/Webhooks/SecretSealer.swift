@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Postgres
 
 /// Encrypts webhook signing secrets at rest (AES-256-GCM), so a copy of the database (a backup,
 /// a replica, a dump in a ticket) does not let its holder sign webhooks as subsync.
@@ -86,6 +87,6 @@ public struct SecretSealer: Sendable {
 
     static func keyID(_ key: SymmetricKey) -> String {
         let digest = key.withUnsafeBytes { SHA256.hash(data: Data("subsync.secret-key-id\u{0}".utf8) + Data($0)) }
-        return digest.prefix(4).map { String(format: "%02x", $0) }.joined()
+        return HexText.lowercase(digest.prefix(4))
     }
 }
