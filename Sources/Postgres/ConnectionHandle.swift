@@ -135,6 +135,11 @@ final class ConnectionHandle: @unchecked Sendable {
                 lengths[index] = Int32(bytes.count)
                 formats[index] = 1
                 types[index] = 17  // bytea
+            case .textArray(let bytes):
+                storage.append(bytes.map { CChar(bitPattern: $0) })
+                lengths[index] = Int32(bytes.count)
+                formats[index] = 1
+                types[index] = 1009  // text[]
             }
         }
         let sent: Int32 = withPointerArray(storage) { values in

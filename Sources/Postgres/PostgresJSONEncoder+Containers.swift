@@ -67,6 +67,7 @@ final class JSONTreeEncoder: Encoder {
         case let data as Data: return .string(data.base64EncodedString())
         case let url as URL: return .string(url.absoluteString)
         case let decimal as Decimal: return .literal(decimal.description)
+        case let encoded as EncodedJSON: return .raw(encoded.bytes)
         default:
             let child = JSONTreeEncoder(parent: self, key: key)
             try value.encode(to: child)

@@ -34,11 +34,33 @@ public enum PostgresJSONEncoder {
     }
 }
 
+/// JSON text this encoder wrote already, written again as it is wherever it is encoded: a value
+/// that several documents embed (an account's state, in its row and in each of its events) is
+/// encoded once.
+///
+/// Only ``PostgresJSONEncoder`` knows it; any other encoder gets `EncodingError.invalidValue`.
+public struct EncodedJSON: Encodable, Sendable, Hashable {
+    /// The JSON text, as ``PostgresJSONEncoder/encode(_:)`` returned it.
+    public let bytes: [UInt8]
+
+    /// Wraps the encoding of `value`.
+    public init(_ value: some Encodable) throws {
+        bytes = try PostgresJSONEncoder.encode(value)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        throw EncodingError.invalidValue(
+            self, EncodingError.Context(codingPath: encoder.codingPath, debugDescription: "EncodedJSON is written by PostgresJSONEncoder only"))
+    }
+}
+
 /// A JSON value being built. Containers are reference boxes so that a container handed out by
 /// an encoder can still be filled after the encoder returned it (and reopened by a later call).
 enum JSONNode {
     /// A number, `true`, `false` or `null`: written as it is.
     case literal(String)
+    /// JSON text encoded before (``EncodedJSON``): written as it is.
+    case raw([UInt8])
     case string(String)
     case date(Date)
     case array(JSONArrayBox)
@@ -51,6 +73,8 @@ enum JSONNode {
         switch self {
         case .literal(let text):
             bytes.append(contentsOf: text.utf8)
+        case .raw(let text):
+            bytes.append(contentsOf: text)
         case .string(let text):
             Self.writeString(text, to: &bytes)
         case .date(let date):

@@ -4,11 +4,16 @@ import Foundation
 ///
 /// Text values are sent with an unspecified type (OID 0) so the server infers the type from
 /// the statement, exactly as for a literal; casts in SQL (`$1::uuid`) settle ambiguity.
-/// Bytes go in binary format as `bytea`.
+/// Bytes go in binary format as `bytea`; arrays of strings in binary format as `text[]`.
 public enum PostgresValue: Sendable, Hashable {
     case null
     case text(String)
     case bytes([UInt8])
+    /// A `text[]` in PostgreSQL's binary array format (`array_recv`): no quoting for the client
+    /// to write nor for the server to parse, which for arrays of JSON documents was most of the
+    /// cost of binding them. Bind it with a `::text[]` cast (`$1::text[]::uuid[]` for another
+    /// element type): the server reads the elements as `text`.
+    case textArray([UInt8])
 }
 
 /// A Swift value that can be bound as a statement parameter.
@@ -65,9 +70,50 @@ extension Data: PostgresEncodable {
 }
 
 extension Array: PostgresEncodable where Element: PostgresArrayElement {
-    /// Encodes as a PostgreSQL array literal (`{"a","b",NULL}`); bind it with a cast such as
+    /// Arrays of strings go in binary format (``PostgresValue/textArray(_:)``); other arrays as
+    /// a PostgreSQL array literal (`{"a","b",NULL}`). Bind either with a cast such as
     /// `$1::text[]`, which also makes `unnest($1::text[], ...)` batch inserts possible.
     public var postgresValue: PostgresValue {
+        if Element.isText, let binary = binaryTextArray() { return binary }
+        return .text(literal())
+    }
+
+    /// PostgreSQL's binary array format with `text` elements: dimensions, flags, element type,
+    /// then each element as a length (-1 for NULL) and its UTF-8 bytes, integers big-endian.
+    /// `nil` when an element holds a NUL byte, which `text` cannot: the literal then carries it
+    /// to the check that refuses it with a clear error before anything is sent.
+    private func binaryTextArray() -> PostgresValue? {
+        var size = 20
+        for element in self { size += 4 + (element.arrayElementText?.utf8.count ?? 0) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(size)
+        func append(_ value: Int32) {
+            Swift.withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+        }
+        let hasNull = contains { $0.arrayElementText == nil }
+        // An empty array has no dimensions, as `array_send` writes it.
+        append(isEmpty ? 0 : 1)
+        append(hasNull ? 1 : 0)
+        append(25)  // text
+        if !isEmpty {
+            append(Int32(count))
+            append(1)  // lower bound
+        }
+        for element in self {
+            guard let text = element.arrayElementText else {
+                append(-1)
+                continue
+            }
+            let utf8 = text.utf8
+            if utf8.contains(0) { return nil }
+            append(Int32(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
+        return .textArray(bytes)
+    }
+
+    /// The text form, `{"a","b",NULL}`.
+    private func literal() -> String {
         // Built on UTF-8 bytes: per-character String appends were most of the cost of binding
         // large text (signed transactions). `"` and `\` are ASCII and never occur inside a
         // multi-byte UTF-8 sequence, so escaping byte by byte is exact.
@@ -88,7 +134,7 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
             }
         }
         literal.append(UInt8(ascii: "}"))
-        return .text(String(decoding: literal, as: UTF8.self))
+        return String(decoding: literal, as: UTF8.self)
     }
 }
 
@@ -105,10 +151,18 @@ extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
 public protocol PostgresArrayElement: Sendable {
     /// The element's text form; `nil` is SQL NULL.
     var arrayElementText: String? { get }
+    /// Whether the elements are strings, which arrays bind in binary format as `text[]`
+    /// (``PostgresValue/textArray(_:)``); other elements go as an array literal.
+    static var isText: Bool { get }
+}
+
+extension PostgresArrayElement {
+    public static var isText: Bool { false }
 }
 
 extension String: PostgresArrayElement {
     public var arrayElementText: String? { self }
+    public static var isText: Bool { true }
 }
 extension Int64: PostgresArrayElement {
     public var arrayElementText: String? { String(self) }
@@ -133,4 +187,5 @@ extension Date: PostgresArrayElement {
 }
 extension Optional: PostgresArrayElement where Wrapped: PostgresArrayElement {
     public var arrayElementText: String? { self?.arrayElementText }
+    public static var isText: Bool { Wrapped.isText }
 }

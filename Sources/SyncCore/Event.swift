@@ -70,6 +70,13 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
     }
 
     public func encode(to encoder: any Encoder) throws {
+        try encode(to: encoder, state: state)
+    }
+
+    /// Encodes this event with `state` in place of ``state``: the same keys in the same order.
+    /// A store that wrote the account's state already passes that encoding, so the state of an
+    /// account's several events is not encoded again for each.
+    public func encode(to encoder: any Encoder, state: some Encodable) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(id, forKey: .id)
         try c.encode(accountID, forKey: .accountID)

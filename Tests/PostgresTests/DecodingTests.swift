@@ -253,6 +253,58 @@ import Testing
         }
     }
 
+    /// Arrays of strings go in binary format (`array_recv`): the same values come back through
+    /// prepared statements too, whichever value a statement was prepared with, and the form
+    /// is `text[]` whatever the cast after it.
+    @Test func textArraysInBinaryFormat() async throws {
+        let values: [String?] = ["{\"json\": [1, \"\\\\\"]}", nil, "", "😀 é", String(repeating: "x", count: 70_000)]
+        #expect(values.postgresValue == .textArray(Self.arraySend(values)))
+        let empty: [String] = []
+        #expect(empty.postgresValue == .textArray(Self.arraySend(empty)))
+        try await TestDatabase.withConnection { connection in
+            // What the server sends back for the same array is byte for byte what was bound.
+            let sent = try await connection.preparedQuery("SELECT array_send(\(values)::text[]), array_send(\(empty)::text[])")
+            #expect(try sent[0].decode(Data.self, at: 0) == Data(Self.arraySend(values)))
+            #expect(try sent[0].decode(Data.self, at: 1) == Data(Self.arraySend(empty)))
+            for _ in 0..<2 {
+                let none: [String]? = nil
+                let rows = try await connection.preparedQuery(
+                    "SELECT \(none)::text[] IS NULL, cardinality(\(values)::text[]), (\(values)::text[])[5] = repeat('x', 70000)")
+                #expect(try rows[0].decode(Bool.self, at: 0))
+                #expect(try rows[0].decode(Int.self, at: 1) == values.count)
+                #expect(try rows[0].decode(Bool.self, at: 2))
+            }
+            // A statement prepared with NULL for the array, then run with one.
+            let statement = "SELECT coalesce(cardinality($1::text[]), -1)"
+            for (array, expected) in [([String]?.none, -1), (["a", "b"], 2)] {
+                let rows = try await connection.preparedQuery(PostgresQuery(statement, binds: [array.postgresValue]))
+                #expect(try rows[0].decode(Int.self, at: 0) == expected)
+            }
+            // Another element type through a text[] cast.
+            let ids = [UUID(), UUID()].map { $0.uuidString.lowercased() }
+            let uuids = try await connection.preparedQuery("SELECT x FROM unnest(\(ids)::text[]::uuid[]) WITH ORDINALITY AS t(x, n) ORDER BY n")
+            #expect(try uuids.map { try $0.decode(UUID.self, at: 0).uuidString.lowercased() } == ids)
+            // NUL cannot be text: refused before anything is sent, as for a single value.
+            let nul = await thrownError { _ = try await connection.preparedQuery("SELECT \(["a", "b\u{0}c"])::text[]") }
+            #expect((nul as? PostgresError)?.kind == .encoding)
+            let after = try await connection.preparedQuery("SELECT 1")
+            #expect(try after[0].decode(Int.self, at: 0) == 1)
+        }
+    }
+
+    /// PostgreSQL's `array_send` of a one-dimensional `text[]`, written out independently.
+    private static func arraySend(_ values: [String?]) -> [UInt8] {
+        func int(_ value: Int) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * (3 - $0))) } }
+        var bytes = int(values.isEmpty ? 0 : 1) + int(values.contains(nil) ? 1 : 0) + int(25)
+        if !values.isEmpty { bytes += int(values.count) + int(1) }
+        for value in values {
+            if let value { bytes += int(value.utf8.count) + Array(value.utf8) } else { bytes += int(-1) }
+        }
+        return bytes
+    }
+
+    private static func arraySend(_ values: [String]) -> [UInt8] { arraySend(values.map { Optional($0) }) }
+
     @Test func nullIntoNonOptionalAndOtherMisreadsAreDecodingErrors() async throws {
         try await TestDatabase.withConnection { connection in
             let rows = try await connection.query("SELECT NULL::text AS nothing, 'abc'::text AS word, 1.5::float8 AS number")

@@ -120,4 +120,18 @@ import Testing
         try expectSame([Single(value: 1), Single(value: 2)])
         try expectSame(["o": Optional<Int>.none])
     }
+
+    /// A value encoded before is written as it is, wherever it stands; other encoders refuse it.
+    @Test func encodedJSONIsWrittenAsItIs() throws {
+        let value = ["b": [Single(value: 2)], "a/\"": [Single(value: 1)]]
+        let encoded = try EncodedJSON(value)
+        #expect(encoded.bytes == Array(try JSONEncoder.postgres.encode(value)))
+        let outer = ["z": [encoded, encoded], "y": [try EncodedJSON(3.5)]]
+        let plain = ["z": [value, value]]
+        #expect(
+            try PostgresJSONEncoder.string(outer)
+                == #"{"y":[3.5],"z":["# + String(decoding: encoded.bytes, as: UTF8.self) + "," + String(decoding: encoded.bytes, as: UTF8.self) + "]}")
+        #expect(try PostgresJSONEncoder.encode(["z": [encoded, encoded]]) == Array(try JSONEncoder.postgres.encode(plain)))
+        #expect(throws: EncodingError.self) { try JSONEncoder.postgres.encode(outer) }
+    }
 }

@@ -42,6 +42,13 @@ import TestSupport
                             entryID: "e\(offset)", actor: "ops\u{1}", reason: "refund\nsecond line ✓")
                     }
                     expectSameJSON(event)
+                    // With its state encoded before (as the store writes events): the same bytes.
+                    do {
+                        let spliced = try PostgresJSONEncoder.encode(EventWithState(event: event, state: try EncodedJSON(event.state)))
+                        #expect(spliced == Array(try JSONEncoder.postgres.encode(event)))
+                    } catch {
+                        Issue.record("encoding an event with an encoded state failed: \(error)")
+                    }
                 }
                 previous = state
             }
@@ -53,6 +60,13 @@ import TestSupport
     @Test func catalogueEncodesAsFoundationDoes() throws {
         expectSameJSON(Catalogue.default.document)
     }
+}
+
+/// An event encoded with a state encoded before, as the store writes them.
+private struct EventWithState: Encodable {
+    var event: Event
+    var state: EncodedJSON
+    func encode(to encoder: any Encoder) throws { try event.encode(to: encoder, state: state) }
 }
 
 /// Compares the two encoders' bytes for `value`.

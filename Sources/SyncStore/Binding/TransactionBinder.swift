@@ -143,14 +143,14 @@ public struct TransactionBinder: Sendable {
             try await connection.preparedQuery(
                 """
                 INSERT INTO app_account_tokens (app_account_token, account_id)
-                SELECT token, \(accountID) FROM unnest(\(tokens)::uuid[]) AS token ORDER BY token
+                SELECT token, \(accountID) FROM unnest(\(tokens)::text[]::uuid[]) AS token ORDER BY token
                 ON CONFLICT (app_account_token) DO NOTHING
                 """
             )
             for row in try await connection.preparedQuery(
                 """
                 SELECT app_account_token::text, account_id
-                FROM subsync_lock_app_account_tokens(\(tokens.sorted())::uuid[]) -- one row at a time, as above
+                FROM subsync_lock_app_account_tokens(\(tokens.sorted())::text[]::uuid[]) -- one row at a time, as above
                 """
             ) {
                 tokenAccounts[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)
@@ -191,7 +191,7 @@ public struct TransactionBinder: Sendable {
             try await connection.preparedQuery(
                 """
                 UPDATE app_account_tokens SET account_id = \(accountID), bound_at = now()
-                WHERE app_account_token = ANY(\(movedTokens)::uuid[]) AND account_id <> \(accountID)
+                WHERE app_account_token = ANY(\(movedTokens)::text[]::uuid[]) AND account_id <> \(accountID)
                 """
             )
         }

@@ -212,8 +212,13 @@ public struct ResolutionEngine: Sendable {
             touched: touched, all: origin == .transfer ? accountIDs : [], states: &states, now: now, on: connection)
         outcome.accountsResolved = accountIDs.count
         outcome.eventsWritten = events.count
-        try await writeStates(states, resolvedAt: now, on: connection)
-        try await Self.writeEvents(events, origin: origin, on: connection)
+        // Each state is encoded once, for its row and for its account's events.
+        var encodedStates: [String: (state: AccountState, json: EncodedJSON)] = [:]
+        for (accountID, state, _) in states {
+            encodedStates[accountID] = (state, try EncodedJSON(state))
+        }
+        try await writeStates(states, encoded: encodedStates, resolvedAt: now, on: connection)
+        try await Self.writeEvents(events, origin: origin, encodedStates: encodedStates, on: connection)
         return outcome
     }
 
@@ -350,6 +355,7 @@ public struct ResolutionEngine: Sendable {
 
     private func writeStates(
         _ states: [(accountID: String, state: AccountState, lastSequence: Int64)],
+        encoded: [String: (state: AccountState, json: EncodedJSON)],
         resolvedAt: Date,
         on connection: Connection
     ) async throws {
@@ -366,7 +372,7 @@ public struct ResolutionEngine: Sendable {
             FROM unnest(
                 \(accountIDs)::text[],
                 \(states.map(\.state.tier))::text[],
-                \(try states.map { try Self.json($0.state) })::text[],
+                \(try states.map { try encoded[$0.accountID].map { String(decoding: $0.json.bytes, as: UTF8.self) } ?? Self.json($0.state) })::text[],
                 \(states.map(\.lastSequence))::bigint[],
                 \(states.map(\.state.nextTransitionAt))::timestamptz[]
             ) AS v(account_id, tier, state, last_sequence, next_transition_at)
@@ -473,9 +479,19 @@ public struct ResolutionEngine: Sendable {
         return locked
     }
 
-    static func writeEvents(_ events: [Event], origin: Origin, on connection: Connection) async throws {
+    /// Writes `events` and their deliveries. `encodedStates` holds states encoded already, by
+    /// account: an event whose state is the one there embeds that encoding.
+    static func writeEvents(
+        _ events: [Event], origin: Origin,
+        encodedStates: [String: (state: AccountState, json: EncodedJSON)] = [:],
+        on connection: Connection
+    ) async throws {
         guard !events.isEmpty else { return }
         let ids = events.map(\.id)
+        let payloads = try events.map { event in
+            guard let encoded = encodedStates[event.accountID], encoded.state == event.state else { return try Self.json(event) }
+            return try Self.json(EventPayload(event: event, state: encoded.json))
+        }
         try await connection.preparedQuery(
             """
             INSERT INTO events (account_id, sequence, event_id, type, origin, occurred_at, payload)
@@ -485,7 +501,7 @@ public struct ResolutionEngine: Sendable {
                 \(ids)::text[],
                 \(events.map(\.type.rawValue))::text[],
                 \(events.map(\.occurredAt))::timestamptz[],
-                \(try events.map(Self.json))::text[]
+                \(payloads)::text[]
             ) AS v(a, s, i, t, o, p)
             """
         )
@@ -511,6 +527,16 @@ public struct ResolutionEngine: Sendable {
 
     static func json(_ value: some Encodable) throws -> String {
         try PostgresJSONEncoder.string(value)
+    }
+
+    /// An event encoded with its state encoded before.
+    private struct EventPayload: Encodable {
+        var event: Event
+        var state: EncodedJSON
+
+        func encode(to encoder: any Encoder) throws {
+            try event.encode(to: encoder, state: state)
+        }
     }
 }
 
