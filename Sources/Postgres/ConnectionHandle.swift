@@ -115,38 +115,11 @@ final class ConnectionHandle: @unchecked Sendable {
     /// Runs `PQexecParams` (or `PQexecPrepared` when `preparedName` is given) and checks the result.
     func execute(_ sql: String, binds: [PostgresValue], preparedName: String?) throws -> QueryResult {
         let pointer = try openPointer()
-        let count = binds.count
-        var lengths = [Int32](repeating: 0, count: count)
-        var formats = [Int32](repeating: 0, count: count)
-        var types = [Oid](repeating: 0, count: count)
-        var storage: [[CChar]?] = []
-        storage.reserveCapacity(count)
-        for (index, bind) in binds.enumerated() {
-            switch bind {
-            case .null:
-                storage.append(nil)
-            case .text(let text):
-                if text.utf8.contains(0) {
-                    throw PostgresError(.encoding, message: "parameter $\(index + 1) contains a NUL byte, which PostgreSQL text cannot hold")
-                }
-                storage.append(Array(text.utf8CString))
-            case .bytes(let bytes):
-                storage.append(bytes.map { CChar(bitPattern: $0) })
-                lengths[index] = Int32(bytes.count)
-                formats[index] = 1
-                types[index] = 17  // bytea
-            case .textArray(let bytes):
-                storage.append(bytes.map { CChar(bitPattern: $0) })
-                lengths[index] = Int32(bytes.count)
-                formats[index] = 1
-                types[index] = 1009  // text[]
-            }
-        }
-        let sent: Int32 = withPointerArray(storage) { values in
+        let sent: Int32 = try withParameters(binds) { count, types, values, lengths, formats in
             if let preparedName {
-                return PQsendQueryPrepared(pointer, preparedName, Int32(count), values, lengths, formats, 0)
+                return PQsendQueryPrepared(pointer, preparedName, count, values, lengths, formats, 0)
             }
-            return PQsendQueryParams(pointer, sql, Int32(count), types, values, lengths, formats, 0)
+            return PQsendQueryParams(pointer, sql, count, types, values, lengths, formats, 0)
         }
         return try check(sent == 1 ? try answer(pointer, timeout: answerTimeout) : nil)
     }
@@ -331,6 +304,75 @@ public struct PostgresNotification: Sendable, Hashable {
     public var channel: String
     public var payload: String
     public var backendPID: Int32
+}
+
+/// Calls `body` with libpq's parameter arrays for `binds` (count, types, values, lengths,
+/// formats): text as NUL-terminated UTF-8 in text format with an unspecified type, bytes as
+/// `bytea` and arrays of strings as `text[]` in binary format. Every value is copied once, into
+/// one allocation that lives for the call. Text holding a NUL byte, which PostgreSQL's `text`
+/// cannot, throws ``PostgresError/Kind/encoding`` before anything is sent.
+private func withParameters<T>(
+    _ binds: [PostgresValue],
+    _ body: (Int32, [Oid], [UnsafePointer<CChar>?], [Int32], [Int32]) -> T
+) throws -> T {
+    let count = binds.count
+    var lengths = [Int32](repeating: 0, count: count)
+    var formats = [Int32](repeating: 0, count: count)
+    var types = [Oid](repeating: 0, count: count)
+    var total = 0
+    for (index, bind) in binds.enumerated() {
+        switch bind {
+        case .null:
+            break
+        case .text(let text):
+            total += text.utf8.count + 1
+        case .bytes(let bytes):
+            total += bytes.count
+            lengths[index] = Int32(bytes.count)
+            formats[index] = 1
+            types[index] = 17  // bytea
+        case .textArray(let bytes):
+            total += bytes.count
+            lengths[index] = Int32(bytes.count)
+            formats[index] = 1
+            types[index] = 1009  // text[]
+        }
+    }
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(total, 1), alignment: 1)
+    defer { buffer.deallocate() }
+    var values: [UnsafePointer<CChar>?] = []
+    values.reserveCapacity(count)
+    var offset = 0
+    /// Copies `source` to the buffer at `offset` and returns where it starts.
+    func place(_ source: UnsafeRawBufferPointer, terminated: Bool) -> UnsafePointer<CChar>? {
+        guard let base = buffer.baseAddress else { return nil }
+        let start = base + offset
+        if let from = source.baseAddress, source.count > 0 { start.copyMemory(from: from, byteCount: source.count) }
+        offset += source.count
+        if terminated {
+            start.storeBytes(of: 0, toByteOffset: source.count, as: UInt8.self)
+            offset += 1
+        }
+        return UnsafePointer(start.assumingMemoryBound(to: CChar.self))
+    }
+    for (index, bind) in binds.enumerated() {
+        switch bind {
+        case .null:
+            values.append(nil)
+        case .text(var text):
+            let placed = text.withUTF8 { utf8 -> UnsafePointer<CChar>?? in
+                if let base = utf8.baseAddress, memchr(base, 0, utf8.count) != nil { return .none }
+                return .some(place(UnsafeRawBufferPointer(utf8), terminated: true))
+            }
+            guard let placed else {
+                throw PostgresError(.encoding, message: "parameter $\(index + 1) contains a NUL byte, which PostgreSQL text cannot hold")
+            }
+            values.append(placed)
+        case .bytes(let bytes), .textArray(let bytes):
+            values.append(bytes.withUnsafeBytes { place($0, terminated: false) })
+        }
+    }
+    return body(Int32(count), types, values, lengths, formats)
 }
 
 /// Calls `body` with C strings that live for the call, followed by a terminating NULL.

@@ -100,14 +100,17 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
             append(1)  // lower bound
         }
         for element in self {
-            guard let text = element.arrayElementText else {
+            guard var text = element.arrayElementText else {
                 append(-1)
                 continue
             }
-            let utf8 = text.utf8
-            if utf8.contains(0) { return nil }
-            append(Int32(utf8.count))
-            bytes.append(contentsOf: utf8)
+            let hasNUL = text.withUTF8 { utf8 -> Bool in
+                if let base = utf8.baseAddress, memchr(base, 0, utf8.count) != nil { return true }
+                append(Int32(utf8.count))
+                bytes.append(contentsOf: utf8)
+                return false
+            }
+            if hasNUL { return nil }
         }
         return .textArray(bytes)
     }
