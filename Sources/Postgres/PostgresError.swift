@@ -71,10 +71,16 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     /// Also the two-phase commit's own failures when a node dies between the statement and the
     /// commit ("failed to prepare transaction ... on host", "could not commit transaction for
     /// shard") and the refusals to reach one ("could not connect", "cannot connect to ...").
+    /// Rows a statement sends to shards go by COPY, whose breaks Citus reports as an I/O error
+    /// (`58030`: "failed to COPY to shard ... on host", "failed to complete COPY on host").
     public var isRemoteNodeFailure: Bool {
-        guard kind == .server, sqlState == .internalError else { return false }
+        guard kind == .server else { return false }
         let text = message.lowercased()
-        return Self.remoteNodeFailureFragments.contains { text.contains($0) }
+        switch sqlState {
+        case .internalError?: return Self.remoteNodeFailureFragments.contains { text.contains($0) }
+        case .ioError?: return text.contains("copy to shard") || text.contains("copy to destination shard") || text.contains("complete copy on")
+        default: return false
+        }
     }
 
     /// What Citus's messages about an unreachable or failed node contain (Citus 13,

@@ -32,6 +32,7 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let serializationFailure = SQLState(rawValue: "40001")
     public static let deadlockDetected = SQLState(rawValue: "40P01")
     public static let internalError = SQLState(rawValue: "XX000")
+    public static let ioError = SQLState(rawValue: "58030")
     public static let syntaxError = SQLState(rawValue: "42601")
     public static let undefinedTable = SQLState(rawValue: "42P01")
     public static let undefinedColumn = SQLState(rawValue: "42703")

@@ -50,9 +50,23 @@ import Testing
                 #expect(error.isTransient, "\(message)")
                 #expect(!error.isConnectionLoss, "the coordinator's connection stays usable: \(message)")
             }
+            // A shard that broke off during the COPY that carries a statement's rows.
+            for message in [
+                "failed to COPY to shard 102462 on 127.0.0.1:45059", "Failed to COPY to destination shard public.reports_102462",
+                "failed to complete COPY on 127.0.0.1:45059",
+            ] {
+                let error = try await serverError(
+                    "DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '58030', MESSAGE = '\(unescaped: message)'; END $$", on: connection)
+                #expect(error.sqlState == .ioError, "\(message)")
+                #expect(error.isRemoteNodeFailure && error.isTransient, "\(message)")
+            }
             let other = try await serverError("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = 'cache lookup failed for type 1'; END $$", on: connection)
             #expect(!other.isRemoteNodeFailure)
             #expect(!other.isTransient)
+            // A local disk's I/O error is not a node of the cluster.
+            let disk = try await serverError("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '58030', MESSAGE = 'could not read block 7 in file \"base/1/2\"'; END $$", on: connection)
+            #expect(!disk.isRemoteNodeFailure)
+            #expect(!disk.isTransient)
         }
     }
 
