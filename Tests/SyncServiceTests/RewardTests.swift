@@ -145,13 +145,30 @@ struct RewardTests {
         #expect(await keys.count == 1)
 
         // Then a real HTTP server on loopback serves the rotated key file.
+        // The test process blocks SIGTERM in the threads that spawn children, and a child
+        // inherits that mask: unblocked here first (as scripts/webhook-receiver.py does), or
+        // terminate() would leave the server running after the test.
         let server = Process()
         server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        server.arguments = ["python3", "-m", "http.server", String(port), "--bind", "127.0.0.1", "--directory", served.deletingLastPathComponent().path]
+        server.arguments = [
+            "python3", "-c",
+            """
+            import runpy, signal, sys
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            sys.argv = ["http.server"] + sys.argv[1:]
+            runpy.run_module("http.server", run_name="__main__")
+            """,
+            String(port), "--bind", "127.0.0.1", "--directory", served.deletingLastPathComponent().path,
+        ]
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()
-        defer { server.terminate() }
+        defer {
+            server.terminate()
+            for _ in 0..<250 where server.isRunning { usleep(20_000) }
+            if server.isRunning { kill(server.processIdentifier, SIGKILL) }
+        }
         #expect(await waitUntil { await httpStatus(url) == 200 })
 
         try await TestEnvironment.withFresh { env in
