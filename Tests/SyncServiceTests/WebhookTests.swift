@@ -179,6 +179,16 @@ struct WebhookDeliveryTests {
                 #expect(entries.compactMap(\.body?.data.sequence) == events.map(\.1))
                 #expect(entries.compactMap(\.body?.type) == events.map(\.2))
                 #expect(entries.allSatisfy { $0.body?.data.accountID == "alice" })
+                // Payloads are kept as the service encoded them (sql/0016, `json`): decoding and
+                // encoding them again gives the same bytes, which `jsonb`'s re-ordered, spaced
+                // print-out would not.
+                let stored = try await env.pool.query("SELECT payload::text FROM events WHERE account_id = 'alice' ORDER BY sequence")
+                    .map { try $0.decode(String.self, at: 0) }
+                #expect(stored.count == events.count)
+                for text in stored {
+                    let event = try JSONDecoder.postgres.decode(Event.self, from: Data(text.utf8))
+                    #expect(try PostgresJSONEncoder.string(event) == text)
+                }
                 // The outcome is recorded after the batch's sends finish.
                 var succeeded = 0
                 try await waitUntil {

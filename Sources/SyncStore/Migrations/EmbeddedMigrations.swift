@@ -714,5 +714,24 @@ CREATE INDEX IF NOT EXISTS operator_actions_by_account ON operator_actions (acco
 
 """####
         ),
+        Migration(
+            version: 16,
+            name: "0016_event_payload_json",
+            sql: ####"""
+-- Event payloads are kept as `json`, the text the service wrote, instead of `jsonb` (issue #15).
+--
+-- Nothing searches inside a payload in bulk: it is written once by a worker, read back whole as
+-- text by every delivery (the webhook body's `data`), and looked into for one account at a time
+-- (the timeline's entitlement, reconcile's last snapshot), which `json`'s `->` and `->>` serve.
+-- `jsonb` parsed each payload into its binary form on insert (16 of the 27 ms that 1,000 events
+-- of 1.3 KiB cost an idle server) and printed it back on every delivery claim; `json` only
+-- validates on insert and returns the stored bytes. Webhook bodies therefore carry the payload
+-- exactly as the service encoded it (keys sorted, no spaces), not jsonb's re-ordering of it.
+-- `json` has no equality operator: compare `payload::text` or `payload::jsonb`.
+-- Citus propagates the change to every shard of the distributed table.
+ALTER TABLE events ALTER COLUMN payload TYPE json USING payload::json;
+
+"""####
+        ),
     ]
 }

@@ -101,7 +101,7 @@ public struct Reconciler: Sendable {
                 """
                 INSERT INTO account_states (account_id, tier, state, last_sequence, resolved_at)
                 SELECT k.id, COALESCE(e.payload->'state'->>'tier', \(base.tier)),
-                       COALESCE(e.payload->'state', \(try JSONParameter(base))::jsonb), COALESCE(e.sequence, 0), '-infinity'
+                       COALESCE((e.payload->'state')::jsonb, \(try JSONParameter(base))::jsonb), COALESCE(e.sequence, 0), '-infinity'
                 FROM unnest(\(accounts)::text[]) AS k(id)
                 LEFT JOIN LATERAL (
                     SELECT payload, sequence FROM events WHERE account_id = k.id ORDER BY sequence DESC LIMIT 1

@@ -495,7 +495,7 @@ public struct ResolutionEngine: Sendable {
         try await connection.preparedQuery(
             """
             INSERT INTO events (account_id, sequence, event_id, type, origin, occurred_at, payload)
-            SELECT a, s, i::uuid, t, \(origin.rawValue), o, p::jsonb FROM unnest(
+            SELECT a, s, i::uuid, t, \(origin.rawValue), o, p::json FROM unnest(
                 \(events.map(\.accountID))::text[],
                 \(events.map(\.sequence))::bigint[],
                 \(ids)::text[],
