@@ -78,7 +78,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         let text = message.lowercased()
         switch sqlState {
         case .internalError?: return Self.remoteNodeFailureFragments.contains { text.contains($0) }
-        case .ioError?: return text.contains("copy to shard") || text.contains("copy to destination shard") || text.contains("complete copy on")
+        case .ioError?: return Self.shardCopyFailureFragments.contains { text.contains($0) }
         default: return false
         }
     }
@@ -89,6 +89,10 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         "connection", "ssl syscall", "remote node", "failed to prepare transaction",
         "could not commit transaction", "could not connect", "cannot connect to", "could not establish",
     ]
+
+    /// What Citus's I/O errors (`58030`) about a COPY to a shard that broke off contain (Citus 13,
+    /// `multi_copy.c`, `worker_shard_copy.c`); a local disk's I/O error contains none of them.
+    private static let shardCopyFailureFragments = ["copy to shard", "copy to destination shard", "complete copy on"]
 
     /// Whether the same statement may succeed later without any change: the connection, the
     /// pool, a node of a distributed database, or contention (serialization, deadlock, lock

@@ -164,11 +164,7 @@ struct RewardTests {
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()
-        defer {
-            server.terminate()
-            for _ in 0..<250 where server.isRunning { usleep(20_000) }
-            if server.isRunning { kill(server.processIdentifier, SIGKILL) }
-        }
+        defer { server.terminateOrKill(polls: 250) }
         #expect(await waitUntil { await httpStatus(url) == 200 })
 
         try await TestEnvironment.withFresh { env in

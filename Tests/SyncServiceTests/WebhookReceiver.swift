@@ -117,11 +117,7 @@ final class WebhookReceiver: @unchecked Sendable {
 
     /// Stops the receiver: connections to its port are refused until `start()`.
     func stop() {
-        process.terminate()
-        // Poll rather than `waitUntilExit()`, which was seen to hang on Linux.
-        for _ in 0..<100 where process.isRunning { usleep(20_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        for _ in 0..<100 where process.isRunning { usleep(20_000) }
+        process.terminateOrKill()
     }
 
     /// Starts it again on the same port (with an empty log); `secrets` verify from its first
@@ -132,5 +128,17 @@ final class WebhookReceiver: @unchecked Sendable {
 
     deinit {
         if process.isRunning { process.terminate() }
+    }
+}
+
+extension Process {
+    /// Terminates this child, and kills it if it is still running after `polls` × 20 ms; then
+    /// waits as long again for it to be gone. Polls rather than `waitUntilExit()`, which was seen
+    /// to hang on Linux.
+    func terminateOrKill(polls: Int = 100) {
+        terminate()
+        for _ in 0..<polls where isRunning { usleep(20_000) }
+        if isRunning { kill(processIdentifier, SIGKILL) }
+        for _ in 0..<polls where isRunning { usleep(20_000) }
     }
 }
