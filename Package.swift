@@ -179,7 +179,13 @@ let package = Package(
         ),
         .testTarget(
             name: "SyncStoreTests",
-            dependencies: ["Postgres", "SyncStore", "SyncCore", "TestSupport"],
+            dependencies: [
+                "Postgres",
+                "SyncStore",
+                "SyncCore",
+                "TestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

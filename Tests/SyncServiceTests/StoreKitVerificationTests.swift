@@ -222,6 +222,69 @@ struct StoreKitVerificationTests {
         #expect(await Self.code(verifier, try stranger.sign(Self.transaction())) == "untrusted_chain")
     }
 
+    @Test("a token sent again is answered from the cache of verified tokens; a token one byte apart is checked in full")
+    func verifiedTokenCache() async throws {
+        let authority = try TestCertificateAuthority()
+        let verifier = try Self.verifier(authority)
+        let jws = try authority.sign(Self.transaction())
+        let first = try await verifier.verifyTransaction(jws)
+        #expect(verifier.tokenCacheHits == 0)
+        let again = try await verifier.verifyTransaction(jws)
+        #expect(again == first)
+        #expect(verifier.tokenCacheHits == 1)
+
+        // One character changed in each part (the same length, still base64url): never the cached answer.
+        func changed(_ token: String, part: Int) -> String {
+            var parts = token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            let index = parts[part].index(parts[part].startIndex, offsetBy: parts[part].count / 2)
+            let replacement: Character = parts[part][index] == "A" ? "B" : "A"
+            parts[part].replaceSubrange(index...index, with: String(replacement))
+            return parts.joined(separator: ".")
+        }
+        #expect(await Self.code(verifier, changed(jws, part: 2)) == "bad_signature")
+        #expect(await Self.code(verifier, changed(jws, part: 1)) != nil)
+        #expect(await Self.code(verifier, changed(jws, part: 0)) != nil)
+        #expect(verifier.tokenCacheHits == 1)
+
+        // The same text verified as another payload type is not answered from the transaction's entry.
+        _ = try? await verifier.verifyRenewalInfo(jws)
+        #expect(verifier.tokenCacheHits == 1)
+
+        // A verifier with another configuration has its own cache: the token is refused there.
+        let production = try Self.verifier(authority, environments: [.production])
+        #expect(await Self.code(production, jws) == "wrong_environment")
+        #expect(await Self.code(production, jws) == "wrong_environment")
+        #expect(production.tokenCacheHits == 0)
+    }
+
+    @Test("the token cache is bounded, keeps the tokens in use, and never keeps one checked at the clock's time")
+    func verifiedTokenCacheBounds() async throws {
+        let authority = try TestCertificateAuthority()
+        let verifier = try StoreKitVerifier(
+            rootCertificates: [authority.root], bundleID: Self.bundleID, allowedEnvironments: [.sandbox], tokenCacheCapacity: 2)
+        var tokens: [String] = []
+        for index in 0..<5 {
+            var payload = Self.transaction()
+            payload.transactionId = "20000001\(index)"
+            tokens.append(try authority.sign(payload))
+        }
+        for token in tokens { _ = try await verifier.verifyTransaction(token) }
+        #expect(verifier.tokenCacheHits == 0)
+        // Two generations of two: the first three are gone, the last two kept.
+        _ = try await verifier.verifyTransaction(tokens[0])
+        #expect(verifier.tokenCacheHits == 0)
+        _ = try await verifier.verifyTransaction(tokens[4])
+        #expect(verifier.tokenCacheHits == 1)
+
+        // A notification without signedDate is checked at the clock's time: verified in full every time.
+        let json = #"{"notificationType":"TEST","notificationUUID":"u-2","version":"2.0","data":{"bundleId":"\#(Self.bundleID)","environment":"Sandbox"}}"#
+        let undated = try authority.sign(header: authority.header(), payload: Data(json.utf8))
+        let hits = verifier.tokenCacheHits
+        _ = try await verifier.verifyNotification(undated)
+        _ = try await verifier.verifyNotification(undated)
+        #expect(verifier.tokenCacheHits == hits)
+    }
+
     @Test("another bundle id and a disallowed or unknown environment are rejected")
     func bundleAndEnvironment() async throws {
         let authority = try TestCertificateAuthority()

@@ -12,6 +12,8 @@ function setup(thread)
 end
 
 function init(args)
+  -- Each thread its own sequence of accounts (unseeded, both threads would send the same ones).
+  math.randomseed(tonumber(tid))
   for line in io.lines(material) do
     local account, list = line:match("^([^\t]+)\t(.+)$")
     local jws = {}

@@ -25,6 +25,8 @@ enum ServiceMetrics {
     static let reportQuotaRefused = Counter(label: "subsync_report_quota_refused_total")
     /// StoreKit certificate chains built and checked (the costly step of verification).
     static let chainValidations = Counter(label: "subsync_storekit_chain_validations_total")
+    /// StoreKit tokens answered from the cache of tokens that verified before (sent again as they were).
+    static let tokenCacheHits = Counter(label: "subsync_storekit_token_cache_hits_total")
     /// Verified purchases whose `appAccountToken` was not the reporting account's (not bound).
     static let unprovenAppAccountTokens = Counter(label: "subsync_unproven_app_account_tokens_total")
     /// Purchases refused (`reject`) or moved (`transfer`) because another account had them.

@@ -35,10 +35,16 @@ public struct StoreKitVerifier: Sendable {
     private let clock: any ServiceClock
     /// Chains that verified already, and ones that failed (shared by copies of this verifier).
     private let verifiedChains = VerifiedChainCache()
+    /// Tokens that verified already, by their exact text (shared by copies of this verifier).
+    private let verifiedTokens: VerifiedTokenCache
 
     /// How many certificate chains this verifier (and its copies) built and checked: the costly
     /// step, which forged tokens must not reach and repeated chains must not repeat.
     public var chainValidations: Int { verifiedChains.chainValidations }
+
+    /// How many tokens were answered from the cache of tokens that verified before (sent again
+    /// unchanged, as devices do on every sync), with no decoding and no signature check.
+    public var tokenCacheHits: Int { verifiedTokens.hits }
 
     /// The decoder of StoreKit payloads: dates are milliseconds since 1970, possibly fractional.
     public static var payloadDecoder: JSONDecoder {
@@ -54,12 +60,15 @@ public struct StoreKitVerifier: Sendable {
     ///   - allowedEnvironments: the StoreKit environments accepted.
     ///   - appAppleID: the app's Apple id, checked against notifications that carry one.
     ///   - clock: the service's clock, used only for notifications that carry no `signedDate`.
+    ///   - tokenCacheCapacity: how many verified tokens are kept per generation (see
+    ///     `VerifiedTokenCache`); at most twice as many are kept.
     public init(
         rootCertificates: [Certificate],
         bundleID: String,
         allowedEnvironments: Set<StoreEnvironment>,
         appAppleID: Int64? = nil,
-        clock: any ServiceClock = SystemClock()
+        clock: any ServiceClock = SystemClock(),
+        tokenCacheCapacity: Int = 4096
     ) throws(StoreKitVerifierConfigurationError) {
         guard !bundleID.isEmpty else { throw .emptyBundleID }
         guard !allowedEnvironments.isEmpty else { throw .noEnvironments }
@@ -73,6 +82,7 @@ public struct StoreKitVerifier: Sendable {
         self.allowedEnvironments = allowedEnvironments
         self.appAppleID = appAppleID
         self.clock = clock
+        self.verifiedTokens = VerifiedTokenCache(capacity: tokenCacheCapacity)
     }
 
     /// Creates a verifier from root certificate files, each DER or PEM (e.g. `AppleRootCA-G3.cer`).
@@ -150,8 +160,24 @@ public struct StoreKitVerifier: Sendable {
     private func verifiedPayload<Payload: StoreKitSignedPayload>(
         _ jws: String, as _: Payload.Type
     ) async throws(StoreKitVerificationError) -> (payload: Payload, environment: StoreEnvironment) {
-        // Split on bytes: splitting the String compares Characters, 9 % of a signed sync.
-        let parts = jws.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { Substring($0) }
+        let tokenKey = VerifiedTokenCache.key(for: jws, as: Payload.self)
+        if let known = verifiedTokens.entry(for: tokenKey), let payload = known.payload as? Payload {
+            ServiceMetrics.tokenCacheHits.increment()
+            return (payload, known.environment)
+        }
+        let verified: (payload: Payload, environment: StoreEnvironment) = try await verifiedPayloadUncached(jws)
+        // Only a token checked at its own signed date: one checked at the clock's time could
+        // verify now and not later.
+        if verified.payload.signedAt != nil {
+            verifiedTokens.insert(.init(payload: verified.payload, environment: verified.environment), for: tokenKey)
+        }
+        return verified
+    }
+
+    private func verifiedPayloadUncached<Payload: StoreKitSignedPayload>(
+        _ jws: String
+    ) async throws(StoreKitVerificationError) -> (payload: Payload, environment: StoreEnvironment) {
+        let parts = Self.compactParts(jws)
         guard parts.count == 3 else {
             throw .malformed("expected 3 dot-separated parts, found \(parts.count)")
         }
@@ -259,6 +285,38 @@ public struct StoreKitVerifier: Sendable {
             throw .wrongEnvironment(rawEnvironment)
         }
         return environment
+    }
+
+    /// The dot-separated parts of a compact JWS (empty ones included), found on bytes: splitting
+    /// the String compared Characters (9 % of a signed sync), and the generic byte split with
+    /// a closure per byte was still 2.5 %.
+    static func compactParts(_ jws: String) -> [Substring] {
+        var text = jws
+        // The byte offsets of the dots, found with memchr.
+        let dots: [Int] = text.withUTF8 { bytes in
+            guard let base = bytes.baseAddress else { return [] }
+            var found: [Int] = []
+            var offset = 0
+            while offset < bytes.count,
+                let dot = memchr(base + offset, Int32(UInt8(ascii: ".")), bytes.count - offset)
+            {
+                let at = UnsafeRawPointer(dot) - UnsafeRawPointer(base)
+                found.append(at)
+                offset = at + 1
+            }
+            return found
+        }
+        let utf8 = jws.utf8
+        var parts: [Substring] = []
+        parts.reserveCapacity(dots.count + 1)
+        var start = utf8.startIndex
+        for dot in dots {
+            let end = utf8.index(utf8.startIndex, offsetBy: dot)
+            parts.append(Substring(utf8[start..<end]))
+            start = utf8.index(after: end)
+        }
+        parts.append(Substring(utf8[start...]))
+        return parts
     }
 
     /// ES256 over `header.payload`: a raw 64-byte `r || s` signature, as JWS encodes it.

@@ -166,7 +166,7 @@ public struct ReportInbox: Sendable {
     /// resent under a fresh id), and the second is a duplicate. `nil` for other reports.
     static func factDigest(_ report: Report) -> String? {
         guard report.trust.isVerified, report.trust.source == .device, report.trust.adminAction == nil else { return nil }
-        func time(_ date: Date?) -> String { date.map { String(format: "%.6f", $0.timeIntervalSince1970) } ?? "-" }
+        func time(_ date: Date?) -> String { date.map { DecimalText.sixDecimals($0.timeIntervalSince1970) } ?? "-" }
         func flag(_ value: Bool?) -> String { value.map { $0 ? "1" : "0" } ?? "-" }
         let fields: [String] = [
             report.productID, report.originalTransactionID, report.transactionID, time(report.purchasedAt),
