@@ -270,19 +270,40 @@ struct StoreKitVerificationTests {
         }
         for token in tokens { _ = try await verifier.verifyTransaction(token) }
         #expect(verifier.tokenCacheHits == 0)
-        // Two generations of two: the first three are gone, the last two kept.
+        // Two generations of two: the first two are gone, the last three kept ({2, 3} then {4}).
         _ = try await verifier.verifyTransaction(tokens[0])
         #expect(verifier.tokenCacheHits == 0)
         _ = try await verifier.verifyTransaction(tokens[4])
         #expect(verifier.tokenCacheHits == 1)
+        // tokens[0] came back into the newest generation; tokens[2] is found in the older one.
+        _ = try await verifier.verifyTransaction(tokens[2])
+        #expect(verifier.tokenCacheHits == 2)
+        _ = try await verifier.verifyTransaction(tokens[1])
+        #expect(verifier.tokenCacheHits == 2)
 
-        // A notification without signedDate is checked at the clock's time: verified in full every time.
-        let json = #"{"notificationType":"TEST","notificationUUID":"u-2","version":"2.0","data":{"bundleId":"\#(Self.bundleID)","environment":"Sandbox"}}"#
-        let undated = try authority.sign(header: authority.header(), payload: Data(json.utf8))
+        // A payload without signedDate is checked at the clock's time: verified in full every time.
+        let undated = try authority.sign(
+            header: authority.header(), payload: Data(#"{"bundleId":"\#(Self.bundleID)","environment":"Sandbox"}"#.utf8))
         let hits = verifier.tokenCacheHits
-        _ = try await verifier.verifyNotification(undated)
-        _ = try await verifier.verifyNotification(undated)
+        _ = try await verifier.verify(undated, as: UndatedPayload.self)
+        _ = try await verifier.verify(undated, as: UndatedPayload.self)
         #expect(verifier.tokenCacheHits == hits)
+        // Notifications (each handled once, carrying whole JWS) are never kept.
+        let json = #"{"notificationType":"TEST","notificationUUID":"u-2","version":"2.0","signedDate":1750000000000,"data":{"bundleId":"\#(Self.bundleID)","environment":"Sandbox"}}"#
+        let notification = try authority.sign(header: authority.header(), payload: Data(json.utf8))
+        _ = try await verifier.verifyNotification(notification)
+        _ = try await verifier.verifyNotification(notification)
+        #expect(verifier.tokenCacheHits == hits)
+    }
+
+    /// A signed payload whose `signedDate` may be missing (as a notification's may).
+    struct UndatedPayload: StoreKitSignedPayload, Codable {
+        var bundleId: String
+        var environment: String
+        var signedDate: Date?
+        var signedAt: Date? { signedDate }
+        var signedBundleID: String? { bundleId }
+        var signedEnvironment: String? { environment }
     }
 
     @Test("another bundle id and a disallowed or unknown environment are rejected")

@@ -78,4 +78,6 @@ public struct NotificationPayload: StoreKitSignedPayload, Codable, Equatable, Ha
     }
     /// Production notifications carry the app Apple id.
     public static var carriesAppAppleID: Bool { true }
+    /// Each notification is handled once (by its UUID), and it carries whole JWS: not kept.
+    public static var keepsVerifiedTokens: Bool { false }
 }

@@ -18,6 +18,11 @@ public protocol StoreKitSignedPayload: JWTPayload, Sendable {
     static var carriesBundleID: Bool { get }
     /// Whether a production payload of this type must carry the app Apple id (notifications do).
     static var carriesAppAppleID: Bool { get }
+    /// Whether tokens of this type that verified are kept for when they are sent again
+    /// (`VerifiedTokenCache`): devices resend transactions and renewal info on every sync;
+    /// notifications are handled once each (by their UUID) and carry whole JWS inside, so they
+    /// would only take memory.
+    static var keepsVerifiedTokens: Bool { get }
 }
 
 extension StoreKitSignedPayload {
@@ -27,6 +32,8 @@ extension StoreKitSignedPayload {
     public static var carriesBundleID: Bool { true }
     /// Most payloads carry no app Apple id.
     public static var carriesAppAppleID: Bool { false }
+    /// Payloads devices send again are kept once verified.
+    public static var keepsVerifiedTokens: Bool { true }
     /// Claims are checked by ``StoreKitVerifier``, not by jwt-kit.
     public func verify(using _: some JWTAlgorithm) async throws {}
 }

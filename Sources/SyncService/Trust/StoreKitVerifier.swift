@@ -160,6 +160,7 @@ public struct StoreKitVerifier: Sendable {
     private func verifiedPayload<Payload: StoreKitSignedPayload>(
         _ jws: String, as _: Payload.Type
     ) async throws(StoreKitVerificationError) -> (payload: Payload, environment: StoreEnvironment) {
+        guard Payload.keepsVerifiedTokens else { return try await verifiedPayloadUncached(jws) }
         let tokenKey = VerifiedTokenCache.key(for: jws, as: Payload.self)
         if let known = verifiedTokens.entry(for: tokenKey), let payload = known.payload as? Payload {
             ServiceMetrics.tokenCacheHits.increment()

@@ -53,21 +53,25 @@ final class VerifiedTokenCache: Sendable {
 
     /// What verifying the token of `key` returned before, if it verified and is still kept.
     func entry(for key: Key) -> Entry? {
-        generations.withLock { state in
+        let (entry, dropped) = generations.withLock { state -> (Entry?, [Key: Entry]) in
             if let entry = state.current[key] {
                 state.hits += 1
-                return entry
+                return (entry, [:])
             }
-            guard let entry = state.previous.removeValue(forKey: key) else { return nil }
+            guard let entry = state.previous.removeValue(forKey: key) else { return (nil, [:]) }
             state.hits += 1
-            Self.insert(entry, for: key, into: &state, capacity: capacity)
-            return entry
+            return (entry, Self.insert(entry, for: key, into: &state, capacity: capacity))
         }
+        // A generation dropped by moving the entry is freed here, after the lock is released.
+        withExtendedLifetime(dropped) {}
+        return entry
     }
 
     /// Keeps what verifying the token of `key` returned.
     func insert(_ entry: Entry, for key: Key) {
-        generations.withLock { Self.insert(entry, for: key, into: &$0, capacity: capacity) }
+        let dropped = generations.withLock { Self.insert(entry, for: key, into: &$0, capacity: capacity) }
+        // Freed here, after the lock is released.
+        withExtendedLifetime(dropped) {}
     }
 
     /// How many lookups were answered from this cache.
@@ -76,12 +80,17 @@ final class VerifiedTokenCache: Sendable {
     /// How many tokens are kept (both generations).
     var count: Int { generations.withLock { $0.current.count + $0.previous.count } }
 
-    private static func insert(_ entry: Entry, for key: Key, into state: inout Generations, capacity: Int) {
+    /// Inserts into the current generation; when it is full it becomes the previous one, and the
+    /// generation that was previous is returned for the caller to free outside the lock.
+    private static func insert(_ entry: Entry, for key: Key, into state: inout Generations, capacity: Int) -> [Key: Entry] {
+        var dropped: [Key: Entry] = [:]
         if state.current.count >= capacity, state.current[key] == nil {
+            dropped = state.previous
             state.previous = state.current
             state.current = [:]
             state.current.reserveCapacity(capacity)
         }
         state.current[key] = entry
+        return dropped
     }
 }
