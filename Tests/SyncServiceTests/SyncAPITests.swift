@@ -65,6 +65,37 @@ struct SyncAPITests {
         }
     }
 
+    @Test("without wait_ms, resolved says whether this request's reports are resolved, whatever else of the account is pending")
+    func resolvedWithoutWaiting() async throws {
+        try await TestEnvironment.withFresh { env in
+            let first = try SyncBody(device: "iphone", reports: [Self.report("r1"), Self.report("r2", observed: 60)]).data
+            // No workers: the reports stay pending.
+            try await env.application(workers: 0).test(.router) { client in
+                let (status, json) = try await client.sync(account: "erin", body: first, waitMilliseconds: nil)
+                #expect(status == .accepted)
+                #expect(json["accepted"] as? Int == 2)
+                #expect(json["resolved"] as? Bool == false)
+                #expect((json["account"] as? [String: Any])?["pending_reports"] as? Int == 2)
+            }
+            // Workers resolve them.
+            try await env.application().test(.live) { client in
+                let (_, json) = try await client.sync(account: "erin", body: first, waitMilliseconds: 60_000)
+                #expect(json["duplicates"] as? Int == 2)
+                #expect(json["resolved"] as? Bool == true)
+            }
+            try await env.application(workers: 0).test(.router) { client in
+                // Another device's new report is pending; the first request's reports are not.
+                let other = try SyncBody(device: "ipad", reports: [Self.report("r3", device: "ipad", observed: 120)]).data
+                let (_, pending) = try await client.sync(account: "erin", body: other, waitMilliseconds: nil)
+                #expect(pending["resolved"] as? Bool == false)
+                let (_, again) = try await client.sync(account: "erin", body: first, waitMilliseconds: nil)
+                #expect(again["duplicates"] as? Int == 2)
+                #expect(again["resolved"] as? Bool == true)
+                #expect((again["account"] as? [String: Any])?["pending_reports"] as? Int == 1)
+            }
+        }
+    }
+
     @Test("resubmitting the same reports is idempotent")
     func idempotentResubmission() async throws {
         try await TestEnvironment.withFresh { env in

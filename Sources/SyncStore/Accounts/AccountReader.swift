@@ -45,10 +45,21 @@ public struct AccountReader: Sendable {
 
     /// The account's snapshot, in one round trip. An unknown account reads as the free tier.
     public func snapshot(accountID: String, now: Date = Date()) async throws -> Snapshot {
+        try await snapshot(accountID: accountID, now: now, countingPending: []).snapshot
+    }
+
+    /// The account's snapshot and how many of `reportIDs` are still pending, in one round trip
+    /// and one database snapshot (a sync answer: its state, and whether the request's reports
+    /// are resolved yet).
+    public func snapshot(
+        accountID: String, now: Date = Date(), countingPending reportIDs: [String]
+    ) async throws -> (snapshot: Snapshot, pendingOfThese: Int) {
         let rows = try await pool.preparedQuery(
             """
             SELECT s.state, s.last_sequence, s.resolved_at,
                    (SELECT count(*) FROM reports r WHERE r.account_id = k.id AND r.status = 'pending'),
+                   (SELECT count(*) FROM reports r WHERE r.account_id = k.id AND r.status = 'pending'
+                      AND r.report_id = ANY(\(reportIDs)::text[])),
                    (SELECT COALESCE(json_agg(json_build_object(
                         'id', d.device_id, 'platform', d.platform, 'app_version', d.app_version,
                         'first_seen_at', d.first_seen_at, 'last_seen_at', d.last_seen_at)
@@ -59,10 +70,11 @@ public struct AccountReader: Sendable {
             """
         )
         let row = rows[0]
-        let devices = try row.decode(JSONColumn<[Device]>.self, at: 4).value
+        let devices = try row.decode(JSONColumn<[Device]>.self, at: 5).value
         let pending = try row.decode(Int.self, at: 3)
+        let pendingOfThese = try row.decode(Int.self, at: 4)
         guard let state = try row.decode(JSONColumn<AccountState>?.self, at: 0)?.value else {
-            return Snapshot(
+            let snapshot = Snapshot(
                 accountID: accountID,
                 state: Resolver.resolve(transactions: [], catalogue: catalogue, now: now),
                 devices: devices,
@@ -70,9 +82,10 @@ public struct AccountReader: Sendable {
                 resolvedAt: nil,
                 pendingReports: pending
             )
+            return (snapshot, pendingOfThese)
         }
         let resolvedAt = try row.decode(Date.self, at: 2)
-        return Snapshot(
+        let snapshot = Snapshot(
             accountID: accountID,
             state: state,
             devices: devices,
@@ -80,5 +93,6 @@ public struct AccountReader: Sendable {
             resolvedAt: resolvedAt == .distantPast ? nil : resolvedAt,
             pendingReports: pending
         )
+        return (snapshot, pendingOfThese)
     }
 }
