@@ -40,7 +40,7 @@ final class VerifiedTokenCache: Sendable {
     }
     private let generations = Mutex(Generations())
 
-    init(capacity: Int = 4096) {
+    init(capacity: Int) {
         self.capacity = max(1, capacity)
     }
 
@@ -76,9 +76,6 @@ final class VerifiedTokenCache: Sendable {
 
     /// How many lookups were answered from this cache.
     var hits: Int { generations.withLock { $0.hits } }
-
-    /// How many tokens are kept (both generations).
-    var count: Int { generations.withLock { $0.current.count + $0.previous.count } }
 
     /// Inserts into the current generation; when it is full it becomes the previous one, and the
     /// generation that was previous is returned for the caller to free outside the lock.

@@ -73,26 +73,22 @@ public struct AccountReader: Sendable {
         let devices = try row.decode(JSONColumn<[Device]>.self, at: 5).value
         let pending = try row.decode(Int.self, at: 3)
         let pendingOfThese = try row.decode(Int.self, at: 4)
-        guard let state = try row.decode(JSONColumn<AccountState>?.self, at: 0)?.value else {
-            let snapshot = Snapshot(
-                accountID: accountID,
-                state: Resolver.resolve(transactions: [], catalogue: catalogue, now: now),
-                devices: devices,
-                lastSequence: 0,
-                resolvedAt: nil,
-                pendingReports: pending
-            )
-            return (snapshot, pendingOfThese)
+        let state: AccountState
+        let lastSequence: Int64
+        let resolvedAt: Date?
+        if let stored = try row.decode(JSONColumn<AccountState>?.self, at: 0)?.value {
+            state = stored
+            lastSequence = try row.decode(Int64.self, at: 1)
+            let at = try row.decode(Date.self, at: 2)
+            resolvedAt = at == .distantPast ? nil : at
+        } else {
+            state = Resolver.resolve(transactions: [], catalogue: catalogue, now: now)
+            lastSequence = 0
+            resolvedAt = nil
         }
-        let resolvedAt = try row.decode(Date.self, at: 2)
         let snapshot = Snapshot(
-            accountID: accountID,
-            state: state,
-            devices: devices,
-            lastSequence: try row.decode(Int64.self, at: 1),
-            resolvedAt: resolvedAt == .distantPast ? nil : resolvedAt,
-            pendingReports: pending
-        )
+            accountID: accountID, state: state, devices: devices, lastSequence: lastSequence,
+            resolvedAt: resolvedAt, pendingReports: pending)
         return (snapshot, pendingOfThese)
     }
 }
