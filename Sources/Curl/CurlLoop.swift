@@ -91,6 +91,9 @@ final class CurlLoop {
     /// Transfers waiting for a free slot, oldest first (from `waitingHead` on).
     private var waiting: [CurlTransfer] = []
     private var waitingHead = 0
+    /// Easy handles of finished transfers, reset, for the next ones (at most
+    /// `maximumConcurrentTransfers`; the rest are freed).
+    private var spareHandles: [UnsafeMutableRawPointer] = []
 
     private init(multi: UnsafeMutableRawPointer, queue: CurlSubmissionQueue, configuration: CurlClient.Configuration) {
         self.multi = multi
@@ -196,7 +199,7 @@ final class CurlLoop {
             guard transfer.isWanted else { continue }  // cancelled while it waited; already resumed
             let easy: UnsafeMutableRawPointer
             do {
-                easy = try transfer.start()
+                easy = try transfer.start(reusing: spareHandles.popLast())
             } catch {
                 transfer.finish(.failure(error))
                 continue
@@ -226,17 +229,26 @@ final class CurlLoop {
             guard let transfer = active.removeValue(forKey: easy) else { continue }
             let result = transfer.complete(code)
             curl_multi_remove_handle(multi, easy)
-            transfer.cleanup()
+            recycle(transfer)
             transfer.finish(result)
             finishedAny = true
         }
         return finishedAny
     }
 
+    /// Cleans up a transfer that is out of the multi handle, keeping its easy handle (reset)
+    /// for the next transfer while there is room.
+    private func recycle(_ transfer: CurlTransfer) {
+        let keep = spareHandles.count < maximumConcurrentTransfers
+        if let easy = transfer.cleanup(keepingHandle: keep) {
+            spareHandles.append(easy)
+        }
+    }
+
     private func cancel(_ transfer: CurlTransfer) {
         if let easy = transfer.easy, active.removeValue(forKey: easy) != nil {
             curl_multi_remove_handle(multi, easy)
-            transfer.cleanup()
+            recycle(transfer)
         }
         // A transfer still in `waiting` is skipped when it comes up (it is no longer wanted).
         transfer.finish(.failure(CancellationError()))
@@ -252,6 +264,10 @@ final class CurlLoop {
         while let transfer = popWaiting() {
             transfer.finish(.failure(CurlError.shutDown))
         }
+        for easy in spareHandles {
+            curl_easy_cleanup(easy)
+        }
+        spareHandles.removeAll()
         // The queue is shut down, so nobody calls `curl_multi_wakeup` on the handle any more.
         curl_multi_cleanup(multi)
     }

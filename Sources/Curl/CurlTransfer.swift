@@ -115,9 +115,11 @@ final class CurlTransfer: @unchecked Sendable {
 
     // MARK: - The easy handle (loop thread)
 
-    /// Creates and configures the easy handle. On failure nothing stays allocated.
-    func start() throws(CurlError) -> UnsafeMutableRawPointer {
-        guard let easy = curl_easy_init() else {
+    /// Configures `spare` (a handle a finished transfer gave back, reset to libcurl's defaults by
+    /// ``cleanup(keepingHandle:)``), or a new easy handle. On failure the handle is freed and
+    /// nothing stays allocated.
+    func start(reusing spare: UnsafeMutableRawPointer? = nil) throws(CurlError) -> UnsafeMutableRawPointer {
+        guard let easy = spare ?? curl_easy_init() else {
             throw CurlError.other(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "curl_easy_init failed")
         }
         self.easy = easy
@@ -240,12 +242,26 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// Releases the easy handle, the header list, the error buffer and the callbacks' reference,
     /// each exactly once. The handle must already be out of the multi handle.
-    func cleanup() {
+    ///
+    /// With `keepingHandle`, the handle is not freed but reset (`curl_easy_reset`: every option
+    /// back to its default, so no URL, header, body, callback or pointer of this transfer stays
+    /// on it) and returned, for the loop to configure for its next transfer. That saves the
+    /// allocation and freeing of libcurl's per-handle state and buffers on every request; the
+    /// connections themselves live in the multi handle's cache either way.
+    @discardableResult
+    func cleanup(keepingHandle: Bool = false) -> UnsafeMutableRawPointer? {
+        var kept: UnsafeMutableRawPointer?
         if let easy {
-            curl_easy_cleanup(easy)
+            if keepingHandle {
+                curl_easy_reset(easy)
+                kept = easy
+            } else {
+                curl_easy_cleanup(easy)
+            }
             self.easy = nil
         }
-        // libcurl reads the header list until the transfer ends, so it is freed only after cleanup.
+        // libcurl reads the header list until the transfer ends, so it is freed only after cleanup
+        // (or reset, which forgets the list).
         if let headerList {
             curl_slist_free_all(headerList)
             self.headerList = nil
@@ -254,9 +270,11 @@ final class CurlTransfer: @unchecked Sendable {
             errorBuffer.deallocate()
             self.errorBuffer = nil
         }
-        // Balances `passRetained` in `start`: after `curl_easy_cleanup` no callback can run.
+        // Balances `passRetained` in `start`: after `curl_easy_cleanup` or `curl_easy_reset`
+        // (which unsets the callbacks and their data pointers) no callback can run.
         callbackReference?.release()
         callbackReference = nil
+        return kept
     }
 
     /// The outcome of a transfer libcurl reports done. Call before `cleanup`.

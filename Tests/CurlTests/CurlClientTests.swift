@@ -85,6 +85,53 @@ struct CurlClientTests {
         }
     }
 
+    @Test("one request after another (the loop reuses its easy handles): nothing of one request reaches the next")
+    func reusedHandlesCarryNothingOver() async throws {
+        try await TestServer.run { port, recorder in
+            // Only 127.0.0.1 is allowed, so that a request to 127.0.0.2 on a reused handle is refused.
+            let client = CurlClient(configuration: .init(addressGuard: try AddressGuard(allow: ["127.0.0.1/32"])))
+            defer { client.shutdown() }
+            let first = try await client.execute(
+                CurlRequest(
+                    url: "http://127.0.0.1:\(port)/echo", method: "PUT",
+                    headers: [(name: "X-Custom", value: "only-first"), (name: "Content-Type", value: "text/plain")],
+                    body: Array("first body".utf8)))
+            #expect(first.header("x-seen-custom") == "only-first")
+            let second = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo", method: "GET"))
+            #expect(second.status == 200)
+            #expect(second.header("x-seen-custom") == nil, "the first answer's headers are not the second's")
+            #expect(second.body.isEmpty)
+            let third = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/status/500", method: "GET"))
+            #expect(third.status == 500)
+            let fourth = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo", body: Array("4".utf8)))
+            #expect(fourth.status == 200)
+            #expect(fourth.body == Array("4".utf8))
+
+            // The recorder sees what reached /echo: the first, second and fourth requests.
+            let seen = recorder.requests
+            try #require(seen.map(\.method) == ["PUT", "GET", "POST"])
+            #expect(seen.dropFirst().allSatisfy { $0.headers["x-custom"] == nil })
+            #expect(seen.dropFirst().allSatisfy { $0.headers["content-type"] == nil })
+            #expect(seen[1].body.isEmpty)
+            #expect(seen[2].body == Array("4".utf8))
+
+            // The address guard judges every request, whichever handle it runs on.
+            for _ in 0..<2 {
+                do {
+                    _ = try await client.execute(CurlRequest(url: "http://127.0.0.2:\(port)/echo", method: "GET"))
+                    Issue.record("127.0.0.2 was accepted, though only 127.0.0.1 is allowed")
+                } catch let error as CurlError {
+                    guard case .addressNotAllowed = error else {
+                        Issue.record("expected .addressNotAllowed, got \(error)")
+                        continue
+                    }
+                }
+                let allowed = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo", method: "GET"))
+                #expect(allowed.status == 200)
+            }
+        }
+    }
+
     @Test("a 500 is an answer, not an error")
     func serverError() async throws {
         try await TestServer.run { port, _ in

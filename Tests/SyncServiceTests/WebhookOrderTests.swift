@@ -245,6 +245,42 @@ struct WebhookOrderTests {
         }
     }
 
+    @Test("holding looks at the due deliveries a claim reads first, a window of them, not at the whole backlog")
+    func holdLooksAtAWindow() async throws {
+        try await TestEnvironment.withFresh { env in
+            let store = DeliveryStore(pool: env.pool)
+            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            for account in ["ann", "bob", "cy"] {
+                try await Self.addDeliveries(env, endpoint: endpoint.id, account: account, 1...2)
+            }
+            // Strictly ordered due times: ann1, ann2, bob1, bob2, cy1, cy2.
+            try await env.pool.query(
+                """
+                UPDATE deliveries SET next_attempt_at = now() - interval '1 hour'
+                    + (CASE account_id WHEN 'ann' THEN 0 WHEN 'bob' THEN 2 ELSE 4 END + event_sequence) * interval '1 second'
+                """
+            )
+            // One sender has every stream: the heads and the deliveries behind them are leased,
+            // and the deliveries behind the heads are still due, so claims would read them.
+            #expect(try await store.claimDue(limit: 10, lease: 60).count == 6)
+            func due(_ account: String) async throws -> Int {
+                try await env.pool.query(
+                    "SELECT count(*) FROM deliveries WHERE account_id = \(account) AND event_sequence = 2 AND next_attempt_at <= now()"
+                )[0].decode(Int.self, at: 0)
+            }
+            #expect(try await store.holdBlocked(window: 2) == 1, "ann1 and ann2: ann2 waits for the lease")
+            #expect(try await due("ann") == 0)
+            #expect(try await due("bob") == 1, "beyond the window")
+            #expect(try await due("cy") == 1, "beyond the window")
+            #expect(try await store.holdBlocked(window: 2) == 0, "ann1 and bob1: two heads, nothing behind them in the window")
+            #expect(try await store.holdBlocked(window: 3) == 1, "ann1, bob1, bob2")
+            #expect(try await due("bob") == 0)
+            #expect(try await due("cy") == 1)
+            #expect(try await store.holdBlocked() == 1)
+            #expect(try await due("cy") == 0)
+        }
+    }
+
     @Test("an operator's retry or cancel while a stream is out with a sender does not let a second sender overtake it")
     func operatorCannotBreakALease() async throws {
         try await TestEnvironment.withFresh { env in
