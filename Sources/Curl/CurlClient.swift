@@ -14,7 +14,9 @@ public final class CurlClient: Sendable {
         public var addressGuard: AddressGuard
         /// Transfers in flight at once; further requests wait in a queue (their timeouts start when they leave it).
         public var maximumConcurrentTransfers: Int
-        /// Connections per host at once (`CURLMOPT_MAX_HOST_CONNECTIONS`); transfers beyond wait inside libcurl.
+        /// Transfers (so connections) per host at once, 0 for no limit; further transfers to that
+        /// host wait in the loop's queue, their timeouts starting when they leave it, while other
+        /// hosts go on (`CurlWaitingTransfers`).
         public var maximumConnectionsPerHost: Int
         /// The `User-Agent` header, unless a request sets its own.
         public var userAgent: String

@@ -88,9 +88,8 @@ final class CurlLoop {
     private let logger: Logger
     /// Transfers added to the multi handle, by easy handle.
     private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
-    /// Transfers waiting for a free slot, oldest first (from `waitingHead` on).
-    private var waiting: [CurlTransfer] = []
-    private var waitingHead = 0
+    /// Transfers waiting for a free slot, by host.
+    private var waiting: CurlWaitingTransfers
     /// Easy handles of finished transfers, reset, for the next ones (at most
     /// `maximumConcurrentTransfers`; the rest are freed).
     private var spareHandles: [UnsafeMutableRawPointer] = []
@@ -99,6 +98,7 @@ final class CurlLoop {
         self.multi = multi
         self.queue = queue
         self.maximumConcurrentTransfers = configuration.maximumConcurrentTransfers
+        self.waiting = CurlWaitingTransfers(perHostLimit: configuration.maximumConnectionsPerHost)
         self.logger = configuration.logger
     }
 
@@ -109,8 +109,8 @@ final class CurlLoop {
             configuration.logger.error("curl_multi_init failed; the HTTP client cannot send anything")
             return CurlSubmissionQueue(multi: nil)
         }
-        _ = subsync_curl_multi_setopt_long(
-            multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maximumConnectionsPerHost)
+        // No CURLMOPT_MAX_HOST_CONNECTIONS: the loop keeps to the per-host limit itself, so that
+        // libcurl never parks a transfer (see `CurlWaitingTransfers`).
         // The connection cache keeps up to this many idle connections for reuse.
         _ = subsync_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, configuration.maximumConcurrentTransfers)
 
@@ -154,7 +154,9 @@ final class CurlLoop {
         logger.debug("HTTP client loop started")
         while true {
             let batch = queue.take()
-            waiting.append(contentsOf: batch.submitted)
+            for transfer in batch.submitted {
+                waiting.append(transfer)
+            }
             for transfer in batch.cancelled {
                 cancel(transfer)
             }
@@ -167,7 +169,7 @@ final class CurlLoop {
             if performed != CURLM_OK {
                 logger.error("curl_multi_perform failed: \(String(cString: curl_multi_strerror(performed)))")
             }
-            if readFinished() && hasWaiting {
+            if readFinished() && waiting.hasStartable && active.count < maximumConcurrentTransfers {
                 continue  // slots came free: start the next transfers before sleeping
             }
             // Sleeps until a socket is ready, libcurl's next timeout, or `curl_multi_wakeup`.
@@ -181,31 +183,23 @@ final class CurlLoop {
         logger.debug("HTTP client loop stopped")
     }
 
-    private var hasWaiting: Bool { waitingHead < waiting.count }
-
-    private func popWaiting() -> CurlTransfer? {
-        guard hasWaiting else { return nil }
-        let transfer = waiting[waitingHead]
-        waitingHead += 1
-        if waitingHead >= 64 && waitingHead * 2 >= waiting.count {
-            waiting.removeFirst(waitingHead)
-            waitingHead = 0
-        }
-        return transfer
-    }
-
     private func startWaiting() {
-        while active.count < maximumConcurrentTransfers, let transfer = popWaiting() {
-            guard transfer.isWanted else { continue }  // cancelled while it waited; already resumed
+        while active.count < maximumConcurrentTransfers, let transfer = waiting.next() {
+            guard transfer.isWanted else {  // cancelled while it waited; already resumed
+                waiting.finished(transfer)
+                continue
+            }
             let easy: UnsafeMutableRawPointer
             do {
                 easy = try transfer.start(reusing: spareHandles.popLast())
             } catch {
+                waiting.finished(transfer)
                 transfer.finish(.failure(error))
                 continue
             }
             let added = curl_multi_add_handle(multi, easy)
             guard added == CURLM_OK else {
+                waiting.finished(transfer)
                 transfer.cleanup()
                 transfer.finish(
                     .failure(
@@ -239,6 +233,7 @@ final class CurlLoop {
     /// Cleans up a transfer that is out of the multi handle, keeping its easy handle (reset)
     /// for the next transfer while there is room.
     private func recycle(_ transfer: CurlTransfer) {
+        waiting.finished(transfer)
         let keep = spareHandles.count < maximumConcurrentTransfers
         if let easy = transfer.cleanup(keepingHandle: keep) {
             spareHandles.append(easy)
@@ -261,7 +256,7 @@ final class CurlLoop {
             transfer.finish(.failure(CurlError.shutDown))
         }
         active.removeAll()
-        while let transfer = popWaiting() {
+        for transfer in waiting.removeAll() {
             transfer.finish(.failure(CurlError.shutDown))
         }
         for easy in spareHandles {

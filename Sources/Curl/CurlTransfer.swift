@@ -30,6 +30,8 @@ final class CurlTransfer: @unchecked Sendable {
     static let maximumHeaderBytes = 256 * 1024
 
     let request: CurlRequest
+    /// Scheme, host and port of the request's URL (see `CurlWaitingTransfers`).
+    let hostKey: String
     private let addressGuard: AddressGuard
     private let userAgent: String
     private let state = CurlLock(State())
@@ -53,6 +55,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     init(request: CurlRequest, addressGuard: AddressGuard, userAgent: String) {
         self.request = request
+        self.hostKey = Self.hostKey(of: request.url)
         self.addressGuard = addressGuard
         self.userAgent = userAgent
     }

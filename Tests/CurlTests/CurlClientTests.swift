@@ -9,9 +9,11 @@ private let loopbackGuard: AddressGuard = {
     }
 }()
 
-private func loopbackClient(maximumConcurrentTransfers: Int = 256) -> CurlClient {
+private func loopbackClient(maximumConcurrentTransfers: Int = 256, maximumConnectionsPerHost: Int = 16) -> CurlClient {
     CurlClient(
-        configuration: .init(addressGuard: loopbackGuard, maximumConcurrentTransfers: maximumConcurrentTransfers))
+        configuration: .init(
+            addressGuard: loopbackGuard, maximumConcurrentTransfers: maximumConcurrentTransfers,
+            maximumConnectionsPerHost: maximumConnectionsPerHost))
 }
 
 /// Runs `body`, returning how long it took and the error it threw (nil if none).
@@ -315,6 +317,32 @@ struct CurlClientTests {
             CurlRequest(url: "http://example.com/", headers: [(name: "Bad Name", value: "x")]),
         ] {
             await #expect(throws: CurlError.self) { _ = try await client.execute(request) }
+        }
+    }
+
+    @Test("at most maximumConnectionsPerHost requests to a host at once; a queued request's timeout starts when it does")
+    func perHostLimit() async throws {
+        try await TestServer.run { port, recorder in
+            let client = loopbackClient(maximumConcurrentTransfers: 64, maximumConnectionsPerHost: 2)
+            defer { client.shutdown() }
+            // 16 requests of 300 ms, two at a time: 2.4 s in all, longer than each one's 2 s
+            // timeout, which must count from its own start, not from when it was queued.
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<16 {
+                    group.addTask {
+                        try await client.execute(
+                            CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=300", method: "GET", totalTimeout: .seconds(2))
+                        ).status
+                    }
+                }
+                var statuses: [Int] = []
+                for try await status in group { statuses.append(status) }
+                return statuses
+            }
+            #expect(statuses == Array(repeating: 200, count: 16))
+            #expect(recorder.mostAtOnce == 2)
+            // Another host (here: another port) has slots of its own while this one is full.
+            #expect(try await client.execute(CurlRequest(url: "http://localhost:\(port)/ok", method: "GET")).status == 200)
         }
     }
 

@@ -63,4 +63,41 @@ struct CurlTransferTests {
         #expect(Duration.seconds(-3).curlMilliseconds == 1)
         #expect(Duration.seconds(Int64.max).curlMilliseconds == Int(Int32.max))
     }
+
+    @Test("waiting transfers: per-host limit, hosts in turn, a slot freed starts the next of that host")
+    func waitingTransfers() {
+        func make(_ url: String) -> CurlTransfer {
+            CurlTransfer(request: CurlRequest(url: url), addressGuard: .publicOnly, userAgent: "test")
+        }
+        var waiting = CurlWaitingTransfers(perHostLimit: 2)
+        let a = (1...3).map { make("https://A.example/hook/\($0)") }
+        let b = make("https://b.example:8443/x?y=1")
+        for transfer in a + [b] { waiting.append(transfer) }
+        #expect(waiting.next() === a[0])
+        #expect(waiting.next() === b, "hosts take turns")
+        #expect(waiting.next() === a[1])
+        #expect(waiting.next() == nil, "a.example has its two")
+        #expect(!waiting.hasStartable)
+        waiting.finished(b)
+        #expect(waiting.next() == nil, "a free slot of another host starts nothing here")
+        waiting.finished(a[0])
+        #expect(waiting.hasStartable)
+        #expect(waiting.next() === a[2])
+        #expect(waiting.next() == nil)
+        for transfer in [a[1], a[2]] { waiting.finished(transfer) }
+        #expect(waiting.removeAll().isEmpty)
+
+        var unlimited = CurlWaitingTransfers(perHostLimit: 0)
+        for transfer in a { unlimited.append(transfer) }
+        #expect([unlimited.next(), unlimited.next(), unlimited.next()].compactMap { $0 }.count == 3)
+    }
+
+    @Test("host keys: scheme, host and port, lowercased, without user information or path")
+    func hostKeys() {
+        #expect(CurlTransfer.hostKey(of: "https://Hooks.Example.com/a/b?c#d") == "https://hooks.example.com")
+        #expect(CurlTransfer.hostKey(of: "http://user:pw@127.0.0.1:8080/x") == "http://127.0.0.1:8080")
+        #expect(CurlTransfer.hostKey(of: "http://[::1]:9/x") == "http://[::1]:9")
+        #expect(CurlTransfer.hostKey(of: "http://a.example?q") == "http://a.example")
+        #expect(CurlTransfer.hostKey(of: "https://a.example") != CurlTransfer.hostKey(of: "http://a.example"))
+    }
 }

@@ -32,6 +32,21 @@ final class Recorder: Sendable {
 
     private let hits = Mutex<[String: Int]>([:])
     private let seen = Mutex<[Seen]>([])
+    /// Requests being answered now, and the most there were at once.
+    private let concurrency = Mutex<(now: Int, most: Int)>((0, 0))
+
+    func enter() {
+        concurrency.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+    }
+
+    func leave() {
+        concurrency.withLock { $0.now -= 1 }
+    }
+
+    /// The most requests `/slow` answered at once.
+    var mostAtOnce: Int {
+        concurrency.withLock { $0.most }
+    }
 
     func hit(_ path: String) {
         hits.withLock { $0[path, default: 0] += 1 }
@@ -86,6 +101,8 @@ enum TestServer {
         }
         router.get("slow") { request, _ -> String in
             recorder.hit("slow")
+            recorder.enter()
+            defer { recorder.leave() }
             let milliseconds = request.uri.queryParameters.get("ms", as: Int.self) ?? 1000
             try await Task.sleep(for: .milliseconds(milliseconds))
             return "slow"

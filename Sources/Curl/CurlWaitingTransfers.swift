@@ -1,0 +1,139 @@
+/// The transfers the loop has not started yet, queued by host, and how many each host has in
+/// flight: the loop's own limit of connections per host.
+///
+/// The limit used to be libcurl's (`CURLMOPT_MAX_HOST_CONNECTIONS`), which parks the transfers
+/// beyond it inside the multi handle. libcurl 7.88 (Debian 12) did not always wake a parked
+/// transfer when a connection came free: the webhook benchmark, one loop and one host, stalled
+/// on 2 to 6 rounds of 80 until the loop's one-second poll timed out (a third of its running
+/// time), and a parked transfer's `CURLOPT_TIMEOUT` runs while it waits. Here a transfer starts
+/// only when its host has a free slot, so libcurl never parks one, and its timeouts start when
+/// it does. Hosts take turns, so one busy receiver does not hold up the others.
+///
+/// Not Sendable: owned and used by the loop thread alone.
+struct CurlWaitingTransfers {
+    private struct Host {
+        var waiting: [CurlTransfer] = []
+        var head = 0
+        var active = 0
+        /// Whether the host is in `ready`.
+        var isReady = false
+
+        var hasWaiting: Bool { head < waiting.count }
+
+        mutating func popFirst() -> CurlTransfer? {
+            guard hasWaiting else { return nil }
+            let transfer = waiting[head]
+            head += 1
+            if head >= 64 && head * 2 >= waiting.count {
+                waiting.removeFirst(head)
+                head = 0
+            }
+            return transfer
+        }
+    }
+
+    /// In-flight transfers per host at most (libcurl bundles connections by host and port).
+    let perHostLimit: Int
+    private var hosts: [String: Host] = [:]
+    /// Hosts with a waiting transfer and a free slot, in turn (from `readyHead` on).
+    private var ready: [String] = []
+    private var readyHead = 0
+
+    /// `perHostLimit` 0 means no limit.
+    init(perHostLimit: Int) {
+        self.perHostLimit = perHostLimit > 0 ? perHostLimit : .max
+    }
+
+    /// Whether a transfer can start now.
+    var hasStartable: Bool { readyHead < ready.count }
+
+    /// Queues `transfer` behind the others of its host.
+    mutating func append(_ transfer: CurlTransfer) {
+        let key = transfer.hostKey
+        hosts[key, default: Host()].waiting.append(transfer)
+        markReadyIfStartable(key)
+    }
+
+    /// The next transfer to start, counted as in flight for its host until ``finished(_:)``.
+    mutating func next() -> CurlTransfer? {
+        while readyHead < ready.count {
+            let key = ready[readyHead]
+            readyHead += 1
+            if readyHead >= 64 && readyHead * 2 >= ready.count {
+                ready.removeFirst(readyHead)
+                readyHead = 0
+            }
+            guard var host = hosts[key] else { continue }
+            host.isReady = false
+            guard host.active < perHostLimit, let transfer = host.popFirst() else {
+                hosts[key] = host
+                continue
+            }
+            host.active += 1
+            hosts[key] = host
+            markReadyIfStartable(key)
+            return transfer
+        }
+        return nil
+    }
+
+    /// A transfer that ``next()`` returned is done (finished, cancelled, or never started).
+    mutating func finished(_ transfer: CurlTransfer) {
+        let key = transfer.hostKey
+        guard var host = hosts[key] else { return }
+        host.active -= 1
+        if host.active <= 0 && !host.hasWaiting && !host.isReady {
+            hosts[key] = nil
+            return
+        }
+        hosts[key] = host
+        markReadyIfStartable(key)
+    }
+
+    /// Every waiting transfer, removed (for shutdown).
+    mutating func removeAll() -> [CurlTransfer] {
+        var all: [CurlTransfer] = []
+        for (key, var host) in hosts {
+            while let transfer = host.popFirst() { all.append(transfer) }
+            hosts[key] = host
+        }
+        hosts.removeAll()
+        ready.removeAll()
+        readyHead = 0
+        return all
+    }
+
+    private mutating func markReadyIfStartable(_ key: String) {
+        guard var host = hosts[key], !host.isReady, host.hasWaiting, host.active < perHostLimit else { return }
+        host.isReady = true
+        hosts[key] = host
+        ready.append(key)
+    }
+}
+
+extension CurlTransfer {
+    /// The scheme, host and port of `url` (lowercased, without user information): what libcurl
+    /// shares connections by, and what the per-host limit counts.
+    static func hostKey(of url: String) -> String {
+        let bytes = Array(url.utf8)
+        var authorityStart = 0
+        var index = 0
+        while index + 2 < bytes.count {
+            if bytes[index] == UInt8(ascii: ":") && bytes[index + 1] == UInt8(ascii: "/") && bytes[index + 2] == UInt8(ascii: "/") {
+                authorityStart = index + 3
+                break
+            }
+            index += 1
+        }
+        var authorityEnd = authorityStart
+        while authorityEnd < bytes.count, ![UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#")].contains(bytes[authorityEnd]) {
+            authorityEnd += 1
+        }
+        var hostStart = authorityStart
+        for position in authorityStart..<authorityEnd where bytes[position] == UInt8(ascii: "@") {
+            hostStart = position + 1
+        }
+        let key = bytes[..<authorityStart] + bytes[hostStart..<authorityEnd]
+        return String(decoding: key.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 + 32 : $0 }, as: UTF8.self)
+    }
+}
