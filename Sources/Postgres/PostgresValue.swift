@@ -120,21 +120,31 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
         // Built on UTF-8 bytes: per-character String appends were most of the cost of binding
         // large text (signed transactions). `"` and `\` are ASCII and never occur inside a
         // multi-byte UTF-8 sequence, so escaping byte by byte is exact.
+        // Elements write their text straight into the literal (no String each: numbers, dates
+        // and ids are most of the arrays bound per batch); escaping is only done over the bytes
+        // of an element that has a quote or backslash, which only strings can.
         let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
         var literal: [UInt8] = [UInt8(ascii: "{")]
+        literal.reserveCapacity(2 + count * 28)
         for (index, element) in self.enumerated() {
             if index > 0 { literal.append(UInt8(ascii: ",")) }
-            switch element.arrayElementText {
-            case nil:
+            let start = literal.count
+            literal.append(quote)
+            guard element.appendArrayElementText(to: &literal) else {
+                literal.removeLast()
                 literal.append(contentsOf: "NULL".utf8)
-            case let text?:
-                literal.append(quote)
-                for byte in text.utf8 {
-                    if byte == quote || byte == backslash { literal.append(backslash) }
-                    literal.append(byte)
-                }
-                literal.append(quote)
+                continue
             }
+            if literal[(start + 1)...].contains(where: { $0 == quote || $0 == backslash }) {
+                let text = literal[(start + 1)...]
+                var escaped: [UInt8] = []
+                for byte in text {
+                    if byte == quote || byte == backslash { escaped.append(backslash) }
+                    escaped.append(byte)
+                }
+                literal.replaceSubrange((start + 1)..., with: escaped)
+            }
+            literal.append(quote)
         }
         literal.append(UInt8(ascii: "}"))
         return String(decoding: literal, as: UTF8.self)
@@ -154,6 +164,10 @@ extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
 public protocol PostgresArrayElement: Sendable {
     /// The element's text form; `nil` is SQL NULL.
     var arrayElementText: String? { get }
+    /// Appends ``arrayElementText``'s UTF-8 bytes to `bytes`, or nothing and returns false for
+    /// SQL NULL. The default goes through ``arrayElementText``; numbers, dates and ids write
+    /// their bytes directly.
+    func appendArrayElementText(to bytes: inout [UInt8]) -> Bool
     /// Whether the elements are strings, which arrays bind in binary format as `text[]`
     /// (``PostgresValue/textArray(_:)``); other elements go as an array literal.
     static var isText: Bool { get }
@@ -161,6 +175,29 @@ public protocol PostgresArrayElement: Sendable {
 
 extension PostgresArrayElement {
     public static var isText: Bool { false }
+
+    public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
+        guard let text = arrayElementText else { return false }
+        bytes.append(contentsOf: text.utf8)
+        return true
+    }
+}
+
+/// Appends the decimal digits of `value` (with a sign) without building a String.
+private func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+    if value < 0 { bytes.append(UInt8(ascii: "-")) }
+    // The magnitude as unsigned, so Int64.min has one too.
+    var magnitude = value.magnitude
+    var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)  // 32 bytes, room for 20 digits
+    var count = 0
+    withUnsafeMutableBytes(of: &digits) { buffer in
+        repeat {
+            buffer[31 - count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+            magnitude /= 10
+            count += 1
+        } while magnitude > 0
+        bytes.append(contentsOf: buffer[(32 - count)...])
+    }
 }
 
 extension String: PostgresArrayElement {
@@ -169,9 +206,17 @@ extension String: PostgresArrayElement {
 }
 extension Int64: PostgresArrayElement {
     public var arrayElementText: String? { String(self) }
+    public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
+        appendDecimal(self, to: &bytes)
+        return true
+    }
 }
 extension Int: PostgresArrayElement {
     public var arrayElementText: String? { String(self) }
+    public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
+        appendDecimal(Int64(self), to: &bytes)
+        return true
+    }
 }
 extension Double: PostgresArrayElement {
     public var arrayElementText: String? {
@@ -184,11 +229,30 @@ extension Bool: PostgresArrayElement {
 }
 extension UUID: PostgresArrayElement {
     public var arrayElementText: String? { uuidString.lowercased() }
+    public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
+        let hex = Array("0123456789abcdef".utf8)
+        withUnsafeBytes(of: uuid) { raw in
+            for (index, byte) in raw.enumerated() {
+                if index == 4 || index == 6 || index == 8 || index == 10 { bytes.append(UInt8(ascii: "-")) }
+                bytes.append(hex[Int(byte >> 4)])
+                bytes.append(hex[Int(byte & 0x0F)])
+            }
+        }
+        return true
+    }
 }
 extension Date: PostgresArrayElement {
     public var arrayElementText: String? { PostgresTimestamp.format(self) }
+    public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
+        PostgresTimestamp.append(self, style: .postgres, to: &bytes)
+        return true
+    }
 }
 extension Optional: PostgresArrayElement where Wrapped: PostgresArrayElement {
     public var arrayElementText: String? { self?.arrayElementText }
     public static var isText: Bool { Wrapped.isText }
+    public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
+        guard let self else { return false }
+        return self.appendArrayElementText(to: &bytes)
+    }
 }

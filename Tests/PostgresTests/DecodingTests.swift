@@ -253,6 +253,42 @@ import Testing
         }
     }
 
+    /// Numbers, ids and dates write their array-literal text as bytes; it must be exactly the
+    /// text they have as strings (which the round trips above check against the server).
+    @Test func arrayElementsWriteTheirOwnText() async throws {
+        func written<T: PostgresArrayElement>(_ value: T) -> String? {
+            var bytes: [UInt8] = Array("x".utf8)
+            guard value.appendArrayElementText(to: &bytes) else { return bytes == Array("x".utf8) ? nil : "appended for NULL" }
+            return String(decoding: bytes.dropFirst(), as: UTF8.self)
+        }
+        var generator = SystemRandomNumberGenerator()
+        let edges: [Int64] = [.min, .min + 1, -10, -9, -1, 0, 1, 9, 10, 99, 100, .max - 1, .max]
+        for value in edges + (0..<1000).map({ _ in Int64.random(in: .min ... .max, using: &generator) }) {
+            #expect(written(value) == value.arrayElementText)
+            #expect(written(Int(truncatingIfNeeded: value)) == Int(truncatingIfNeeded: value).arrayElementText)
+        }
+        for _ in 0..<200 {
+            let id = UUID()
+            #expect(written(id) == id.arrayElementText)
+        }
+        let dateEdges = [Date.distantPast, .distantFuture, Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: -62_135_596_800.5)]
+        let randomDates = (0..<1000).map { _ in Date(timeIntervalSince1970: Double.random(in: -70_000_000_000...300_000_000_000, using: &generator)) }
+        for date in dateEdges + randomDates {
+            #expect(written(date) == date.arrayElementText)
+        }
+        #expect(written(Int64?.none) == nil)
+        #expect(written(Date?.some(Date(timeIntervalSince1970: 1.5))) == Date(timeIntervalSince1970: 1.5).arrayElementText)
+        try await TestDatabase.withConnection { connection in
+            // NULLs between values, and values beside them, through the literal.
+            let values: [Int64?] = [nil, .min, nil, 42, nil]
+            let rows = try await connection.query("SELECT x FROM unnest(\(values)::bigint[]) WITH ORDINALITY AS t(x, n) ORDER BY n")
+            #expect(try rows.map { try $0.decode(Int64?.self, at: 0) } == values)
+            let dates: [Date?] = [Date(timeIntervalSince1970: 86_400.125), nil, .distantFuture]
+            let times = try await connection.query("SELECT x FROM unnest(\(dates)::timestamptz[]) WITH ORDINALITY AS t(x, n) ORDER BY n")
+            #expect(try times.map { try $0.decode(Date?.self, at: 0) } == dates)
+        }
+    }
+
     /// Arrays of strings go in binary format (`array_recv`): the same values come back through
     /// prepared statements too, whichever value a statement was prepared with, and the form
     /// is `text[]` whatever the cast after it.
