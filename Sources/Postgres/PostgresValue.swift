@@ -123,31 +123,38 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
         // Elements write their text straight into the literal (no String each: numbers, dates
         // and ids are most of the arrays bound per batch); escaping is only done over the bytes
         // of an element that has a quote or backslash, which only strings can.
-        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
         var literal: [UInt8] = [UInt8(ascii: "{")]
         literal.reserveCapacity(2 + count * 28)
-        for (index, element) in self.enumerated() {
-            if index > 0 { literal.append(UInt8(ascii: ",")) }
-            let start = literal.count
-            literal.append(quote)
-            guard element.appendArrayElementText(to: &literal) else {
-                literal.removeLast()
-                literal.append(contentsOf: "NULL".utf8)
-                continue
+        // Through a buffer pointer: this generic code is not specialized for the callers'
+        // element types, and `enumerated()` cost more than the elements' own writing.
+        withUnsafeBufferPointer { elements in
+            for index in 0..<elements.count {
+                Self.appendLiteralElement(elements[index], first: index == 0, to: &literal)
             }
-            if literal[(start + 1)...].contains(where: { $0 == quote || $0 == backslash }) {
-                let text = literal[(start + 1)...]
-                var escaped: [UInt8] = []
-                for byte in text {
-                    if byte == quote || byte == backslash { escaped.append(backslash) }
-                    escaped.append(byte)
-                }
-                literal.replaceSubrange((start + 1)..., with: escaped)
-            }
-            literal.append(quote)
         }
         literal.append(UInt8(ascii: "}"))
         return String(decoding: literal, as: UTF8.self)
+    }
+
+    private static func appendLiteralElement(_ element: Element, first: Bool, to literal: inout [UInt8]) {
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        if !first { literal.append(UInt8(ascii: ",")) }
+        let start = literal.count
+        literal.append(quote)
+        guard element.appendArrayElementText(to: &literal) else {
+            literal.removeLast()
+            literal.append(contentsOf: "NULL".utf8)
+            return
+        }
+        if literal[(start + 1)...].contains(where: { $0 == quote || $0 == backslash }) {
+            var escaped: [UInt8] = []
+            for byte in literal[(start + 1)...] {
+                if byte == quote || byte == backslash { escaped.append(backslash) }
+                escaped.append(byte)
+            }
+            literal.replaceSubrange((start + 1)..., with: escaped)
+        }
+        literal.append(quote)
     }
 }
 
