@@ -341,21 +341,23 @@ struct CurlClientTests {
             #expect(recorder.hits("slow") == 6)
             #expect((1...2).contains(recorder.mostAtOnce), "never more than two at once: \(recorder.mostAtOnce)")
         }
-        // One slot: a 3 s request holds it, and a request with a 2 s timeout waits behind it.
+        // One slot: a 10 s request holds it, and a request with a 6 s timeout waits behind it.
         // Its timeout counts from its own start, so it is answered (parked inside libcurl, as
-        // before, its timeout ran while it waited and it failed at 2 s).
+        // before, its timeout ran while it waited and it failed at 6 s). The margins are wide
+        // because the whole suite shares the cooperative pool: under load a handler that should
+        // take milliseconds has taken seconds.
         try await TestServer.run { port, recorder in
             let client = loopbackClient(maximumConnectionsPerHost: 1)
             defer { client.shutdown() }
             async let slow = client.execute(
-                CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=3000", method: "GET", totalTimeout: .seconds(60)))
+                CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=10000", method: "GET", totalTimeout: .seconds(60)))
             let deadline = ContinuousClock.now + .seconds(30)
             while recorder.hits("slow") == 0, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(10))
             }
             #expect(recorder.hits("slow") == 1, "the slow request reached the server first")
             let queued = try await client.execute(
-                CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", totalTimeout: .seconds(2)))
+                CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", totalTimeout: .seconds(6)))
             #expect(queued.status == 200)
             #expect(try await slow.status == 200)
         }
