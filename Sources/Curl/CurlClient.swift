@@ -14,9 +14,10 @@ public final class CurlClient: Sendable {
         public var addressGuard: AddressGuard
         /// Transfers in flight at once; further requests wait in a queue (their timeouts start when they leave it).
         public var maximumConcurrentTransfers: Int
-        /// Transfers (so connections) per host at once, 0 for no limit; further transfers to that
-        /// host wait in the loop's queue, their timeouts starting when they leave it, while other
-        /// hosts go on (`CurlWaitingTransfers`).
+        /// Transfers per host at once (so at most this many HTTP/1.1 connections; an HTTP/2
+        /// connection may carry several), 0 for no limit; further transfers to that host wait in
+        /// the loop's queue, their timeouts starting when they leave it (see
+        /// `CurlRequest.startBy`), while other hosts go on (`CurlWaitingTransfers`).
         public var maximumConnectionsPerHost: Int
         /// The `User-Agent` header, unless a request sets its own.
         public var userAgent: String

@@ -13,6 +13,8 @@ public enum CurlError: Error, Sendable, Equatable, CustomStringConvertible {
     case tooManyRedirects(String)
     /// The client was shut down before the transfer ended.
     case shutDown
+    /// The request waited in the loop's queue past its `startBy`, and was not sent at all.
+    case notStarted
     /// Any other libcurl failure (`code` is the `CURLcode`).
     case other(code: Int, message: String)
 
@@ -25,6 +27,7 @@ public enum CurlError: Error, Sendable, Equatable, CustomStringConvertible {
         case .timedOut(let message): "timed out: \(message)"
         case .tooManyRedirects(let message): "too many redirects: \(message)"
         case .shutDown: "the HTTP client was shut down"
+        case .notStarted: "not sent: it could not start before its start-by time"
         case .other(let code, let message): "libcurl error \(code): \(message)"
         }
     }

@@ -90,8 +90,8 @@ final class CurlLoop {
     private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
     /// Transfers waiting for a free slot, by host.
     private var waiting: CurlWaitingTransfers
-    /// Easy handles of finished transfers, reset, for the next ones (at most
-    /// `maximumConcurrentTransfers`; the rest are freed).
+    /// Easy handles of finished transfers, reset, for the next ones (at most 32; the rest are
+    /// freed).
     private var spareHandles: [UnsafeMutableRawPointer] = []
 
     private init(multi: UnsafeMutableRawPointer, queue: CurlSubmissionQueue, configuration: CurlClient.Configuration) {
@@ -189,6 +189,11 @@ final class CurlLoop {
                 waiting.finished(transfer)
                 continue
             }
+            if let startBy = transfer.request.startBy, ContinuousClock.now > startBy {
+                waiting.finished(transfer)
+                transfer.finish(.failure(CurlError.notStarted))
+                continue
+            }
             let easy: UnsafeMutableRawPointer
             do {
                 easy = try transfer.start(reusing: spareHandles.popLast())
@@ -234,7 +239,7 @@ final class CurlLoop {
     /// for the next transfer while there is room.
     private func recycle(_ transfer: CurlTransfer) {
         waiting.finished(transfer)
-        let keep = spareHandles.count < maximumConcurrentTransfers
+        let keep = spareHandles.count < min(32, maximumConcurrentTransfers)
         if let easy = transfer.cleanup(keepingHandle: keep) {
             spareHandles.append(easy)
         }

@@ -15,6 +15,11 @@ public struct CurlRequest: Sendable {
     public var totalTimeout: Duration
     /// Response body bytes kept; the rest is read and dropped, and the response is marked `truncated`.
     public var maximumResponseBytes: Int
+    /// When set, a request still waiting for a free slot (`maximumConnectionsPerHost`,
+    /// `maximumConcurrentTransfers`) at this time is not sent at all: it fails with
+    /// `CurlError.notStarted`. For callers whose request is only valid for a while (a webhook
+    /// sender's lease on the delivery), since `totalTimeout` only starts once it is sent.
+    public var startBy: ContinuousClock.Instant?
 
     public init(
         url: String,
@@ -23,7 +28,8 @@ public struct CurlRequest: Sendable {
         body: [UInt8] = [],
         connectTimeout: Duration = .seconds(5),
         totalTimeout: Duration = .seconds(15),
-        maximumResponseBytes: Int = 65_536
+        maximumResponseBytes: Int = 65_536,
+        startBy: ContinuousClock.Instant? = nil
     ) {
         self.url = url
         self.method = method
@@ -32,5 +38,6 @@ public struct CurlRequest: Sendable {
         self.connectTimeout = connectTimeout
         self.totalTimeout = totalTimeout
         self.maximumResponseBytes = maximumResponseBytes
+        self.startBy = startBy
     }
 }

@@ -363,6 +363,34 @@ struct CurlClientTests {
         }
     }
 
+    @Test("a request still queued at its startBy is not sent: notStarted, and the server never sees it")
+    func startBy() async throws {
+        try await TestServer.run { port, recorder in
+            let client = loopbackClient(maximumConnectionsPerHost: 1)
+            defer { client.shutdown() }
+            // A 3 s request holds the only slot; the next may start within 1 s, or not at all.
+            async let slow = client.execute(
+                CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=3000", method: "GET", totalTimeout: .seconds(60)))
+            let deadline = ContinuousClock.now + .seconds(30)
+            while recorder.hits("slow") == 0, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            do {
+                _ = try await client.execute(
+                    CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", startBy: .now + .seconds(1)))
+                Issue.record("a request that could not start by its startBy was sent")
+            } catch let error as CurlError {
+                #expect(error == .notStarted)
+            }
+            #expect(try await slow.status == 200)
+            #expect(recorder.hits("ok") == 0)
+            // With time to spare, it goes.
+            let sent = try await client.execute(
+                CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", startBy: .now + .seconds(60)))
+            #expect(sent.status == 200)
+        }
+    }
+
     @Test("200 concurrent requests all succeed")
     func concurrent() async throws {
         try await TestServer.run { port, recorder in

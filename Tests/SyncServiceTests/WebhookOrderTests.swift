@@ -253,16 +253,21 @@ struct WebhookOrderTests {
             for account in ["ann", "bob", "cy"] {
                 try await Self.addDeliveries(env, endpoint: endpoint.id, account: account, 1...2)
             }
-            // Strictly ordered due times: ann1, ann2, bob1, bob2, cy1, cy2.
+            // A disabled endpoint's deliveries stay due, older than all: claims do not read
+            // them, and they must not take the window.
+            let (disabled, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/off", eventTypes: nil)
+            try await Self.addDeliveries(env, endpoint: disabled.id, account: "zed", 1...3)
+            try await env.pool.query("UPDATE webhook_endpoints SET enabled = false WHERE endpoint_id = \(disabled.id)")
+            // Strictly ordered due times: zed's, then ann1, ann2, bob1, bob2, cy1, cy2.
             try await env.pool.query(
                 """
                 UPDATE deliveries SET next_attempt_at = now() - interval '1 hour'
-                    + (CASE account_id WHEN 'ann' THEN 0 WHEN 'bob' THEN 2 ELSE 4 END + event_sequence) * interval '1 second'
+                    + (CASE account_id WHEN 'zed' THEN -10 WHEN 'ann' THEN 0 WHEN 'bob' THEN 2 ELSE 4 END + event_sequence) * interval '1 second'
                 """
             )
             // One sender has every stream: the heads and the deliveries behind them are leased,
             // and the deliveries behind the heads are still due, so claims would read them.
-            #expect(try await store.claimDue(limit: 10, lease: 60).count == 6)
+            #expect(try await store.claimDue(limit: 10, lease: 3600).count == 6)
             func due(_ account: String) async throws -> Int {
                 try await env.pool.query(
                     "SELECT count(*) FROM deliveries WHERE account_id = \(account) AND event_sequence = 2 AND next_attempt_at <= now()"
@@ -329,7 +334,12 @@ struct WebhookOrderTests {
             let now = Date()
             #expect(try await store.claimDue(limit: 10, lease: 60, now: now).map(\.eventSequence) == [1, 2])
             #expect(try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(59)).isEmpty)
-            #expect(try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(61)).map(\.eventSequence) == [1, 2])
+            let again = try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(61))
+            #expect(again.map(\.eventSequence) == [1, 2])
+            // A sender that gives its claim back unsent (it could not start in time): the
+            // stream can be claimed again at once, not only after the lease.
+            try await store.release(again)
+            #expect(try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(62)).map(\.eventSequence) == [1, 2])
         }
     }
 

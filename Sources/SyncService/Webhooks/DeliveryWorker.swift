@@ -118,7 +118,13 @@ public struct DeliveryWorker: Service {
         // The lease must outlast the round: a stream starts no new attempt once an attempt could
         // end past `deadline`, leaving time to record. What it did not send is let go by `record`.
         let deadline = clock.uptime() + .seconds(max(0, configuration.effectiveLease - 2 * configuration.timeoutSeconds - 5))
-        let results = await withTaskGroup(of: [DeliveryStore.AttemptResult].self) { taskGroup in
+        // The same limit for attempts still waiting in the HTTP loop's per-host queue (a
+        // receiver that never answers takes its 16 slots for a whole timeout each): one not
+        // sent by then is not sent at all, and its stream is given back below.
+        let startBy = ContinuousClock.now + (deadline - clock.uptime())
+        let (results, unsent) = await withTaskGroup(
+            of: (attempted: [DeliveryStore.AttemptResult], unsent: [DeliveryStore.Claimed]).self
+        ) { taskGroup in
             for group in groups {
                 taskGroup.addTask {
                     // A stream stops at its first failure: what follows waits for that retry
@@ -126,18 +132,29 @@ public struct DeliveryWorker: Service {
                     var results: [DeliveryStore.AttemptResult] = []
                     for delivery in group {
                         if !results.isEmpty, clock.uptime() > deadline { break }
-                        let result = await attempt(delivery)
+                        guard let result = await attempt(delivery, startBy: startBy) else {
+                            // Not sent. After an attempt `record` lets the rest go; a stream
+                            // with none is given back whole.
+                            return (results, results.isEmpty ? group : [])
+                        }
                         results.append(result)
                         if result.outcome != .succeeded { break }
                     }
-                    return results
+                    return (results, [])
                 }
             }
             var all: [DeliveryStore.AttemptResult] = []
-            for await results in taskGroup { all.append(contentsOf: results) }
-            return all
+            var unsent: [DeliveryStore.Claimed] = []
+            for await stream in taskGroup {
+                all.append(contentsOf: stream.attempted)
+                unsent.append(contentsOf: stream.unsent)
+            }
+            return (all, unsent)
         }
         try await record(results)
+        if !unsent.isEmpty {
+            try await store.release(unsent)
+        }
         return claimed.count
     }
 
@@ -175,8 +192,9 @@ public struct DeliveryWorker: Service {
         }
     }
 
-    /// One attempt at one delivery.
-    func attempt(_ delivery: DeliveryStore.Claimed) async -> DeliveryStore.AttemptResult {
+    /// One attempt at one delivery; nil when it was not sent because it could not start by
+    /// `startBy` (it is then no attempt: nothing is recorded or counted).
+    func attempt(_ delivery: DeliveryStore.Claimed, startBy: ContinuousClock.Instant) async -> DeliveryStore.AttemptResult? {
         let attemptNumber = delivery.attempts + 1
         let now = clock.now()
         let timestamp = Int(now.timeIntervalSince1970)
@@ -194,7 +212,8 @@ public struct DeliveryWorker: Service {
             body: body,
             connectTimeout: configuration.connectTimeout,
             totalTimeout: configuration.totalTimeout,
-            maximumResponseBytes: 4096
+            maximumResponseBytes: 4096,
+            startBy: startBy
         )
         let started = ContinuousClock.now
         var statusCode: Int?
@@ -208,6 +227,8 @@ public struct DeliveryWorker: Service {
             if response.status == 429 || response.status == 503 {
                 retryAfter = RetrySchedule.retryAfter(response.header("retry-after"), now: now)
             }
+        } catch CurlError.notStarted {
+            return nil
         } catch {
             self.logger.debug("webhook transfer failed", metadata: ["endpoint": "\(delivery.endpointID)", "error": "\(error)"])
             // CurlError descriptions name the address and the failure, never the secret.

@@ -303,8 +303,9 @@ public struct DeliveryStore: Sendable {
             // The sender is done with these streams: their leases end. The deliveries sent let go
             // of theirs in the update above (a second update of each row cost as much as the
             // first: 12 ms for 500 rows, a new tuple and an entry in every index); what is still
-            // leased here was claimed behind a failure and not sent, or changed by an operator
-            // while it was out (`retry`, `cancel`), which the update above skips.
+            // leased here was claimed behind a failure and not sent, or cancelled by an operator
+            // while it was out, which the update above skips (an operator's `retry` leaves the
+            // delivery pending, and the update above records the attempt over it).
             if isCitus {
                 try await connection.preparedQuery(
                     """
@@ -372,6 +373,20 @@ public struct DeliveryStore: Sendable {
         }
     }
 
+    /// Ends the lease of claimed deliveries that were not sent (their sender could not start
+    /// them before its lease would have run out), so their streams can be claimed again now
+    /// rather than when the lease ends. Nothing else changes: they are due as they were.
+    public func release(_ claimed: [Claimed]) async throws {
+        guard !claimed.isEmpty else { return }
+        try await pool.preparedQuery(
+            """
+            UPDATE deliveries d SET leased_until = NULL
+            FROM unnest(\(claimed.map(\.accountID))::text[], \(claimed.map(\.deliveryID))::bigint[]) AS v(account_id, delivery_id)
+            WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id AND d.leased_until IS NOT NULL
+            """
+        )
+    }
+
     /// Moves the due deliveries that wait behind a pending delivery not yet due (retrying, or
     /// leased to a sender) to that delivery's time (its retry, or its lease's end), so claims stop reading them over and over
     /// while an endpoint is down. `record` lets them go once it is done. Returns how many.
@@ -404,8 +419,11 @@ public struct DeliveryStore: Sendable {
                 -- The window is taken over every partition and filtered after: with the filter
                 -- inside, the planner (which cannot estimate it) read the whole table and sorted
                 -- it, 330 ms at a million due deliveries against 41 ms through deliveries_due.
+                -- Only deliveries of enabled endpoints, which claims read: those of a disabled
+                -- endpoint stay due and would fill the window for good.
                 SELECT f.account_id, f.delivery_id, f.endpoint_id FROM (
                     SELECT d.account_id, d.delivery_id, d.endpoint_id FROM deliveries d
+                    JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
                     WHERE d.status = 'pending' AND d.next_attempt_at <= \(now)
                     ORDER BY d.next_attempt_at
                     LIMIT \(window)) f
