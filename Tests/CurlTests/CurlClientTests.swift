@@ -351,10 +351,7 @@ struct CurlClientTests {
             defer { client.shutdown() }
             async let slow = client.execute(
                 CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=10000", method: "GET", totalTimeout: .seconds(60)))
-            let deadline = ContinuousClock.now + .seconds(30)
-            while recorder.hits("slow") == 0, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await recorder.waitForHit("slow")
             #expect(recorder.hits("slow") == 1, "the slow request reached the server first")
             let queued = try await client.execute(
                 CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", totalTimeout: .seconds(6)))
@@ -371,10 +368,7 @@ struct CurlClientTests {
             // A 3 s request holds the only slot; the next may start within 1 s, or not at all.
             async let slow = client.execute(
                 CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=3000", method: "GET", totalTimeout: .seconds(60)))
-            let deadline = ContinuousClock.now + .seconds(30)
-            while recorder.hits("slow") == 0, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await recorder.waitForHit("slow")
             do {
                 _ = try await client.execute(
                     CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", startBy: .now + .seconds(1)))

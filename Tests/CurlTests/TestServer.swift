@@ -56,6 +56,14 @@ final class Recorder: Sendable {
         hits.withLock { $0[path, default: 0] }
     }
 
+    /// Returns once `path` was requested (or after 30 s, for the caller's expectations to fail).
+    func waitForHit(_ path: String) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while hits(path) == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     func record(_ request: Seen) {
         seen.withLock { $0.append(request) }
     }
