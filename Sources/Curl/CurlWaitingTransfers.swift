@@ -11,33 +11,52 @@
 ///
 /// Not Sendable: owned and used by the loop thread alone.
 struct CurlWaitingTransfers {
+    /// First in, first out, in an array read from a moving head (compacted once half of it is
+    /// read), so taking the first is O(1).
+    struct Queue<Element> {
+        private var elements: [Element] = []
+        private var head = 0
+
+        var isEmpty: Bool { head >= elements.count }
+
+        mutating func append(_ element: Element) {
+            elements.append(element)
+        }
+
+        mutating func popFirst() -> Element? {
+            guard !isEmpty else { return nil }
+            let element = elements[head]
+            head += 1
+            if head >= 64 && head * 2 >= elements.count {
+                elements.removeFirst(head)
+                head = 0
+            }
+            return element
+        }
+
+        /// Every element, the queue left empty.
+        mutating func removeAll() -> [Element] {
+            let rest = Array(elements[head...])
+            elements.removeAll()
+            head = 0
+            return rest
+        }
+    }
+
     private struct Host {
-        var waiting: [CurlTransfer] = []
-        var head = 0
+        var waiting = Queue<CurlTransfer>()
         var active = 0
         /// Whether the host is in `ready`.
         var isReady = false
 
-        var hasWaiting: Bool { head < waiting.count }
-
-        mutating func popFirst() -> CurlTransfer? {
-            guard hasWaiting else { return nil }
-            let transfer = waiting[head]
-            head += 1
-            if head >= 64 && head * 2 >= waiting.count {
-                waiting.removeFirst(head)
-                head = 0
-            }
-            return transfer
-        }
+        var hasWaiting: Bool { !waiting.isEmpty }
     }
 
     /// In-flight transfers per host at most (libcurl bundles connections by host and port).
     let perHostLimit: Int
     private var hosts: [String: Host] = [:]
-    /// Hosts with a waiting transfer and a free slot, in turn (from `readyHead` on).
-    private var ready: [String] = []
-    private var readyHead = 0
+    /// Hosts with a waiting transfer and a free slot, in turn.
+    private var ready = Queue<String>()
 
     /// `perHostLimit` 0 means no limit.
     init(perHostLimit: Int) {
@@ -45,7 +64,7 @@ struct CurlWaitingTransfers {
     }
 
     /// Whether a transfer can start now.
-    var hasStartable: Bool { readyHead < ready.count }
+    var hasStartable: Bool { !ready.isEmpty }
 
     /// Queues `transfer` behind the others of its host.
     mutating func append(_ transfer: CurlTransfer) {
@@ -56,16 +75,10 @@ struct CurlWaitingTransfers {
 
     /// The next transfer to start, counted as in flight for its host until ``finished(_:)``.
     mutating func next() -> CurlTransfer? {
-        while readyHead < ready.count {
-            let key = ready[readyHead]
-            readyHead += 1
-            if readyHead >= 64 && readyHead * 2 >= ready.count {
-                ready.removeFirst(readyHead)
-                readyHead = 0
-            }
+        while let key = ready.popFirst() {
             guard var host = hosts[key] else { continue }
             host.isReady = false
-            guard host.active < perHostLimit, let transfer = host.popFirst() else {
+            guard host.active < perHostLimit, let transfer = host.waiting.popFirst() else {
                 hosts[key] = host
                 continue
             }
@@ -93,13 +106,11 @@ struct CurlWaitingTransfers {
     /// Every waiting transfer, removed (for shutdown).
     mutating func removeAll() -> [CurlTransfer] {
         var all: [CurlTransfer] = []
-        for (key, var host) in hosts {
-            while let transfer = host.popFirst() { all.append(transfer) }
-            hosts[key] = host
+        for var host in hosts.values {
+            all += host.waiting.removeAll()
         }
         hosts.removeAll()
-        ready.removeAll()
-        readyHead = 0
+        ready = Queue()
         return all
     }
 
@@ -126,8 +137,11 @@ extension CurlTransfer {
             index += 1
         }
         var authorityEnd = authorityStart
-        while authorityEnd < bytes.count, ![UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#")].contains(bytes[authorityEnd]) {
-            authorityEnd += 1
+        scan: while authorityEnd < bytes.count {
+            switch bytes[authorityEnd] {
+            case UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"): break scan
+            default: authorityEnd += 1
+            }
         }
         var hostStart = authorityStart
         for position in authorityStart..<authorityEnd where bytes[position] == UInt8(ascii: "@") {
