@@ -169,6 +169,12 @@ enum PostgresTimestamp {
 
     /// Appends the decimal digits of `value` (not negative), zero-padded to `width`.
     private static func appendPadded(_ bytes: inout [UInt8], _ value: Int64, width: Int) {
+        appendDigits(&bytes, UInt64(value), width: width)
+    }
+
+    /// Appends the decimal digits of `value`, zero-padded to `width`, without building a String
+    /// (also the array literal's integers, `appendArrayElementText`).
+    static func appendDigits(_ bytes: inout [UInt8], _ value: UInt64, width: Int) {
         var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
             (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         var count = 0

@@ -194,17 +194,7 @@ extension PostgresArrayElement {
 private func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
     if value < 0 { bytes.append(UInt8(ascii: "-")) }
     // The magnitude as unsigned, so Int64.min has one too.
-    var magnitude = value.magnitude
-    var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)  // 32 bytes, room for 20 digits
-    var count = 0
-    withUnsafeMutableBytes(of: &digits) { buffer in
-        repeat {
-            buffer[31 - count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-            magnitude /= 10
-            count += 1
-        } while magnitude > 0
-        bytes.append(contentsOf: buffer[(32 - count)...])
-    }
+    PostgresTimestamp.appendDigits(&bytes, value.magnitude, width: 1)
 }
 
 extension String: PostgresArrayElement {
@@ -237,12 +227,10 @@ extension Bool: PostgresArrayElement {
 extension UUID: PostgresArrayElement {
     public var arrayElementText: String? { uuidString.lowercased() }
     public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
-        let hex = Array("0123456789abcdef".utf8)
         withUnsafeBytes(of: uuid) { raw in
             for (index, byte) in raw.enumerated() {
                 if index == 4 || index == 6 || index == 8 || index == 10 { bytes.append(UInt8(ascii: "-")) }
-                bytes.append(hex[Int(byte >> 4)])
-                bytes.append(hex[Int(byte & 0x0F)])
+                HexText.append(byte, to: &bytes)
             }
         }
         return true
