@@ -228,7 +228,9 @@ struct ClientTests {
         try await TestEnvironment.withFresh { env in
             try await Self.withFolder { folder in
                 let port = freeTCPPort()
-                let clock = ManualClock(start: Date())
+                // The clock starts at the purchase's own instant (`base`, fixed when the suite first
+                // reads it), so 3,601 s later is always past its expiry, however long the set-up took.
+                let clock = ManualClock(start: Self.base)
                 try await Self.serving(env.application(port: port), port: port) {
                     let client = try Self.client(env, port: port, account: "dan", folder: folder, now: { clock.now() })
                     _ = try await client.sync([Self.unsigned("s1", expires: 3_600)])
