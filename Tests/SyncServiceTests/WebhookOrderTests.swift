@@ -245,10 +245,32 @@ struct WebhookOrderTests {
         }
     }
 
-    @Test("holding looks at the due deliveries a claim reads first, a window of them, not at the whole backlog")
-    func holdLooksAtAWindow() async throws {
+    /// Who holds: `holdBlocked`'s statement (one PostgreSQL), or the function Citus runs in its
+    /// place (sql/0018), called here on one PostgreSQL: PL/pgSQL, the same answers expected.
+    enum HoldForm: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case statement, citusFunction
+        var testDescription: String { rawValue }
+    }
+
+    @Test("holding looks at the due deliveries a claim reads first, a window of them, not at the whole backlog", arguments: HoldForm.allCases)
+    func holdLooksAtAWindow(form: HoldForm) async throws {
         try await TestEnvironment.withFresh { env in
             let store = DeliveryStore(pool: env.pool)
+            /// `window` nil: the default window (the function's three-argument form of sql/0014).
+            func hold(window: Int? = nil) async throws -> Int {
+                switch form {
+                case .statement:
+                    return try await store.holdBlocked(window: window ?? DeliveryStore.holdWindow)
+                case .citusFunction:
+                    let now = Date()
+                    let query: PostgresQuery =
+                        if let window { "SELECT subsync_hold_blocked_deliveries(\(now), 0, 1, \(window))" } else {
+                            "SELECT subsync_hold_blocked_deliveries(\(now), 0, 1)"
+                        }
+                    let result = try await env.pool.query(query)
+                    return try result[0].decode(Int.self, at: 0)
+                }
+            }
             let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
             for account in ["ann", "bob", "cy"] {
                 try await Self.addDeliveries(env, endpoint: endpoint.id, account: account, 1...2)
@@ -273,15 +295,15 @@ struct WebhookOrderTests {
                     "SELECT count(*) FROM deliveries WHERE account_id = \(account) AND event_sequence = 2 AND next_attempt_at <= now()"
                 )[0].decode(Int.self, at: 0)
             }
-            #expect(try await store.holdBlocked(window: 2) == 1, "ann1 and ann2: ann2 waits for the lease")
+            #expect(try await hold(window: 2) == 1, "ann1 and ann2: ann2 waits for the lease")
             #expect(try await due("ann") == 0)
             #expect(try await due("bob") == 1, "beyond the window")
             #expect(try await due("cy") == 1, "beyond the window")
-            #expect(try await store.holdBlocked(window: 2) == 0, "ann1 and bob1: two heads, nothing behind them in the window")
-            #expect(try await store.holdBlocked(window: 3) == 1, "ann1, bob1, bob2")
+            #expect(try await hold(window: 2) == 0, "ann1 and bob1: two heads, nothing behind them in the window")
+            #expect(try await hold(window: 3) == 1, "ann1, bob1, bob2")
             #expect(try await due("bob") == 0)
             #expect(try await due("cy") == 1)
-            #expect(try await store.holdBlocked() == 1)
+            #expect(try await hold() == 1)
             #expect(try await due("cy") == 0)
         }
     }

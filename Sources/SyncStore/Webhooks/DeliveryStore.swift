@@ -396,20 +396,22 @@ public struct DeliveryStore: Sendable {
     /// goes first (the head no longer qualifies) or waits and then lets go of what this held;
     /// SKIP LOCKED leaves heads being claimed or recorded for next time.
     ///
-    /// On one PostgreSQL it looks at the first `window` due deliveries in time order (of every
-    /// partition: what every claim reads first) and holds those of its partition, rather than
-    /// reading every due delivery: with a backlog of a million, that took a second a call (every
-    /// 10 seconds in every delivery loop) to find the few that wait, against 41 ms for the
-    /// window. What lies further back is held when it comes to the front. Holding is only for
-    /// the claims' sake: nothing depends on it for order.
+    /// It looks at the first `window` due deliveries in time order (of every partition: what
+    /// every claim reads first) and holds those of its partition, rather than reading every due
+    /// delivery: with a backlog of a million, that took a second a call (every 10 seconds in
+    /// every delivery loop) to find the few that wait, against 41 ms for the window. On Citus
+    /// the window ends at the due time of the `window`-th, so all deliveries due at that same
+    /// time are in it too (sql/0018). What lies further back is held when it comes to the front.
+    /// Holding is only for the claims' sake: nothing depends on it for order.
     public func holdBlocked(
         partition: (index: Int, count: Int) = (0, 1), now: Date = Date(), window: Int = DeliveryStore.holdWindow
     ) async throws -> Int {
         if try await topology.isCitus(pool) {
-            // `subsync_hold_blocked_deliveries` (sql/0014): the heads found without locks, then
-            // each locked and its followers moved with statements that name its account.
+            // `subsync_hold_blocked_deliveries` (sql/0018): the heads found without locks in the
+            // window (a due time, there: see the migration), then each locked and its followers
+            // moved with statements that name its account.
             let result = try await pool.preparedQuery(
-                "SELECT subsync_hold_blocked_deliveries(\(now), \(partition.index), \(partition.count))"
+                "SELECT subsync_hold_blocked_deliveries(\(now), \(partition.index), \(partition.count), \(window))"
             )
             return try result[0].decode(Int.self, at: 0)
         }
