@@ -123,8 +123,9 @@ struct CurlWaitingTransfers {
 }
 
 extension CurlTransfer {
-    /// The scheme, host and port of `url` (lowercased, without user information): what libcurl
-    /// shares connections by, and what the per-host limit counts.
+    /// The scheme, host and port of `url` (lowercased, without user information, without the
+    /// scheme's default port): what libcurl shares connections by, and what the per-host limit
+    /// counts.
     static func hostKey(of url: String) -> String {
         let bytes = Array(url.utf8)
         var authorityStart = 0
@@ -147,7 +148,17 @@ extension CurlTransfer {
         for position in authorityStart..<authorityEnd where bytes[position] == UInt8(ascii: "@") {
             hostStart = position + 1
         }
-        let key = bytes[..<authorityStart] + bytes[hostStart..<authorityEnd]
-        return String(decoding: key.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 + 32 : $0 }, as: UTF8.self)
+        let key = String(
+            decoding: (bytes[..<authorityStart] + bytes[hostStart..<authorityEnd]).map {
+                $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 + 32 : $0
+            }, as: UTF8.self)
+        // The scheme's own port, or an empty one, is the same host as none: one queue, as libcurl
+        // shares one connection pool between them.
+        for (scheme, port) in [("https://", ":443"), ("http://", ":80")] where key.hasPrefix(scheme) {
+            for suffix in [port, ":"] where key.hasSuffix(suffix) {
+                return String(key.dropLast(suffix.count))
+            }
+        }
+        return key
     }
 }

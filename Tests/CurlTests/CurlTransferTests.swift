@@ -92,12 +92,20 @@ struct CurlTransferTests {
         #expect([unlimited.next(), unlimited.next(), unlimited.next()].compactMap { $0 }.count == 3)
     }
 
-    @Test("host keys: scheme, host and port, lowercased, without user information or path")
+    @Test("host keys: scheme, host and port, lowercased, without user information, path or the default port")
     func hostKeys() {
         #expect(CurlTransfer.hostKey(of: "https://Hooks.Example.com/a/b?c#d") == "https://hooks.example.com")
         #expect(CurlTransfer.hostKey(of: "http://user:pw@127.0.0.1:8080/x") == "http://127.0.0.1:8080")
         #expect(CurlTransfer.hostKey(of: "http://[::1]:9/x") == "http://[::1]:9")
         #expect(CurlTransfer.hostKey(of: "http://a.example?q") == "http://a.example")
         #expect(CurlTransfer.hostKey(of: "https://a.example") != CurlTransfer.hostKey(of: "http://a.example"))
+        // The scheme's default port (or an empty one) is the same host; another port is not.
+        #expect(CurlTransfer.hostKey(of: "https://a.example:443/x") == "https://a.example")
+        #expect(CurlTransfer.hostKey(of: "HTTP://A.example:80") == "http://a.example")
+        #expect(CurlTransfer.hostKey(of: "https://a.example:/x") == "https://a.example")
+        #expect(CurlTransfer.hostKey(of: "https://[::1]:443/x") == "https://[::1]")
+        #expect(CurlTransfer.hostKey(of: "http://a.example:443") == "http://a.example:443")
+        #expect(CurlTransfer.hostKey(of: "https://a.example:8443") == "https://a.example:8443")
+        #expect(CurlTransfer.hostKey(of: "https://[::443]/x") == "https://[::443]")
     }
 }

@@ -1,0 +1,97 @@
+import Curl
+import Foundation
+import Postgres
+@testable import SyncService
+import SyncStore
+import TestSupport
+import Testing
+
+/// A sender's round against a receiver that does not answer in time, end to end: the real
+/// worker, the real HTTP loop with its per-host queue, a real receiver (scripts/webhook-receiver.py)
+/// and PostgreSQL. The per-request half (`CurlRequest.startBy`) and the release are tested on
+/// their own in CurlClientTests and WebhookOrderTests; this checks that they add up to what the
+/// lease needs.
+@Suite("Webhook leases: a receiver that does not answer")
+struct DeliveryLeaseTests {
+    @Test("attempts that could not start before the lease allowed are not sent, and their streams are given back at once")
+    func unstartedStreamsAreGivenBack() async throws {
+        try await TestEnvironment.withFresh { env in
+            let receiver = try WebhookReceiver()
+            defer { receiver.stop() }
+            // Every request takes the receiver 2.5 s; the sender gives up after 1 s.
+            let (endpoint, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/slow/2500"), eventTypes: nil)
+            try await receiver.setSecrets([secret.text])
+            let streams = 24
+            try await env.pool.query(
+                """
+                INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
+                SELECT 'lease-' || a, 1, id, 'entitlement.renewed', now(), json_build_object('id', id, 'account_id', 'lease-' || a, 'sequence', 1)
+                FROM generate_series(1, \(streams)) a, LATERAL (SELECT gen_random_uuid() AS id) generated
+                """
+            )
+            try await env.pool.query(
+                "INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id) SELECT account_id, \(endpoint.id), sequence, event_id FROM events"
+            )
+
+            // Two transfers at a time to the receiver, each held for its 1 s timeout: the queue
+            // holds the rest. The lease (10 s) lets attempts start for 10 - 2 × 1 - 5 = 3 s.
+            var configuration = DeliveryWorker.Configuration()
+            configuration.totalTimeout = .seconds(1)
+            configuration.connectTimeout = .seconds(1)
+            configuration.lease = 10
+            // A failed attempt is retried in an hour: only the streams given back are due after it.
+            configuration.schedule = RetrySchedule(delays: [3_600])
+            let worker = DeliveryWorker(
+                store: DeliveryStore(pool: env.pool),
+                client: CurlClient(configuration: .init(addressGuard: WebhookOrderTests.loopback ?? .publicOnly, maximumConnectionsPerHost: 2)),
+                listenerConfiguration: env.connection,
+                configuration: configuration,
+                logger: env.logger
+            )
+            let claimedAt = Date()
+            #expect(try await worker.deliverBatch() == streams)
+
+            // Each stream was either attempted (one failed attempt recorded, retried later) or
+            // given back whole: due now, no attempt counted, no lease.
+            let rows = try await env.pool.query(
+                """
+                SELECT d.attempts, d.leased_until IS NULL, d.next_attempt_at <= now(), count(a.attempt)
+                FROM deliveries d LEFT JOIN delivery_attempts a USING (account_id, delivery_id)
+                WHERE d.status = 'pending' GROUP BY d.account_id, d.delivery_id
+                """
+            ).map { (try $0.decode(Int.self, at: 0), try $0.decode(Bool.self, at: 1), try $0.decode(Bool.self, at: 2), try $0.decode(Int.self, at: 3)) }
+            #expect(rows.count == streams)
+            let attempted = rows.filter { $0.0 == 1 }
+            let givenBack = rows.filter { $0.0 == 0 }
+            #expect(attempted.count + givenBack.count == streams)
+            #expect(attempted.allSatisfy { $0.1 && !$0.2 && $0.3 == 1 }, "attempted: lease ended, retry later, one attempt recorded")
+            #expect(givenBack.allSatisfy { $0.1 && $0.2 && $0.3 == 0 }, "given back: no lease, due now, nothing recorded")
+            // Two at a time for about 3 s: some started, and most could not (without `startBy`
+            // all 24 would have gone out, the last ones about 11 s after the claim).
+            #expect(attempted.count >= 2)
+            #expect(givenBack.count >= 1)
+
+            // The streams given back are claimed again now, not when the lease would have ended.
+            // (The attempted ones wait for their retry, in an hour.)
+            let again = try await DeliveryStore(pool: env.pool).claimDue(limit: 100, lease: 60)
+            #expect(Set(again.map(\.accountID)) == Set(try await env.pool.query(
+                "SELECT account_id FROM deliveries WHERE attempts = 0"
+            ).map { try $0.decode(String.self, at: 0) }))
+            #expect(again.count == givenBack.count)
+
+            // The receiver saw exactly the attempts, all of them started while the lease had time
+            // for them (it logs a request when its 2.5 s are over).
+            let entries = try await receiver.waitFor { $0.count >= attempted.count }
+            try await Task.sleep(for: .seconds(4))
+            let all = try await receiver.entries()
+            #expect(all.count == entries.count, "a request not counted as an attempt reached the receiver")
+            #expect(all.count == attempted.count)
+            for entry in all {
+                let arrived = Date(timeIntervalSince1970: entry.receivedAt - 2.5)
+                #expect(arrived.timeIntervalSince(claimedAt) < 10 - 1, "a request started too late for its lease: \(arrived.timeIntervalSince(claimedAt)) s after the claim")
+                #expect(entry.verifiedBy == [0])
+            }
+
+        }
+    }
+}
