@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 port, material, url, key = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
@@ -80,5 +81,16 @@ owner = psql("SELECT DISTINCT account_id FROM transaction_owners WHERE original_
              + ", ".join(f"'{purchase}'" for purchase in purchases) + ")")
 if owner != [victim]:
     sys.exit(f"trust: the purchase's owner changed: {owner}")
+# Support's search (the console's, GET /v1/admin/accounts?q=) on the cluster: by account id, by
+# the purchase's original transaction id (transactions and transaction_owners, distributed by
+# different keys) and by something nobody has.
+for query, matched_by in [(victim, "account_id"), (purchases[0], "original_transaction_id"), ("citus-nobody", None)]:
+    status, body = call("GET", f"/v1/admin/accounts?q={urllib.parse.quote(query)}")
+    found = [(m["account_id"], m["matched_by"]) for m in body.get("matches", [])] if status == 200 else None
+    expected = [(victim, [matched_by])] if matched_by else []
+    if matched_by == "original_transaction_id":
+        found = [(account, [by for by in bys if by == matched_by]) for account, bys in (found or [])]
+    if found != expected:
+        sys.exit(f"trust: account search for {query!r}: expected {expected}, got {status} {body}")
 print(f"trust path: {len(accounts)} signed purchases verified and bound at once (a distributed transaction each); "
-      "another account's purchase refused with 409, its owner unchanged")
+      "another account's purchase refused with 409, its owner unchanged; the account found by search")
