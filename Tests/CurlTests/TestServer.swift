@@ -31,6 +31,7 @@ final class Recorder: Sendable {
     }
 
     private let hits = Mutex<[String: Int]>([:])
+    private let slowReleased = Mutex<Bool>(false)
     private let seen = Mutex<[Seen]>([])
     /// Requests being answered now, and the most there were at once.
     private let concurrency = Mutex<(now: Int, most: Int)>((0, 0))
@@ -46,6 +47,17 @@ final class Recorder: Sendable {
     /// The most requests `/slow` answered at once.
     var mostAtOnce: Int {
         concurrency.withLock { $0.most }
+    }
+
+    /// Makes every `/slow` request, answering now or later, answer at once: a long one that has
+    /// done its job (held a slot) ends without its full wait, and so does one its client gave
+    /// up on, which the server's graceful shutdown would otherwise wait for.
+    func releaseSlow() {
+        slowReleased.withLock { $0 = true }
+    }
+
+    var isSlowReleased: Bool {
+        slowReleased.withLock { $0 }
     }
 
     func hit(_ path: String) {
@@ -112,7 +124,11 @@ enum TestServer {
             recorder.enter()
             defer { recorder.leave() }
             let milliseconds = request.uri.queryParameters.get("ms", as: Int.self) ?? 1000
-            try await Task.sleep(for: .milliseconds(milliseconds))
+            // In short steps, so that `releaseSlow()` ends the wait.
+            let end = ContinuousClock.now + .milliseconds(milliseconds)
+            while ContinuousClock.now < end, !recorder.isSlowReleased {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             return "slow"
         }
         router.get("redirect") { _, _ in
@@ -158,6 +174,8 @@ enum TestServer {
             } else {
                 result = .failure(TestServerError.didNotStart)
             }
+            // The graceful shutdown waits for every handler, also those of abandoned requests.
+            recorder.releaseSlow()
             await services.triggerGracefulShutdown()
             try await group.waitForAll()
             return try result.get()

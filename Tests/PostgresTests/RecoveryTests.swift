@@ -93,9 +93,12 @@ import Testing
         for _ in 0..<3 {
             let error = await thrownError { try await pool.query("SELECT 1") }
             #expect(Self.isConnectionError(error), "got \(String(describing: error))")
+            // Refused, not timed out: libpq says which (as in ErrorTests).
+            #expect(!String(describing: error).contains("timeout"), "got \(String(describing: error))")
         }
-        // Refused at once, not after the connect timeout (5 s) of each.
-        #expect(secondsSince(start) < 14, "failing while the server is down took \(secondsSince(start)) s")
+        // Refused at once, not after the connect timeout (5 s) of each; on a busy machine the
+        // refusals themselves can take seconds, so the message above is the sharper evidence.
+        #expect(secondsSince(start) < 60, "failing while the server is down took \(secondsSince(start)) s")
 
         try await runBlocking { try server.start() }
         let pids = try await Self.backendPIDs(pool, concurrently: 3)

@@ -21,7 +21,7 @@ struct AbandonedBodyTests {
 
     @Test("connections of Connection: close requests answered before their body was read are closed without the idle timeout")
     func abandonedBodiesAreClosed() async throws {
-        let serve = try ServeProcess()
+        let serve = try await ServeProcess()
         defer { serve.stop() }
         let baseline = try serve.openDescriptors()
 
@@ -50,7 +50,7 @@ struct AbandonedBodyTests {
 
     @Test("an oversized body is refused on its head, and the connection serves the next request once the body is sent")
     func refusedOnTheHead() async throws {
-        let serve = try ServeProcess()
+        let serve = try await ServeProcess()
         defer { serve.stop() }
         let connection = try RawConnection(port: serve.port)
         let size = 3 << 20
@@ -74,7 +74,7 @@ struct AbandonedBodyTests {
 
     @Test("a chunked body over the limit is refused after its end, without breaking the connection")
     func chunkedOverTheLimit() async throws {
-        let serve = try ServeProcess()
+        let serve = try await ServeProcess()
         defer { serve.stop() }
         let connection = try RawConnection(port: serve.port)
         let head = "POST /v1/accounts/a1/sync HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(Self.adminKey)\r\n"
@@ -95,7 +95,7 @@ struct AbandonedBodyTests {
 
     @Test("a body past the discard limit is not read without end: the connection is closed after the 413")
     func endlessBodyIsCutOff() async throws {
-        let serve = try ServeProcess()
+        let serve = try await ServeProcess()
         defer { serve.stop() }
         let connection = try RawConnection(port: serve.port)
         let declared = 1 << 30
@@ -124,7 +124,7 @@ struct ServeProcess {
     let port = freeTCPPort()
     private let process = Process()
 
-    init() throws {
+    init() async throws {
         let url = try #require(ProcessInfo.processInfo.environment["DATABASE_URL"], "run scripts/test")
         process.executableURL = ServeCommandTests.binary
         process.arguments = ["serve", "--port", String(port), "--workers", "0", "--database-url", url]
@@ -139,11 +139,8 @@ struct ServeProcess {
         process.standardError = FileHandle.nullDevice
         try process.run()
         let port = port
-        let started = ContinuousClock.now
-        while ContinuousClock.now - started < .seconds(60) {
-            if (try? RawConnection(port: port)) != nil { return }
-            usleep(50_000)
-        }
+        // Polled with Task.sleep (in waitUntil), not usleep: this runs on the cooperative pool.
+        if await waitUntil(seconds: 60, { (try? RawConnection(port: port)) != nil }) { return }
         stop()
         throw POSIXError(.ECONNREFUSED)
     }

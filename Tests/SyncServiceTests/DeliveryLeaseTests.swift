@@ -16,7 +16,7 @@ struct DeliveryLeaseTests {
     @Test("attempts that could not start before the lease allowed are not sent, and their streams are given back at once")
     func unstartedStreamsAreGivenBack() async throws {
         try await TestEnvironment.withFresh { env in
-            let receiver = try WebhookReceiver()
+            let receiver = try await WebhookReceiver()
             defer { receiver.stop() }
             // Every request takes the receiver 2.5 s; the sender gives up after 1 s.
             let (endpoint, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/slow/2500"), eventTypes: nil)

@@ -111,7 +111,7 @@ struct ServeCommandTests {
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        let data = try await runBlocking { pipe.fileHandleForReading.readDataToEndOfFile() }
         for _ in 0..<100 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
         return String(decoding: data, as: UTF8.self)
     }
@@ -191,9 +191,13 @@ struct ServeCommandTests {
         process.standardOutput = stdout
         process.standardError = stderr
         try process.run()
-        let out = stdout.fileHandleForReading.readDataToEndOfFile()
-        let err = stderr.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        // Read both pipes and wait off the cooperative pool: they block until the process ends.
+        let (out, err) = try await runBlocking { () -> (Data, Data) in
+            let out = stdout.fileHandleForReading.readDataToEndOfFile()
+            let err = stderr.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (out, err)
+        }
         let outText = String(decoding: out, as: UTF8.self)
         return Result(status: process.terminationStatus, stdout: outText, output: outText + String(decoding: err, as: UTF8.self))
     }
@@ -217,8 +221,12 @@ func httpStatus(_ url: String) async -> Int {
     process.standardOutput = pipe
     process.standardError = FileHandle.nullDevice
     guard (try? process.run()) != nil else { return 0 }
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    // Off the cooperative pool: the read and the wait block until curl ends.
+    let data = (try? await runBlocking { () -> Data in
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return data
+    }) ?? Data()
     return Int(String(decoding: data, as: UTF8.self)) ?? 0
 }
 

@@ -74,7 +74,8 @@ struct TestEnvironment: Sendable {
         deliveryWorkers: Int = 0,
         webhookGuard: AddressGuard? = nil,
         retrySchedule: RetrySchedule = .standard,
-        webhookTimeout: Duration = .seconds(5),
+        // Long: a receiver that answers must not time out (and be retried) on a busy machine.
+        webhookTimeout: Duration = .seconds(30),
         webhookDisableAfter: TimeInterval = 5 * 86_400,
         accountRateLimit: RateLimiter.Limit? = nil,
         deviceRateLimit: RateLimiter.Limit? = nil,

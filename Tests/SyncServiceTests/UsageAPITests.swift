@@ -26,8 +26,9 @@ struct UsageAPITests {
         try await TestEnvironment.withFresh { env in
             try await env.application().test(.live) { client in
                 let now = Date()
-                // Calls of the last hour (inside the free tier's current calendar month, whatever today is).
-                let minute = { (n: Int) in now.addingTimeInterval(-Double(n) * 60) }
+                // Calls of the last hour, but never before the start of this calendar month in UTC:
+                // all inside the free tier's current period, whatever today is.
+                let minute = { (n: Int) in recentlyThisMonth(Double(n) * 60, now: now) }
                 let phone = try Self.usageBody(device: "phone", [("call-1", 30, minute(50)), ("call-2", 20, minute(40))])
                 let (status, first) = try await client.postJSON("/v1/accounts/ana/usage", body: phone)
                 #expect(status == .accepted, "\(first)")

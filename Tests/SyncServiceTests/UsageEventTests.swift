@@ -30,7 +30,7 @@ struct UsageEventTests {
 
     @Test("usage.low and usage.exhausted fire once each, from device usage and a settled hold, and reach the backend signed")
     func thresholdsReachTheBackend() async throws {
-        let receiver = try WebhookReceiver()
+        let receiver = try await WebhookReceiver()
         try await TestEnvironment.withFresh { env in
             let (_, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/usage"), eventTypes: ["usage.low", "usage.exhausted"])
             try await receiver.setSecrets([secret.text])

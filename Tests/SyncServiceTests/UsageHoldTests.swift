@@ -20,9 +20,9 @@ struct UsageHoldTests {
 
     @Test("two serve processes under many concurrent holds never grant more than the balance")
     func concurrentHoldsNeverOverdraw() async throws {
-        let first = try ServeProcess()
+        let first = try await ServeProcess()
         defer { first.stop() }
-        let second = try ServeProcess()
+        let second = try await ServeProcess()
         defer { second.stop() }
         let client = CurlClient(configuration: .init(addressGuard: WebhookOrderTests.loopback ?? .publicOnly))
         defer { client.shutdown() }

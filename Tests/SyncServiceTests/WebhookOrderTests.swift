@@ -48,7 +48,7 @@ struct WebhookOrderTests {
 
     @Test("a failing event holds back its account's later events until it succeeds, and holds back no other account")
     func failureHoldsBackItsStream() async throws {
-        let receiver = try WebhookReceiver()
+        let receiver = try await WebhookReceiver()
         try await TestEnvironment.withFresh { env in
             let (_, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/ok"), eventTypes: nil)
             try await receiver.setSecrets([secret.text])
@@ -132,7 +132,7 @@ struct WebhookOrderTests {
 
     @Test("an operator's cancel lets the waiting events go; an operator's retry sends the retrying one now and the rest after it")
     func operatorsUnblockAStream() async throws {
-        let receiver = try WebhookReceiver()
+        let receiver = try await WebhookReceiver()
         try await TestEnvironment.withFresh { env in
             let (_, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/ok"), eventTypes: nil)
             try await receiver.setSecrets([secret.text])
@@ -367,7 +367,7 @@ struct WebhookOrderTests {
 
     @Test("two processes' delivery loops against flaky endpoints: every stream complete and in order", arguments: [1, 2])
     func concurrentSendersKeepOrder(round: Int) async throws {
-        let receiver = try WebhookReceiver()
+        let receiver = try await WebhookReceiver()
         let accounts = 40
         let eventsPerAccount = 8
         try await TestEnvironment.withFresh { env in

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Postgres
 
 /// The Python receiver in scripts/webhook-receiver.py, run as a separate process: a real HTTP
 /// server that checks every signature with the `standardwebhooks` package from PyPI.
@@ -50,8 +51,9 @@ final class WebhookReceiver: @unchecked Sendable {
             .appendingPathComponent("scripts/webhook-receiver.py")
     }
 
-    init(port requested: Int = 0) throws {
-        (process, port) = try Self.launch(port: requested)
+    /// Launches the receiver off the cooperative pool: `launch` blocks until Python has started.
+    init(port requested: Int = 0) async throws {
+        (process, port) = try await runBlocking { try WebhookReceiver.launch(port: requested) }
     }
 
     private static func launch(port: Int, secrets: [String] = []) throws -> (Process, Int) {
@@ -122,8 +124,9 @@ final class WebhookReceiver: @unchecked Sendable {
 
     /// Starts it again on the same port (with an empty log); `secrets` verify from its first
     /// request on.
-    func start(secrets: [String] = []) throws {
-        (process, _) = try Self.launch(port: port, secrets: secrets)
+    func start(secrets: [String] = []) async throws {
+        let port = port
+        (process, _) = try await runBlocking { try WebhookReceiver.launch(port: port, secrets: secrets) }
     }
 
     deinit {
