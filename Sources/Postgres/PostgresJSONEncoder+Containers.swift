@@ -54,7 +54,7 @@ final class JSONTreeEncoder: Encoder {
 
     /// The node of `value`, encoded as a child of this encoder under `key`. Values that
     /// Foundation's `JSONEncoder` treats specially (dates, data, URLs, decimals) are treated
-    /// the same way here; an encodable that encodes nothing is `{}`, as there, unless it is the
+    /// the same way here, and UUIDs are written lowercase (see ``PostgresJSONEncoder``); an encodable that encodes nothing is `{}`, as there, unless it is the
     /// top-level value (`topLevel`), which is refused, as there.
     func node<T: Encodable>(for value: T, key: (any CodingKey)? = nil, topLevel: Bool = false) throws -> JSONNode {
         switch value {
@@ -66,6 +66,7 @@ final class JSONTreeEncoder: Encoder {
         case let double as Double: return try Self.number(double, key: key, in: self)
         case let data as Data: return .string(data.base64EncodedString())
         case let url as URL: return .string(url.absoluteString)
+        case let uuid as UUID: return .string(uuid.uuidString.lowercased())
         case let decimal as Decimal: return .literal(decimal.description)
         case let encoded as EncodedJSON: return .raw(encoded.bytes)
         default:

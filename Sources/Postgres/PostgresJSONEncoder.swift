@@ -13,6 +13,11 @@ import Foundation
 /// every domain type.
 ///
 /// Non-finite floating-point numbers throw `EncodingError.invalidValue`, as Foundation's do.
+///
+/// One difference, on purpose: a `UUID` is written in lowercase (Foundation writes
+/// `uuidString`, uppercase), as PostgreSQL prints a `uuid`, as the `webhook-id` header and the
+/// command line write ids, so that an id reads the same in every answer, log and console
+/// (README, "Ids"). Nothing the domain stores holds a `UUID`; API answers do.
 public enum PostgresJSONEncoder {
     /// The JSON text of `value`, as UTF-8 bytes.
     public static func encode(_ value: some Encodable) throws -> [UInt8] {

@@ -64,7 +64,22 @@ import Testing
         var dates: [Date]
         var data = Data([0, 1, 2, 250, 255])
         var url = URL(string: "https://example.com/a/b?c=d")
-        var uuid = UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")
+    }
+
+    /// The one difference from Foundation: UUIDs in lowercase, wherever they are (a value, an
+    /// optional, an array, a dictionary's value).
+    struct Ids: Encodable {
+        var id = UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")
+        var ids = [UUID(uuidString: "0A1B2C3D-4E5F-4A6B-8C7D-9E0F1A2B3C4D")]
+        var named = ["x": UUID(uuidString: "FFFFFFFF-0000-4000-8000-ABCDEFABCDEF")]
+    }
+
+    @Test func uuidsAreLowercase() throws {
+        let text = String(decoding: try PostgresJSONEncoder.encode(Ids()), as: UTF8.self)
+        #expect(text == #"{"id":"e621e1f8-c36c-495a-93fc-0c247a3e6e5f","ids":["0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"],"named":{"x":"ffffffff-0000-4000-8000-abcdefabcdef"}}"#)
+        let foundation = String(decoding: try JSONEncoder.postgres.encode(Ids()), as: UTF8.self)
+        #expect(text == foundation.lowercased(), "otherwise the same bytes as Foundation's")
+        #expect(try JSONDecoder().decode([String: UUID].self, from: Data(#"{"a":"e621e1f8-c36c-495a-93fc-0c247a3e6e5f"}"#.utf8))["a"] == Ids().id)
     }
 
     @Test func datesDataAndURLs() throws {

@@ -49,32 +49,35 @@ public struct ReportInbox: Sendable {
     public func submit(accountID: String, device: DeviceInfo, reports unordered: [Report], on connection: Connection) async throws -> Submission {
         // Key order: concurrent requests with overlapping ids then lock rows in the same order.
         let reports = unordered.sorted { $0.reportID < $1.reportID }
-        let sql = """
-            WITH device AS (
-                -- last_seen_at from EXCLUDED: Citus refuses now() in DO UPDATE SET (not immutable).
-                INSERT INTO devices (account_id, device_id, platform, app_version, last_seen_at)
-                VALUES ($1, $2, $3, $4, now())
-                ON CONFLICT (account_id, device_id) DO UPDATE
-                SET last_seen_at = EXCLUDED.last_seen_at,
-                    platform = COALESCE(EXCLUDED.platform, devices.platform),
-                    app_version = COALESCE(EXCLUDED.app_version, devices.app_version)
-                RETURNING 1
-            ), inserted AS (
-                \(Self.insertSQL(firstArrayParameter: 5))
-            ), queued AS (
-                \(Self.queueSQL)
-            ), notified AS (
-                -- ::text: Citus materialises this CTE, and a void column cannot be.
-                SELECT pg_notify('\(Self.channel)', $1)::text FROM (SELECT 1 FROM inserted LIMIT 1) AS anything
-            )
-            SELECT report_id, (SELECT count(*) FROM notified), (SELECT count(*) FROM device) FROM inserted
-            """
         let binds: [PostgresValue] = [
             accountID.postgresValue, device.id.postgresValue, device.platform.postgresValue, device.appVersion.postgresValue,
         ] + Self.arrays(of: reports)
-        let rows = try await connection.preparedQuery(PostgresQuery(sql, binds: binds))
+        let rows = try await connection.preparedQuery(PostgresQuery(Self.submitSQL, binds: binds))
         return Submission(reportIDs: unordered.map(\.reportID), inserted: Set(try rows.map { try $0.decode(String.self, at: 0) }))
     }
+
+    /// The statement of ``submit(accountID:device:reports:on:)``, built once (it was about 1 % of
+    /// `serve`'s CPU when built for every request).
+    private static let submitSQL = """
+        WITH device AS (
+            -- last_seen_at from EXCLUDED: Citus refuses now() in DO UPDATE SET (not immutable).
+            INSERT INTO devices (account_id, device_id, platform, app_version, last_seen_at)
+            VALUES ($1, $2, $3, $4, now())
+            ON CONFLICT (account_id, device_id) DO UPDATE
+            SET last_seen_at = EXCLUDED.last_seen_at,
+                platform = COALESCE(EXCLUDED.platform, devices.platform),
+                app_version = COALESCE(EXCLUDED.app_version, devices.app_version)
+            RETURNING 1
+        ), inserted AS (
+            \(insertSQL(firstArrayParameter: 5))
+        ), queued AS (
+            \(queueSQL)
+        ), notified AS (
+            -- ::text: Citus materialises this CTE, and a void column cannot be.
+            SELECT pg_notify('\(channel)', $1)::text FROM (SELECT 1 FROM inserted LIMIT 1) AS anything
+        )
+        SELECT report_id, (SELECT count(*) FROM notified), (SELECT count(*) FROM device) FROM inserted
+        """
 
     /// Inserts reports with one statement and returns the ids that were new; for store
     /// notifications and operator commands, inside the caller's transaction.
