@@ -7,7 +7,7 @@ import TestSupport
 /// Random but meaningful ledgers of one meter: three monthly periods (two of them overlapping, as
 /// when a subscription takes over from a calendar month), upgrades (a second allowance entry for
 /// a period), usage from several devices including times outside every period, credits, refunds,
-/// rewards and operator adjustments. Ids come from small pools so duplicates happen often.
+/// refunds reversed, rewards and operator adjustments. Ids come from small pools so duplicates happen often.
 enum RandomLedger {
     static let base = utc(2026, 1, 1)
     static let periods: [UsagePeriod] = [
@@ -35,6 +35,10 @@ enum RandomLedger {
         case 3:
             return UsageEntry(id: "credit_revoked:t\(key / 10 % 4)", meter: "minutes", kind: .creditRevoked, units: 100,
                               at: utc(2026, 1, 8 + Int(key / 10 % 4) * 9))
+        case 6:
+            // A refund of the pack reversed: its units back, after the refund.
+            return UsageEntry(id: "credit_restored:t\(key / 10 % 4)#\(key / 40 % 2)", meter: "minutes", kind: .creditRestored, units: 100,
+                              at: utc(2026, 1, 9 + Int(key / 10 % 4) * 9 + Int(key / 40 % 2) * 3))
         case 4:
             return UsageEntry(id: "reward:admob:\(key / 10)", meter: "minutes", kind: .reward, units: 5 + bits(5, 10), at: at)
         case 5:

@@ -156,7 +156,7 @@ struct UsageAPITests {
         }
     }
 
-    @Test("a verified minute pack is credited once however often it is reported, and its refund is debited even when spent")
+    @Test("a verified minute pack is credited once however often it is reported, its refund is debited even when spent, a reversal gives it back")
     func consumableCreditsAndRefunds() async throws {
         try await TestEnvironment.withFresh { env in
             let now = Date()
@@ -200,6 +200,28 @@ struct UsageAPITests {
             #expect(try await env.scalar("SELECT count(*) FROM events WHERE account_id = 'di' AND type = 'credits.revoked'") == 1)
             #expect(try await env.scalar(
                 "SELECT count(*) FROM events WHERE account_id = 'di' AND type = 'credits.revoked' AND payload->'credit'->>'units' = '100' AND payload->'credit'->>'transaction_id' = 'pack1'") == 1)
+            // The refund is reversed (REFUND_REVERSED: the App Store's signed transaction again,
+            // without revocation, signed after the refund): the 100 minutes come back, and the
+            // 80 owed are repaid from them.
+            func reversal(_ id: String, at: Date) -> Report {
+                Report(
+                    reportID: id, deviceID: "store", observedAt: at, productID: "voip.credits.100", originalTransactionID: "pack1",
+                    transactionID: "pack1", purchasedAt: now.addingTimeInterval(-600), trust: .verified(signedDate: at, source: .store))
+            }
+            try await resolve([reversal("reversed", at: now.addingTimeInterval(-30))])
+            #expect(try await ledger.balances(of: "di", now: now).first?.credits == 20)
+            #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE account_id = 'di' AND kind = 'credit_restored'") == 1)
+            #expect(try await env.scalar(
+                "SELECT count(*) FROM events WHERE account_id = 'di' AND type = 'credits.granted' AND payload->'credit'->>'transaction_id' = 'pack1' AND payload->'credit'->>'entry_id' LIKE 'credit_restored:pack1#%'") == 1)
+            // Reported again, nothing changes.
+            try await resolve([reversal("reversed-again", at: now.addingTimeInterval(-30))])
+            #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE account_id = 'di' AND kind LIKE 'credit%'") == 3)
+            // Refunded once more: taken back again.
+            try await resolve([pack("refund-2", device: "store", revoked: now.addingTimeInterval(-10))])
+            #expect(try await ledger.balances(of: "di", now: now).first?.credits == -80)
+            #expect(try await env.scalar("SELECT count(*) FROM events WHERE account_id = 'di' AND type = 'credits.revoked'") == 2)
+            #expect(try await env.scalar("SELECT count(*) FROM events WHERE account_id = 'di' AND type = 'credits.granted'") == 2)
+
             let sequences = try await env.pool.query("SELECT sequence FROM events WHERE account_id = 'di' ORDER BY sequence").map { try $0.decode(Int64.self, at: 0) }
             #expect(sequences == Array(1...Int64(sequences.count)))
             #expect(try await env.scalar("SELECT last_sequence::int FROM account_states WHERE account_id = 'di'") == sequences.count)

@@ -79,4 +79,46 @@ struct UsageCommandTests {
             #expect(after.status == 0, "\(after.stdout)")
         }
     }
+
+    @Test("reconcile agrees with a pack refunded, the refund reversed and the pack refunded again; a lost reversal is drift it writes back")
+    func reconcileFollowsRefundReversals() async throws {
+        try await TestEnvironment.withFresh { env in
+            let now = Date()
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            let purchased = now.addingTimeInterval(-600)
+            /// The pack as the store reports it at `at`: refunded then, or (no `revoked`) standing.
+            func pack(_ id: String, at: Date, revoked: Bool) -> Report {
+                Report(
+                    reportID: id, deviceID: "store", observedAt: at, productID: "voip.credits.100", originalTransactionID: "pack8",
+                    transactionID: "pack8", purchasedAt: purchased, revokedAt: revoked ? at : nil,
+                    trust: .verified(signedDate: at, source: .store))
+            }
+            let turns = [
+                pack("bought", at: purchased, revoked: false), pack("refund", at: now.addingTimeInterval(-300), revoked: true),
+                pack("reversed", at: now.addingTimeInterval(-200), revoked: false), pack("refund-2", at: now.addingTimeInterval(-100), revoked: true),
+            ]
+            for report in turns {
+                _ = try await ReportInbox(pool: env.pool).submit(accountID: "ops-3", device: DeviceInfo(id: "store"), reports: [report])
+                while try await engine.resolvePendingBatch(limit: 10, maximumAttempts: 3).reportsResolved > 0 {}
+            }
+            let kinds = try await env.pool.query(
+                "SELECT kind FROM usage_entries WHERE account_id = 'ops-3' AND kind LIKE 'credit%' ORDER BY at, kind"
+            ).map { try $0.decode(String.self, at: 0) }
+            #expect(kinds == ["credit", "credit_revoked", "credit_restored", "credit_revoked"])
+            let ledger = UsageLedger(pool: env.pool, catalogue: .default)
+            #expect(try await ledger.balances(of: "ops-3", now: now).first?.credits == 0)
+
+            let reconciler = Reconciler(pool: env.pool, catalogue: .default)
+            #expect(try await reconciler.reconcile(accounts: ["ops-3"], repair: false).differences == [])
+            try await env.pool.query("DELETE FROM usage_entries WHERE account_id = 'ops-3' AND kind = 'credit_restored'")
+            #expect(try await ledger.balances(of: "ops-3", now: now).first?.credits == -100, "the lost reversal leaves a debt")
+            let drift = try await reconciler.reconcile(accounts: ["ops-3"], repair: false).differences
+            #expect(drift.map(\.field) == ["usage_entries.row"], "\(drift)")
+            #expect(drift.first?.recomputed == "credit_restored 100 minutes")
+            #expect(drift.first?.transactionID == "pack8")
+            _ = try await reconciler.reconcile(accounts: ["ops-3"], repair: true)
+            #expect(try await reconciler.reconcile(accounts: ["ops-3"], repair: false).differences == [])
+            #expect(try await ledger.balances(of: "ops-3", now: now).first?.credits == 0)
+        }
+    }
 }

@@ -91,7 +91,7 @@ public struct UsageBalance: Sendable, Hashable, Codable {
                 allowanceByPeriod[period] = max(allowanceByPeriod[period] ?? .limited(0), units)
             case .usage:
                 usages.append(entry)
-            case .credit, .creditRevoked, .reward, .adjustment:
+            case .credit, .creditRevoked, .creditRestored, .reward, .adjustment:
                 grants.append(entry)
             }
         }

@@ -30,4 +30,72 @@ public enum UsageDerivation {
         }
         return entries
     }
+
+    /// What a consumable's refund history needs beyond ``entries(transactions:state:catalogue:now:)``,
+    /// given the refund entries the account has (`stored`: per meter, the ids of its
+    /// `credit_revoked` and `credit_restored` entries).
+    ///
+    /// A refund can be reversed (the App Store's REFUND_REVERSED, or an operator's `unrevoke`),
+    /// and the purchase refunded again. Entries are never changed or deleted, so each turn adds
+    /// one: while the transaction is revoked the account must hold one more `credit_revoked` of it
+    /// than `credit_restored`, otherwise as many. The first refund is `credit_revoked:<tx>` (from
+    /// `entries`); a reversal adds `credit_restored:<tx>#<reinstatement, µs since 1970>`, a later
+    /// refund `credit_revoked:<tx>#<revocation, µs>`. The transaction's aggregate keeps only its
+    /// latest revocation and reinstatement, so a refund and its reversal that arrive together
+    /// add nothing: what the ledger records is what was seen resolved, and the units always net
+    /// to the transaction's current state.
+    public static func refundCorrections(
+        transactions: some Sequence<TransactionAggregate>, catalogue: Catalogue, stored: [String: Set<String>]
+    ) -> [UsageEntry] {
+        var entries: [UsageEntry] = []
+        for transaction in transactions {
+            guard let product = catalogue.products[transaction.productID], product.kind == .consumable,
+                !product.grants.isEmpty, transaction.representative.isVerified
+            else { continue }
+            let id = transaction.transactionID
+            let first = "credit_revoked:\(id)"
+            for (meter, units) in product.grants.sorted(by: { $0.key < $1.key }) {
+                var ids = stored[meter] ?? []
+                var revoked = ids.count { $0 == first || $0.hasPrefix(first + "#") }
+                let restored = ids.count { $0.hasPrefix("credit_restored:\(id)#") }
+                // `entries` writes the first refund's entry.
+                if transaction.isRevoked && !ids.contains(first) { revoked += 1 }
+                // More refunds than reversals recorded than the purchase's state allows: reversals
+                // are missing; fewer: a refund is. One in the course of things; more only when
+                // entries were lost (reconcile's repair), each then at the next free microsecond.
+                var excess = revoked - restored - (transaction.isRevoked ? 1 : 0)
+                while excess != 0 {
+                    let (kind, prefix, time) = excess > 0
+                        ? (UsageEntry.Kind.creditRestored, "credit_restored:\(id)#", transaction.latestReinstatedAt)
+                        : (UsageEntry.Kind.creditRevoked, first + "#", transaction.latestRevokedAt)
+                    guard let time else { break }
+                    var stamp = microseconds(time)
+                    while ids.contains(prefix + String(stamp)) { stamp += 1 }
+                    ids.insert(prefix + String(stamp))
+                    entries.append(UsageEntry(id: prefix + String(stamp), meter: meter, kind: kind, units: units, at: time))
+                    excess += excess > 0 ? -1 : 1
+                }
+            }
+        }
+        return entries
+    }
+
+    /// The transaction a consumable's credit entry is about: its id without the kind and without
+    /// a refund turn's `#<µs>` (Apple's transaction ids are digits).
+    public static func transactionID(ofCreditEntry entryID: String) -> String {
+        var rest = Substring(entryID)
+        if let colon = rest.firstIndex(of: ":") { rest = rest[rest.index(after: colon)...] }
+        if let hash = rest.lastIndex(of: "#"), rest[rest.index(after: hash)...].allSatisfy(\.isASCIIDigit), hash < rest.index(before: rest.endIndex) {
+            rest = rest[..<hash]
+        }
+        return String(rest)
+    }
+
+    private static func microseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
+    }
+}
+
+extension Character {
+    fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
 }

@@ -9,7 +9,8 @@ import Foundation
 /// |---|---|---|
 /// | `allowance` | `allowance:<meter>:<period start>:<tier>` | the tier's included units for `[at, period_end)`; `nil` = unlimited |
 /// | `credit` | `credit:<transaction id>` | what a consumable purchase grants |
-/// | `credit_revoked` | `credit_revoked:<transaction id>` | the same units, taken back after a refund |
+/// | `credit_revoked` | `credit_revoked:<transaction id>` (a later refund of it: `...#<µs>`) | the same units, taken back after a refund |
+/// | `credit_restored` | `credit_restored:<transaction id>#<µs>` | the same units, given back when a refund is reversed |
 /// | `reward` | `reward:<ad network>:<transaction id>` | what a verified rewarded ad grants |
 /// | `usage` | `usage:<device id>:<usage id>` | units consumed at `at` (a call's minutes) |
 /// | `adjustment` | `adjustment:<operator id>` | an operator's grant (positive) or debit (negative) |
@@ -17,6 +18,7 @@ public struct UsageEntry: Sendable, Hashable, Codable {
     public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
         case allowance, credit
         case creditRevoked = "credit_revoked"
+        case creditRestored = "credit_restored"
         case reward, usage, adjustment
     }
 

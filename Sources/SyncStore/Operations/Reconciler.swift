@@ -264,15 +264,7 @@ public struct Reconciler: Sendable {
             lastEvents[try row.decode(String.self, at: 0)] = try row.decode(Int64.self, at: 1)
         }
 
-        var storedCredits: [String: Set<String>] = [:]
-        for row in try await connection.preparedQuery(
-            """
-            SELECT account_id, meter, entry_id FROM usage_entries
-            WHERE account_id = ANY(\(accounts)::text[]) AND kind IN ('credit', 'credit_revoked')
-            """
-        ) {
-            storedCredits[try row.decode(String.self, at: 0), default: []].insert(UsageLedger.key(meter: try row.decode(String.self, at: 1), id: try row.decode(String.self, at: 2)))
-        }
+        let storedCredits = try await ResolutionEngine.storedCreditEntries(of: accounts, on: connection)
 
         let decoder = JSONDecoder.postgres
         let now = clock.now()
@@ -302,10 +294,14 @@ public struct Reconciler: Sendable {
             }
             // Usage entries that follow from the transactions (consumables' credits and refunds).
             let base = Resolver.resolve(transactions: [], catalogue: catalogue, now: now)
-            for entry in UsageDerivation.entries(transactions: inspection.ledger.unorderedAggregates, state: base, catalogue: catalogue, now: now)
-            where entry.kind != .allowance && storedCredits[accountID]?.contains(UsageLedger.key(entry)) != true {
+            // A refund reversed (or a purchase refunded again) since its entries were written
+            // needs one more (`refundCorrections`): the stored units do not net to the purchase's state.
+            let aggregates = inspection.ledger.unorderedAggregates
+            let derived = UsageDerivation.entries(transactions: aggregates, state: base, catalogue: catalogue, now: now)
+                + UsageDerivation.refundCorrections(transactions: aggregates, catalogue: catalogue, stored: storedCredits[accountID] ?? [:])
+            for entry in derived where entry.kind != .allowance && storedCredits[accountID]?[entry.meter]?.contains(entry.id) != true {
                 differences.append(Difference(
-                    accountID: accountID, scope: .usage, transactionID: entry.id.split(separator: ":", maxSplits: 1).last.map(String.init),
+                    accountID: accountID, scope: .usage, transactionID: UsageDerivation.transactionID(ofCreditEntry: entry.id),
                     field: "usage_entries.row", stored: nil, recomputed: "\(entry.kind.rawValue) \(entry.units ?? 0) \(entry.meter)"))
             }
             inspection.differences = differences

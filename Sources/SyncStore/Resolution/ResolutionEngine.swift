@@ -203,7 +203,17 @@ public struct ResolutionEngine: Sendable {
             }
             states.append((accountID, current, sequence))
         }
-        events += try await creditEvents(for: usage, states: &states, now: now, on: connection)
+        // Consumables' credits and refunds: what is stored decides what a refund's reversal (or a
+        // second refund) adds, and which credit entries are new (their events).
+        let storedCredits = try await Self.storedCreditEntries(
+            of: usage.filter { account in account.entries.contains { $0.kind == .credit } }.map(\.accountID), on: connection)
+        for index in usage.indices {
+            let accountID = usage[index].accountID
+            guard let stored = storedCredits[accountID], let ledger = ledgers[accountID] else { continue }
+            usage[index].entries += UsageDerivation.refundCorrections(
+                transactions: ledger.unorderedAggregates, catalogue: catalogue, stored: stored)
+        }
+        events += creditEvents(for: usage, stored: storedCredits, states: &states, now: now)
 
         // 4. Write everything; the usage events follow from the ledger as written.
         try await writeTransactions(changedTransactions, on: connection)
@@ -258,34 +268,40 @@ public struct ResolutionEngine: Sendable {
         return events
     }
 
-    /// `credits.granted` / `credits.revoked` for the consumables' credit entries this resolution
-    /// writes for the first time, numbered after the account's other events.
-    private func creditEvents(
-        for usage: [(accountID: String, entries: [UsageEntry])],
-        states: inout [(accountID: String, state: AccountState, lastSequence: Int64)],
-        now: Date, on connection: Connection
-    ) async throws -> [Event] {
-        let credits = usage.filter { account in account.entries.contains { $0.kind == .credit || $0.kind == .creditRevoked } }
-        guard !credits.isEmpty else { return [] }
-        var stored: Set<String> = []
+    /// The ids of the consumables' credit entries (`credit`, `credit_revoked`, `credit_restored`)
+    /// of `accountIDs`: per account, per meter.
+    static func storedCreditEntries(of accountIDs: [String], on connection: Connection) async throws -> [String: [String: Set<String>]] {
+        guard !accountIDs.isEmpty else { return [:] }
+        var stored: [String: [String: Set<String>]] = [:]
         for row in try await connection.preparedQuery(
             """
             SELECT account_id, meter, entry_id FROM usage_entries
-            WHERE account_id = ANY(\(credits.map(\.accountID))::text[]) AND kind IN ('credit', 'credit_revoked')
+            WHERE account_id = ANY(\(accountIDs)::text[]) AND kind IN ('credit', 'credit_revoked', 'credit_restored')
             """
         ) {
-            stored.insert(try row.decode(String.self, at: 0) + "\u{0}" + UsageLedger.key(meter: try row.decode(String.self, at: 1), id: try row.decode(String.self, at: 2)))
+            stored[try row.decode(String.self, at: 0), default: [:]][try row.decode(String.self, at: 1), default: []]
+                .insert(try row.decode(String.self, at: 2))
         }
+        return stored
+    }
+
+    /// `credits.granted` / `credits.revoked` for the consumables' credit entries this resolution
+    /// writes for the first time (not in `stored`), numbered after the account's other events.
+    private func creditEvents(
+        for usage: [(accountID: String, entries: [UsageEntry])], stored: [String: [String: Set<String>]],
+        states: inout [(accountID: String, state: AccountState, lastSequence: Int64)], now: Date
+    ) -> [Event] {
         var events: [Event] = []
-        for (accountID, entries) in credits {
-            guard let index = states.firstIndex(where: { $0.accountID == accountID }) else { continue }
+        for (accountID, entries) in usage {
             let new = entries
-                .filter { ($0.kind == .credit || $0.kind == .creditRevoked) && !stored.contains(accountID + "\u{0}" + UsageLedger.key($0)) }
+                .filter { [.credit, .creditRevoked, .creditRestored].contains($0.kind) && stored[accountID]?[$0.meter]?.contains($0.id) != true }
                 .sorted { ($0.kind == .credit ? 0 : 1, $0.at, $0.id) < ($1.kind == .credit ? 0 : 1, $1.at, $1.id) }
+            guard !new.isEmpty, let index = states.firstIndex(where: { $0.accountID == accountID }) else { continue }
             var account = UsageEvents.Account(accountID: accountID, state: states[index].state, lastSequence: states[index].lastSequence)
             for entry in new {
-                let transactionID = entry.id.split(separator: ":", maxSplits: 1).last.map(String.init) ?? entry.id
-                if let event = UsageEvents.creditEvent(&account, entry: entry, transactionID: transactionID, now: now) {
+                if let event = UsageEvents.creditEvent(
+                    &account, entry: entry, transactionID: UsageDerivation.transactionID(ofCreditEntry: entry.id), now: now)
+                {
                     events.append(event)
                 }
             }

@@ -37,7 +37,7 @@ enum UsageEvents {
     ) -> Event? {
         let source: CreditChange.Source
         switch entry.kind {
-        case .credit, .creditRevoked: source = .consumable
+        case .credit, .creditRevoked, .creditRestored: source = .consumable
         case .reward: source = .reward
         case .adjustment: source = .adjustment
         case .allowance, .usage: return nil
