@@ -327,6 +327,11 @@ def run(options, database_url, workdir, processes, session):
     driver.find_element(By.ID, "confirm-ok").click()
     wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#endpoints-list .disable-endpoint")))
     check(http("GET", base + "/v1/webhook-endpoints")[1]["data"][0]["enabled"] is True, "the endpoint is still disabled")
+    # ... each of those changes recorded with the console's operator.
+    endpoint_id = http("GET", base + "/v1/webhook-endpoints")[1]["data"][0]["id"]
+    changes = [(a["action"], a["actor"]) for a in http("GET", base + "/v1/webhook-endpoints/" + endpoint_id)[1].get("audit", [])]
+    check(changes[-3:] == [("endpoint_rotate_secret", "Olivia Operator"), ("endpoint_disable", "Olivia Operator"),
+                           ("endpoint_enable", "Olivia Operator")], f"the endpoint's audit: {changes}")
 
     # ... and back on the account, a reconcile dry run finds nothing to repair.
     driver.get(base + "/console#/account/" + ACCOUNT)

@@ -108,6 +108,15 @@ import TestSupport
         #expect(UsageDerivation.transactionID(ofCreditEntry: "credit:a#b") == "a#b", "only a suffix of digits is a refund turn's")
     }
 
+    @Test func withoutARefundInTheReportsNothingIsGivenBack() {
+        // The refund's report was pruned; a later report of the purchase is still there. The
+        // stored refund stands: there is no refund in the aggregate for a reversal to reverse.
+        let stored = ["minutes": Set(["credit:pack1", "credit_revoked:pack1"])]
+        let aggregates = TransactionAggregate.aggregate([Self.purchase("p1"), Self.turn(2)])
+        #expect(aggregates.first?.isRevoked == false)
+        #expect(UsageDerivation.refundCorrections(transactions: aggregates, catalogue: .default, stored: stored).isEmpty)
+    }
+
     @Test func anUnverifiedReversalGivesNothingBack() {
         var stored: [UsageEntry] = []
         var reversal = Self.turn(2)

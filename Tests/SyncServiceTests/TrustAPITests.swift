@@ -787,6 +787,38 @@ struct TrustAPITests {
         }
     }
 
+    @Test("a refunded minute pack that moves to another account is not taken back from the old one a second time")
+    func transferredRefundedPackIsNotDebitedTwice() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
+            let now = Date()
+            let bought = try authority.sign(Self.transaction(
+                original: "8300", product: "voip.credits.100", purchased: now.addingTimeInterval(-120), expires: nil,
+                signed: now.addingTimeInterval(-120)))
+            let refunded = try authority.sign(Self.transaction(
+                original: "8300", product: "voip.credits.100", purchased: now.addingTimeInterval(-120), expires: nil,
+                signed: now.addingTimeInterval(-60), revoked: now.addingTimeInterval(-60)))
+            try await app.test(.router) { client in
+                _ = try await client.sync(account: "refunded-old", body: try Self.signedBody(reportID: "r-old", jws: bought))
+                _ = try await settled(client, "refunded-old")
+                _ = try await client.sync(account: "refunded-old", body: try Self.signedBody(reportID: "r-refund", jws: refunded))
+                _ = try await settled(client, "refunded-old")
+                _ = try await client.sync(account: "refunded-new", body: try Self.signedBody(reportID: "r-new", jws: bought))
+                _ = try await settled(client, "refunded-new")
+                _ = try await settled(client, "refunded-old")
+            }
+            let ledger = UsageLedger(pool: env.pool, catalogue: .default)
+            // Refunded before it moved: nothing to take back from the old account (it was -100).
+            #expect(try await ledger.balances(of: "refunded-old", now: Date()).first?.credits == 0)
+            #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE account_id = 'refunded-old' AND entry_id = 'credit_transferred:8300'") == 0)
+            // The new account has the purchase with its refund: credited and taken back.
+            #expect(try await ledger.balances(of: "refunded-new", now: Date()).first?.credits == 0)
+            #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE account_id = 'refunded-new' AND kind IN ('credit', 'credit_revoked')") == 2)
+            let result = try await Reconciler(pool: env.pool, catalogue: .default).reconcile(accounts: ["refunded-new", "refunded-old"], repair: false)
+            #expect(result.accountsWithDrift == 0, "\(result.differences)")
+        }
+    }
+
     // MARK: - Helpers
 
     /// The account a store notification was applied to.

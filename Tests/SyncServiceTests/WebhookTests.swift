@@ -124,6 +124,60 @@ struct EndpointAPITests {
     }
 }
 
+extension EndpointAPITests {
+    @Test("every change to an endpoint is recorded with who and why, in its transaction; GET shows them, the CLI too")
+    func changesAreAudited() async throws {
+        try await TestEnvironment.withFresh { env in
+            let admin: HTTPFields = [.authorization: "Bearer \(TestCredentials.adminKey)", .contentType: "application/json"]
+            let id = try await env.application(workers: 0).test(.router) { client -> String in
+                func call(_ method: HTTPRequest.Method, _ path: String, _ fields: [String: Any]? = nil) async throws -> (HTTPResponse.Status, [String: Any]) {
+                    try await client.execute(
+                        uri: path, method: method, headers: admin, body: try fields.map { try createBody($0) }
+                    ) { response in
+                        (response.status, (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]) ?? [:])
+                    }
+                }
+                let (created, endpoint) = try await call(
+                    .post, "/v1/webhook-endpoints", ["url": "https://example.com/a", "actor": "alice", "reason": "the new backend"])
+                #expect(created == .created)
+                let id = try #require(endpoint["id"] as? String)
+                #expect(try await call(.patch, "/v1/webhook-endpoints/\(id)", ["enabled": false, "actor": "bob", "reason": "receiver maintenance"]).0 == .ok)
+                #expect(try await call(.patch, "/v1/webhook-endpoints/\(id)", ["url": "https://example.com/b", "event_types": ["entitlement.activated"], "enabled": true]).0 == .ok)
+                #expect(try await call(.post, "/v1/webhook-endpoints/\(id)/rotate-secret").0 == .ok)
+                // A bad actor is refused, and the change is not made.
+                let (refused, error) = try await call(.patch, "/v1/webhook-endpoints/\(id)", ["enabled": false, "actor": "   "])
+                #expect(refused == .badRequest)
+                #expect(((error["error"] as? [String: Any])?["message"] as? String)?.contains("actor") == true)
+                let (read, shown) = try await call(.get, "/v1/webhook-endpoints/\(id)")
+                #expect(read == .ok)
+                #expect(shown["enabled"] as? Bool == true)
+                let audit = try #require(shown["audit"] as? [[String: Any]])
+                #expect(audit.map { $0["action"] as? String } == ["endpoint_create", "endpoint_disable", "endpoint_update", "endpoint_rotate_secret"])
+                #expect(audit.map { $0["actor"] as? String } == ["alice", "bob", "admin", "admin"])
+                #expect(audit.map { $0["reason"] as? String } == ["the new backend", "receiver maintenance", nil, nil])
+                #expect(audit.allSatisfy { $0["target"] as? String == "endpoint \(id)" })
+                let update = audit[2]["outcome"] as? String ?? ""
+                #expect(update.contains("url https://example.com/a → https://example.com/b"), "\(update)")
+                #expect(update.contains("all event types → event types entitlement.activated") && update.contains("enabled"), "\(update)")
+                #expect((audit[3]["outcome"] as? String)?.contains("previous one signs") == true)
+                #expect(!String(describing: audit).contains("whsec_"), "no secret in the audit")
+                return id
+            }
+            // The command line records its changes too ($USER unless --actor), and shows them.
+            let disabled = try await OperationsCommandTests.run(["endpoints", "disable", id, "--actor", "carol", "--reason", "load test"], env: env)
+            #expect(disabled.status == 0, "\(disabled.stderr)")
+            let shown = try await OperationsCommandTests.run(["endpoints", "show", id], env: env)
+            #expect(shown.stdout.contains("carol  endpoint_disable  disabled  (load test)"), "\(shown.stdout)")
+            let deleted = try await OperationsCommandTests.run(["endpoints", "delete", id, "--actor", "carol"], env: env)
+            #expect(deleted.status == 0, "\(deleted.stderr)")
+            let last = try await env.pool.query(
+                "SELECT actor, action, outcome FROM operator_actions WHERE target = \("endpoint \(id)") ORDER BY id DESC LIMIT 1")
+            #expect(try last.first?.decode(String.self, at: 1) == "endpoint_delete")
+            #expect(try last.first?.decode(String.self, at: 2) == "deleted (https://example.com/b); 0 pending deliveries cancelled")
+        }
+    }
+}
+
 /// Deliveries to the real Python receiver, signatures verified by `standardwebhooks`.
 @Suite("Webhook delivery", .serialized)
 struct WebhookDeliveryTests {

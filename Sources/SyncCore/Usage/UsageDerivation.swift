@@ -48,6 +48,7 @@ public enum UsageDerivation {
         transactions: some Sequence<TransactionAggregate>, catalogue: Catalogue, stored: [String: Set<String>]
     ) -> [UsageEntry] {
         var entries: [UsageEntry] = []
+        let countsByMeter = stored.mapValues(refundCounts)
         for transaction in transactions {
             guard let product = catalogue.products[transaction.productID], product.kind == .consumable,
                 !product.grants.isEmpty, transaction.representative.isVerified
@@ -56,8 +57,9 @@ public enum UsageDerivation {
             let first = "credit_revoked:\(id)"
             for (meter, units) in product.grants.sorted(by: { $0.key < $1.key }) {
                 var ids = stored[meter] ?? []
-                var revoked = ids.count { $0 == first || $0.hasPrefix(first + "#") }
-                let restored = ids.count { $0.hasPrefix("credit_restored:\(id)#") }
+                let counts = countsByMeter[meter]?[id]
+                var revoked = counts?.revoked ?? 0
+                let restored = counts?.restored ?? 0
                 // `entries` writes the first refund's entry.
                 if transaction.isRevoked && !ids.contains(first) { revoked += 1 }
                 // More refunds than reversals recorded than the purchase's state allows: reversals
@@ -65,8 +67,11 @@ public enum UsageDerivation {
                 // entries were lost (reconcile's repair), each then at the next free microsecond.
                 var excess = revoked - restored - (transaction.isRevoked ? 1 : 0)
                 while excess != 0 {
+                    // A reversal needs a refund to reverse: without a revocation in the
+                    // aggregate (its report pruned), nothing is given back.
                     let (kind, prefix, time) = excess > 0
-                        ? (UsageEntry.Kind.creditRestored, "credit_restored:\(id)#", transaction.latestReinstatedAt)
+                        ? (UsageEntry.Kind.creditRestored, "credit_restored:\(id)#",
+                           transaction.latestRevokedAt == nil ? nil : transaction.latestReinstatedAt)
                         : (UsageEntry.Kind.creditRevoked, first + "#", transaction.latestRevokedAt)
                     guard let time else { break }
                     var stamp = microseconds(time)
@@ -78,6 +83,20 @@ public enum UsageDerivation {
             }
         }
         return entries
+    }
+
+    /// Per transaction, how many refund (`credit_revoked:<tx>`, `credit_revoked:<tx>#...`) and
+    /// reversal (`credit_restored:<tx>#...`) entries `ids` holds; one pass over them.
+    private static func refundCounts(_ ids: Set<String>) -> [String: (revoked: Int, restored: Int)] {
+        var counts: [String: (revoked: Int, restored: Int)] = [:]
+        for id in ids {
+            if id.hasPrefix("credit_revoked:") {
+                counts[transactionID(ofCreditEntry: id), default: (0, 0)].revoked += 1
+            } else if id.hasPrefix("credit_restored:") {
+                counts[transactionID(ofCreditEntry: id), default: (0, 0)].restored += 1
+            }
+        }
+        return counts
     }
 
     /// The transaction a consumable's credit entry is about: its id without the kind and without

@@ -129,7 +129,10 @@ public func buildApplication(
         tokens: tokens, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         arrivals: arrivals, logger: logger
     ).addRoutes(to: router)
-    EndpointController(store: EndpointStore(pool: pool, sealer: configuration.secretSealer), authenticator: dependencies.authenticator).addRoutes(to: router)
+    EndpointController(
+        store: EndpointStore(pool: pool, sealer: configuration.secretSealer), authenticator: dependencies.authenticator,
+        clock: dependencies.clock
+    ).addRoutes(to: router)
     // The operator console and the admin routes it calls (issue #17).
     let history = MetricsHistory()
     let sampleInterval = Duration.seconds(5)

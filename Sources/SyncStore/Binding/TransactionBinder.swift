@@ -248,16 +248,28 @@ public struct TransactionBinder: Sendable {
                     previous: entitlementID.flatMap { id in state.entitlements.first { $0.id == id } }, current: nil,
                     previousTier: nil, state: state, transfer: transfer))
             }
-            // A consumable's units go with it: the old account is debited what it was credited
-            // (docs/USAGE.md), before its transactions go, so one purchase is never credited twice.
+            // A consumable's units go with it: the old account is debited what the purchase still
+            // gives it (docs/USAGE.md): its credit, less its refunds, plus their reversals. Before
+            // its transactions go, so one purchase is never credited twice, and a refunded pack
+            // is not taken back a second time.
             try await connection.preparedQuery(
                 """
                 INSERT INTO usage_entries (account_id, meter, entry_id, kind, units, at, reason)
-                SELECT u.account_id, u.meter, 'credit_transferred:' || t.transaction_id, 'credit_revoked', u.units, \(now),
+                SELECT u.account_id, u.meter, 'credit_transferred:' || t.transaction_id, 'credit_revoked', net.units, \(now),
                        'transferred to ' || \(accountID)
                 FROM transactions AS t
                 JOIN usage_entries AS u ON u.account_id = t.account_id AND u.entry_id = 'credit:' || t.transaction_id
+                CROSS JOIN LATERAL (
+                    SELECT u.units - COALESCE(sum(r.units) FILTER (WHERE r.kind = 'credit_revoked'), 0)
+                                   + COALESCE(sum(r.units) FILTER (WHERE r.kind = 'credit_restored'), 0) AS units
+                    FROM usage_entries AS r
+                    WHERE r.account_id = u.account_id AND r.meter = u.meter
+                      AND (r.entry_id = 'credit_revoked:' || t.transaction_id
+                           OR starts_with(r.entry_id, 'credit_revoked:' || t.transaction_id || '#')
+                           OR starts_with(r.entry_id, 'credit_restored:' || t.transaction_id || '#'))
+                ) AS net
                 WHERE t.account_id = \(transfer.fromAccountID) AND t.original_transaction_id = \(transfer.originalTransactionID)
+                  AND net.units > 0
                 ON CONFLICT (account_id, meter, entry_id) DO NOTHING
                 """
             )

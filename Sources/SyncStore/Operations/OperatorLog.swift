@@ -37,7 +37,19 @@ public struct OperatorLog: Sendable {
         at: Date, actor: String, action: String, accountID: String? = nil, target: String? = nil, reason: String? = nil,
         outcome: String
     ) async throws -> Action {
-        let rows = try await pool.preparedQuery(
+        try await pool.withConnection { connection in
+            try await Self.record(
+                at: at, actor: actor, action: action, accountID: accountID, target: target, reason: reason, outcome: outcome, on: connection)
+        }
+    }
+
+    /// ``record(at:actor:action:accountID:target:reason:outcome:)`` on `connection`, inside the
+    /// caller's transaction: the action and what it did commit together, or neither does.
+    public static func record(
+        at: Date, actor: String, action: String, accountID: String? = nil, target: String? = nil, reason: String? = nil,
+        outcome: String, on connection: Connection
+    ) async throws -> Action {
+        let rows = try await connection.preparedQuery(
             """
             INSERT INTO operator_actions (at, actor, action, account_id, target, reason, outcome)
             VALUES (\(at), \(actor), \(action), \(accountID), \(target), \(reason), \(outcome))
@@ -49,7 +61,18 @@ public struct OperatorLog: Sendable {
             target: target, reason: reason, outcome: outcome)
     }
 
-    /// The actions about `accountID`, oldest first, at most the `limit` latest.
+    /// The latest actions about `target` (such as `endpoint <id>`), oldest first.
+    public func actions(onTarget target: String, limit: Int = 50) async throws -> [Action] {
+        let rows = try await pool.preparedQuery(
+            """
+            SELECT id, at, actor, action, account_id, target, reason, outcome FROM (
+                SELECT * FROM operator_actions WHERE target = \(target) ORDER BY at DESC, id DESC LIMIT \(limit)
+            ) AS latest ORDER BY at, id
+            """
+        )
+        return try rows.map(Self.action)
+    }
+
     public func actions(ofAccount accountID: String, limit: Int = 200) async throws -> [Action] {
         let rows = try await pool.preparedQuery(
             """
@@ -58,12 +81,14 @@ public struct OperatorLog: Sendable {
             ) AS latest ORDER BY at, id
             """
         )
-        return try rows.map { row in
-            Action(
-                id: try row.decode(Int64.self, at: 0), at: try row.decode(Date.self, at: 1),
-                actor: try row.decode(String.self, at: 2), action: try row.decode(String.self, at: 3),
-                accountID: try row.decode(String?.self, at: 4), target: try row.decode(String?.self, at: 5),
-                reason: try row.decode(String?.self, at: 6), outcome: try row.decode(String.self, at: 7))
-        }
+        return try rows.map(Self.action)
+    }
+
+    private static func action(_ row: Row) throws -> Action {
+        Action(
+            id: try row.decode(Int64.self, at: 0), at: try row.decode(Date.self, at: 1),
+            actor: try row.decode(String.self, at: 2), action: try row.decode(String.self, at: 3),
+            accountID: try row.decode(String?.self, at: 4), target: try row.decode(String?.self, at: 5),
+            reason: try row.decode(String?.self, at: 6), outcome: try row.decode(String.self, at: 7))
     }
 }

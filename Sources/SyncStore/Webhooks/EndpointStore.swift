@@ -46,8 +46,27 @@ public struct EndpointStore: Sendable {
         }
     }
 
+    /// Who changes endpoints, and why: each change is recorded in `operator_actions` (target
+    /// `endpoint <id>`) in the transaction that makes it.
+    public struct Audit: Sendable {
+        public var actor: String
+        public var reason: String?
+        public var at: Date
+
+        public init(actor: String, reason: String? = nil, at: Date) {
+            self.actor = actor
+            self.reason = reason
+            self.at = at
+        }
+
+        /// The `target` of an endpoint's actions.
+        public static func target(_ id: UUID) -> String { "endpoint \(id.uuidString.lowercased())" }
+    }
+
     /// Registers an endpoint; returns it with its secret, which is shown only this once.
-    public func create(url: String, description: String = "", eventTypes: [String]? = nil) async throws -> (WebhookEndpoint, WebhookSecret) {
+    public func create(
+        url: String, description: String = "", eventTypes: [String]? = nil, audit: Audit? = nil
+    ) async throws -> (WebhookEndpoint, WebhookSecret) {
         try Self.validate(url: url)
         try Self.validate(eventTypes: eventTypes)
         guard description.count <= 500 else { throw ValidationError(field: "description", message: "is longer than 500 characters") }
@@ -57,8 +76,9 @@ public struct EndpointStore: Sendable {
             INSERT INTO webhook_endpoints (endpoint_id, url, description, event_types, secret)
             VALUES (\(UUID()), \(url), \(description), \(eventTypes)::text[], \(try sealer.seal(secret)))
             RETURNING endpoint_id
-            """
-        )
+            """,
+            audit: audit
+        ) { _, after in ("endpoint_create", "created for \(after.url), \(Self.describe(after.eventTypes))") }
         guard let endpoint else { throw PostgresError(.client, message: "the new endpoint was not read back") }
         return (endpoint, secret)
     }
@@ -66,6 +86,11 @@ public struct EndpointStore: Sendable {
     public func list() async throws -> [WebhookEndpoint] {
         try await pool.query("SELECT \(unescaped: Self.columns) FROM webhook_endpoints ORDER BY created_at, endpoint_id")
             .map(Self.endpoint)
+    }
+
+    /// The latest changes operators made to endpoint `id` (``Audit``), oldest first.
+    public func audit(of id: UUID, limit: Int = 50) async throws -> [OperatorLog.Action] {
+        try await OperatorLog(pool: pool).actions(onTarget: Audit.target(id), limit: limit)
     }
 
     public func get(_ id: UUID) async throws -> WebhookEndpoint? {
@@ -78,7 +103,8 @@ public struct EndpointStore: Sendable {
         url: String? = nil,
         description: String? = nil,
         eventTypes: [String]?? = nil,
-        enabled: Bool? = nil
+        enabled: Bool? = nil,
+        audit: Audit? = nil
     ) async throws -> WebhookEndpoint? {
         if let url { try Self.validate(url: url) }
         if let eventTypes { try Self.validate(eventTypes: eventTypes) }
@@ -100,47 +126,99 @@ public struct EndpointStore: Sendable {
                 updated_at = now()
             WHERE endpoint_id = \(id)
             RETURNING endpoint_id
-            """
+            """,
+            id: id, audit: audit, describe: Self.describeUpdate
         )
+    }
+
+    /// What an update did, in words, and its action: `endpoint_enable` / `endpoint_disable` when
+    /// that is all it changed, `endpoint_update` otherwise.
+    private static func describeUpdate(before: WebhookEndpoint?, after: WebhookEndpoint) -> (action: String, outcome: String) {
+        guard let before else { return ("endpoint_update", "updated") }
+        var changes: [String] = []
+        if before.url != after.url { changes.append("url \(before.url) → \(after.url)") }
+        if before.description != after.description { changes.append("description changed") }
+        if before.eventTypes != after.eventTypes {
+            changes.append("\(describe(before.eventTypes)) → \(describe(after.eventTypes))")
+        }
+        if before.enabled != after.enabled { changes.append(after.enabled ? "enabled" : "disabled") }
+        if changes.isEmpty { return ("endpoint_update", "nothing changed") }
+        if changes.count == 1, before.enabled != after.enabled {
+            return (after.enabled ? "endpoint_enable" : "endpoint_disable", changes[0])
+        }
+        return ("endpoint_update", changes.joined(separator: "; "))
+    }
+
+    private static func describe(_ eventTypes: [String]?) -> String {
+        eventTypes.map { "event types \($0.joined(separator: ", "))" } ?? "all event types"
     }
 
     /// Runs `write`, a statement that returns the `endpoint_id` it wrote (or nothing), and reads
     /// that endpoint back in the same transaction. Not `RETURNING` the columns: Citus refuses
     /// functions that are not immutable (`array_to_json`) there in a write to a reference table.
-    private func writeAndRead(_ write: PostgresQuery) async throws -> WebhookEndpoint? {
+    ///
+    /// With `audit`, the action and what it did (`describe`, given the endpoint before, when `id`
+    /// names it, and after) are recorded in `operator_actions` in the same transaction.
+    private func writeAndRead(
+        _ write: PostgresQuery, id: UUID? = nil, audit: Audit? = nil,
+        describe: @escaping @Sendable (_ before: WebhookEndpoint?, _ after: WebhookEndpoint) -> (action: String, outcome: String) = { _, _ in ("", "") }
+    ) async throws -> WebhookEndpoint? {
         try await pool.withTransaction { connection in
+            var before: WebhookEndpoint?
+            if audit != nil, let id {
+                before = try await connection.query(
+                    "SELECT \(unescaped: Self.columns) FROM webhook_endpoints WHERE endpoint_id = \(id) FOR UPDATE"
+                ).first.map(Self.endpoint)
+            }
             guard let row = try await connection.query(write).first else { return nil }
-            let id = try row.decode(UUID.self, at: 0)
-            return try await connection.query("SELECT \(unescaped: Self.columns) FROM webhook_endpoints WHERE endpoint_id = \(id)")
+            let written = try row.decode(UUID.self, at: 0)
+            guard let after = try await connection.query("SELECT \(unescaped: Self.columns) FROM webhook_endpoints WHERE endpoint_id = \(written)")
                 .first.map(Self.endpoint)
+            else { return nil }
+            if let audit {
+                let (action, outcome) = describe(before, after)
+                _ = try await OperatorLog.record(
+                    at: audit.at, actor: audit.actor, action: action, target: Audit.target(written), reason: audit.reason,
+                    outcome: outcome, on: connection)
+            }
+            return after
         }
     }
 
     /// Deletes an endpoint and cancels its pending deliveries. Returns whether it existed.
-    public func delete(_ id: UUID) async throws -> Bool {
+    public func delete(_ id: UUID, audit: Audit? = nil) async throws -> Bool {
         try await pool.withTransaction { connection in
-            try await connection.query(
+            let cancelled = try await connection.query(
                 "UPDATE deliveries SET status = 'cancelled', completed_at = now(), last_error = 'endpoint deleted' WHERE endpoint_id = \(id) AND status = 'pending'"
-            )
-            return try await connection.query("DELETE FROM webhook_endpoints WHERE endpoint_id = \(id)").affectedRows == 1
+            ).affectedRows
+            let deleted = try await connection.query("DELETE FROM webhook_endpoints WHERE endpoint_id = \(id) RETURNING url")
+            guard let url = try deleted.first?.decode(String.self, at: 0) else { return false }
+            if let audit {
+                _ = try await OperatorLog.record(
+                    at: audit.at, actor: audit.actor, action: "endpoint_delete", target: Audit.target(id), reason: audit.reason,
+                    outcome: "deleted (\(url)); \(cancelled) pending deliveries cancelled", on: connection)
+            }
+            return true
         }
     }
 
     /// Replaces the secret; the old one keeps signing beside the new one for 24 hours, so
     /// receivers can switch without losing a delivery. Returns the new secret (shown once).
-    public func rotateSecret(_ id: UUID, now: Date = Date()) async throws -> (WebhookEndpoint, WebhookSecret)? {
+    public func rotateSecret(_ id: UUID, now: Date = Date(), audit: Audit? = nil) async throws -> (WebhookEndpoint, WebhookSecret)? {
         let secret = WebhookSecret.generate()
+        let until = now.addingTimeInterval(Self.rotationOverlap)
         let endpoint = try await writeAndRead(
             """
             UPDATE webhook_endpoints SET
                 previous_secret = secret,
-                previous_secret_expires_at = \(now.addingTimeInterval(Self.rotationOverlap)),
+                previous_secret_expires_at = \(until),
                 secret = \(try sealer.seal(secret)),
                 updated_at = now()
             WHERE endpoint_id = \(id)
             RETURNING endpoint_id
-            """
-        )
+            """,
+            audit: audit
+        ) { _, _ in ("endpoint_rotate_secret", "secret rotated; the previous one signs beside it until \(until.formatted(.iso8601))") }
         return endpoint.map { ($0, secret) }
     }
 

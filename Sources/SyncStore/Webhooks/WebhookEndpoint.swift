@@ -31,24 +31,28 @@ public struct WebhookEndpoint: Sendable, Codable, Equatable {
 }
 
 /// An endpoint as the API and the CLI show it: its fields, plus `secret` only when it was just
-/// created or rotated (the one time a secret is shown).
+/// created or rotated (the one time a secret is shown), and, when one endpoint is read, `audit`:
+/// the latest changes operators made to it (``OperatorLog``).
 public struct WebhookEndpointView: Encodable, Sendable {
     public var endpoint: WebhookEndpoint
     public var secret: WebhookSecret?
+    public var audit: [OperatorLog.Action]?
 
-    public init(_ endpoint: WebhookEndpoint, secret: WebhookSecret? = nil) {
+    public init(_ endpoint: WebhookEndpoint, secret: WebhookSecret? = nil, audit: [OperatorLog.Action]? = nil) {
         self.endpoint = endpoint
         self.secret = secret
+        self.audit = audit
     }
 
     enum CodingKeys: String, CodingKey {
-        case secret
+        case secret, audit
     }
 
     public func encode(to encoder: any Encoder) throws {
         try endpoint.encode(to: encoder)
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encodeIfPresent(secret?.text, forKey: .secret)
+        try container.encodeIfPresent(audit, forKey: .audit)
     }
 }
 

@@ -24,9 +24,21 @@ struct Endpoints: AsyncParsableCommand {
         var json = false
     }
 
+    /// Who changes an endpoint and why: recorded in operator_actions with the change
+    /// (`endpoints show` lists them).
+    struct Who: ParsableArguments {
+        @Option(help: "Who (recorded with the change; default $USER).") var actor: String?
+        @Option(help: "Why (recorded with the change).") var reason: String?
+
+        var audit: EndpointStore.Audit {
+            EndpointStore.Audit(actor: Operator.actor(actor), reason: reason, at: Date())
+        }
+    }
+
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Register an endpoint; prints its secret once.")
         @OptionGroup var output: Output
+        @OptionGroup var who: Who
         @Option(help: "The http(s) URL that receives events.") var url: String
         @Option(help: "A note for people.") var description: String = ""
         @Option(name: .customLong("event-type"), help: "Deliver only this event type (repeatable); default all.")
@@ -34,7 +46,8 @@ struct Endpoints: AsyncParsableCommand {
 
         func run() async throws {
             try await withStore(output) { store in
-                let (endpoint, secret) = try await store.create(url: url, description: description, eventTypes: eventTypes.isEmpty ? nil : eventTypes)
+                let (endpoint, secret) = try await store.create(
+                    url: url, description: description, eventTypes: eventTypes.isEmpty ? nil : eventTypes, audit: who.audit)
                 try show(endpoint, secret: secret, json: output.json)
             }
         }
@@ -62,18 +75,23 @@ struct Endpoints: AsyncParsableCommand {
     }
 
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show one endpoint.")
+        static let configuration = CommandConfiguration(abstract: "Show one endpoint, with the latest changes operators made to it.")
         @OptionGroup var output: Output
         @Argument(help: "The endpoint id.") var id: String
 
         func run() async throws {
-            try await showAfter(output, id) { store, id in try await store.get(id) }
+            let id = try parseEndpointID(id)
+            try await withStore(output) { store in
+                guard let endpoint = try await store.get(id) else { throw notFound(id) }
+                try show(endpoint, secret: nil, audit: try await store.audit(of: id), json: output.json)
+            }
         }
     }
 
     struct Update: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Change an endpoint's URL, description or event types.")
         @OptionGroup var output: Output
+        @OptionGroup var who: Who
         @Argument(help: "The endpoint id.") var id: String
         @Option(help: "A new URL.") var url: String?
         @Option(help: "A new description.") var description: String?
@@ -83,7 +101,7 @@ struct Endpoints: AsyncParsableCommand {
         func run() async throws {
             let types: [String]?? = allEvents ? .some(nil) : (eventTypes.isEmpty ? nil : .some(eventTypes))
             try await showAfter(output, id) { store, id in
-                try await store.update(id, url: url, description: description, eventTypes: types)
+                try await store.update(id, url: url, description: description, eventTypes: types, audit: who.audit)
             }
         }
     }
@@ -91,32 +109,35 @@ struct Endpoints: AsyncParsableCommand {
     struct Enable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Enable an endpoint (clears its failure state).")
         @OptionGroup var output: Output
+        @OptionGroup var who: Who
         @Argument(help: "The endpoint id.") var id: String
 
         func run() async throws {
-            try await showAfter(output, id) { store, id in try await store.update(id, enabled: true) }
+            try await showAfter(output, id) { store, id in try await store.update(id, enabled: true, audit: who.audit) }
         }
     }
 
     struct Disable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Disable an endpoint; its deliveries wait until it is enabled.")
         @OptionGroup var output: Output
+        @OptionGroup var who: Who
         @Argument(help: "The endpoint id.") var id: String
 
         func run() async throws {
-            try await showAfter(output, id) { store, id in try await store.update(id, enabled: false) }
+            try await showAfter(output, id) { store, id in try await store.update(id, enabled: false, audit: who.audit) }
         }
     }
 
     struct Delete: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Delete an endpoint and cancel its pending deliveries.")
         @OptionGroup var output: Output
+        @OptionGroup var who: Who
         @Argument(help: "The endpoint id.") var id: String
 
         func run() async throws {
             let id = try parseEndpointID(id)
             try await withStore(output) { store in
-                guard try await store.delete(id) else { throw notFound(id) }
+                guard try await store.delete(id, audit: who.audit) else { throw notFound(id) }
                 if output.json { try printJSON(["deleted": id.uuidString.lowercased()]) } else { print("deleted \(id.uuidString.lowercased())") }
             }
         }
@@ -128,12 +149,13 @@ struct Endpoints: AsyncParsableCommand {
             abstract: "Replace the signing secret; the old one keeps signing for 24 hours."
         )
         @OptionGroup var output: Output
+        @OptionGroup var who: Who
         @Argument(help: "The endpoint id.") var id: String
 
         func run() async throws {
             let id = try parseEndpointID(id)
             try await withStore(output) { store in
-                guard let (endpoint, secret) = try await store.rotateSecret(id) else { throw notFound(id) }
+                guard let (endpoint, secret) = try await store.rotateSecret(id, now: Date(), audit: who.audit) else { throw notFound(id) }
                 try show(endpoint, secret: secret, json: output.json)
             }
         }
@@ -216,9 +238,9 @@ private func showAfter(
     }
 }
 
-private func show(_ endpoint: WebhookEndpoint, secret: WebhookSecret?, json: Bool) throws {
+private func show(_ endpoint: WebhookEndpoint, secret: WebhookSecret?, audit: [OperatorLog.Action]? = nil, json: Bool) throws {
     if json {
-        try printJSON(WebhookEndpointView(endpoint, secret: secret))
+        try printJSON(WebhookEndpointView(endpoint, secret: secret, audit: audit))
         return
     }
     print("id:           \(endpoint.id.uuidString.lowercased())")
@@ -230,6 +252,12 @@ private func show(_ endpoint: WebhookEndpoint, secret: WebhookSecret?, json: Boo
     if let secret {
         print("secret:       \(secret.text)")
         print("              (shown once: store it now)")
+    }
+    if let audit {
+        print("changes:      \(audit.isEmpty ? "none recorded" : "")")
+        for action in audit {
+            print("  \(RFC3339.format(action.at))  \(action.actor)  \(action.action)  \(action.outcome)\(action.reason.map { "  (\($0))" } ?? "")")
+        }
     }
 }
 

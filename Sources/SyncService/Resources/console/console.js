@@ -550,7 +550,7 @@
       enabled ? "Deliveries to it resume." : "No new deliveries are made for it while it is disabled.", false);
     if (ok === null) return;
     try {
-      const updated = await api("PATCH", "/v1/webhook-endpoints/" + endpoint.id, { enabled });
+      const updated = await api("PATCH", "/v1/webhook-endpoints/" + endpoint.id, { enabled, actor: actor() });
       loadEndpoints({ title: "Endpoint " + (enabled ? "enabled" : "disabled") + " by " + actor(), body: { id: updated.id, url: updated.url, enabled: updated.enabled } });
     } catch (error) { failed(error); }
   }
@@ -560,7 +560,7 @@
       "A new signing secret is made and shown once, here; the old one keeps signing beside it for 24 hours.", false);
     if (ok === null) return;
     try {
-      const rotated = await api("POST", "/v1/webhook-endpoints/" + endpoint.id + "/rotate-secret");
+      const rotated = await api("POST", "/v1/webhook-endpoints/" + endpoint.id + "/rotate-secret", { actor: actor() });
       const box = $("secret-once");
       box.replaceChildren(
         el("strong", {}, "New secret for " + rotated.url + " — copy it now, it is not shown again: "),
