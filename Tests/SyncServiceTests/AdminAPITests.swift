@@ -372,6 +372,16 @@ struct AdminAPITests {
                 #expect((json["deliveries_by_status"] as? [String: Int])?["pending"] != nil)
                 #expect(try await Self.call(client, .get, "/v1/admin/stats?window_seconds=5").status == .badRequest)
             }
+            // The window ends at the service's clock, not the database's: two hours on, the
+            // attempts (made now) are out of an hour's window, and the pending report two hours old.
+            _ = try await ReportInbox(pool: env.pool).submit(accountID: "waiting", device: DeviceInfo(id: "iphone"), reports: [Self.r("w1")])
+            let later = ManualClock(start: Date().addingTimeInterval(7_200))
+            try await env.application(workers: 0, clock: later).test(.router) { client in
+                let (_, json) = try await Self.call(client, .get, "/v1/admin/stats?window_seconds=3600")
+                let endpoint = try #require((json["endpoints"] as? [[String: Any]])?.first)
+                #expect(endpoint["attempts"] as? Int == 0)
+                #expect((json["oldest_pending_age_seconds"] as? Double).map { $0 >= 7_100 } == true, "\(json)")
+            }
         }
     }
 

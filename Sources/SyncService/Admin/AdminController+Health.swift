@@ -16,7 +16,7 @@ extension AdminController {
             } else {
                 window = 3600
             }
-            return try JSONResponse.make(try await OperationsStats.read(pool: pool, window: window))
+            return try JSONResponse.make(try await OperationsStats.read(pool: pool, window: window, now: clock.now()))
         }
         admin.get("metrics/history") { request, _ in
             try await requireAdmin(request)

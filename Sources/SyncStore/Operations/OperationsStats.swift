@@ -58,14 +58,15 @@ public struct OperationsStats: Sendable, Codable {
         case windowSeconds = "window_seconds"
     }
 
-    /// Reads the statistics; endpoint success rates over the last `window` seconds.
-    public static func read(pool: ConnectionPool, window: TimeInterval = 86_400) async throws -> OperationsStats {
+    /// Reads the statistics at `now` (the service's clock, not the database's): endpoint success
+    /// rates over the `window` seconds before it, and the age of the oldest pending report.
+    public static func read(pool: ConnectionPool, window: TimeInterval = 86_400, now: Date = Date()) async throws -> OperationsStats {
         // The pending and quarantined counts use their partial indexes; the rest are small
         // aggregates over state, deliveries and the window's attempts.
         let totals = try await pool.preparedQuery(
             """
             SELECT (SELECT count(*) FROM reports WHERE status = 'pending'),
-                   (SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(received_at)), 0)::float8 FROM reports WHERE status = 'pending'),
+                   (SELECT COALESCE(EXTRACT(EPOCH FROM \(now)::timestamptz - min(received_at)), 0)::float8 FROM reports WHERE status = 'pending'),
                    (SELECT count(*) FROM reports WHERE status = 'quarantined'),
                    (SELECT COALESCE(json_object_agg(tier, n), '{}')::text FROM (SELECT tier, count(*) AS n FROM account_states GROUP BY tier) t),
                    (SELECT COALESCE(json_object_agg(status, n), '{}')::text FROM (SELECT status, count(*) AS n FROM deliveries GROUP BY status) d)
@@ -83,7 +84,7 @@ public struct OperationsStats: Sendable, Codable {
             FROM webhook_endpoints w
             LEFT JOIN deliveries d ON d.endpoint_id = w.endpoint_id
             LEFT JOIN delivery_attempts a ON a.account_id = d.account_id AND a.delivery_id = d.delivery_id
-                 AND a.attempted_at >= now() - make_interval(secs => \(window))
+                 AND a.attempted_at >= \(now.addingTimeInterval(-window))
             GROUP BY w.endpoint_id, w.url, w.enabled, w.failing_since, w.disabled_reason
             ORDER BY w.url, w.endpoint_id
             """
