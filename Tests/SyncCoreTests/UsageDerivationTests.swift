@@ -4,7 +4,7 @@ import SyncCore
 import Testing
 import TestSupport
 
-/// A minute pack's refunds and their reversals (`UsageDerivation.refundCorrections`): whatever
+/// A minute pack's refunds and their reversals (`UsageDerivation.creditCorrections`): whatever
 /// order the reports arrive in and however they are grouped into resolutions, the ledger's units
 /// for the pack net to what the purchase is at every step: 100 while it stands, 0 while it is
 /// refunded.
@@ -46,7 +46,7 @@ import TestSupport
         var ids: [String: Set<String>] = [:]
         for entry in stored { ids[entry.meter, default: []].insert(entry.id) }
         let new = UsageDerivation.entries(transactions: aggregates, state: state, catalogue: .default, now: utc(2026, 6, 1))
-            + UsageDerivation.refundCorrections(transactions: aggregates, catalogue: .default, stored: ids)
+            + UsageDerivation.creditCorrections(transactions: aggregates, catalogue: .default, stored: ids, now: utc(2026, 6, 1))
         for entry in new where entry.kind != .allowance && !(ids[entry.meter]?.contains(entry.id) ?? false) {
             stored.append(entry)
             ids[entry.meter, default: []].insert(entry.id)
@@ -89,6 +89,42 @@ import TestSupport
         }
     }
 
+    /// The old account's debit when the purchase moves (as `TransactionBinder` writes it): what
+    /// its entries still give, under an id of its own for each move away.
+    static func transferAway(_ stored: inout [UsageEntry], at: Date) {
+        let net = Self.net(stored)
+        guard net > 0 else { return }
+        let away = stored.filter { $0.id.hasPrefix("credit_transferred:") }.count
+        stored.append(UsageEntry(
+            id: "credit_transferred:pack1" + (away == 0 ? "" : "#\(away)"), meter: "minutes", kind: .creditRevoked, units: net, at: at))
+    }
+
+    @Test func aPackThatMovesBetweenAccountsIsInExactlyOneOfThemWhateverHappensToIt() async {
+        // Steps: 0 a refund or its reversal (the next turn), 1 the purchase moves to the other
+        // account; its reports move with it, and the account that has it is resolved.
+        await propertyCheck(count: 400, input: Gen.int(in: 0...1).array(of: 0...10)) { steps in
+            var ledgers: [[UsageEntry]] = [[], []]
+            var holder = 0
+            var reports = [Self.purchase("p1")]
+            var turns = 0
+            var aggregate = Self.resolve(reports, into: &ledgers[holder])
+            for (index, step) in steps.enumerated() {
+                if step == 0 {
+                    turns += 1
+                    reports.append(Self.turn(turns))
+                } else {
+                    Self.transferAway(&ledgers[holder], at: utc(2026, 3, 1).addingTimeInterval(Double(index) * 60))
+                    holder = 1 - holder
+                }
+                aggregate = Self.resolve(reports, into: &ledgers[holder])
+                let expected = aggregate?.isRevoked == true ? 0 : 100
+                #expect(Self.net(ledgers[holder]) == expected, "holder \(holder) after \(steps.prefix(index + 1)): \(ledgers[holder].map(\.id))")
+                #expect(Self.net(ledgers[1 - holder]) == 0, "the other account after \(steps.prefix(index + 1)): \(ledgers[1 - holder].map(\.id))")
+            }
+            for ledger in ledgers { #expect(Set(ledger.map(\.id)).count == ledger.count) }
+        }
+    }
+
     @Test func aReversedRefundGivesThePackBackAndASecondRefundTakesItAgain() {
         var stored: [UsageEntry] = []
         var reports = [Self.purchase("p1")]
@@ -114,7 +150,7 @@ import TestSupport
         let stored = ["minutes": Set(["credit:pack1", "credit_revoked:pack1"])]
         let aggregates = TransactionAggregate.aggregate([Self.purchase("p1"), Self.turn(2)])
         #expect(aggregates.first?.isRevoked == false)
-        #expect(UsageDerivation.refundCorrections(transactions: aggregates, catalogue: .default, stored: stored).isEmpty)
+        #expect(UsageDerivation.creditCorrections(transactions: aggregates, catalogue: .default, stored: stored, now: utc(2026, 6, 1)).isEmpty)
     }
 
     @Test func anUnverifiedReversalGivesNothingBack() {

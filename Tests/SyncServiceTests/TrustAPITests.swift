@@ -787,6 +787,32 @@ struct TrustAPITests {
         }
     }
 
+    @Test("a minute pack that moves to another account and back, and over again, is always credited to the one that has it")
+    func packMovingBackAndForth() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
+            let now = Date()
+            let jws = try authority.sign(Self.transaction(
+                original: "8400", product: "voip.credits.100", purchased: now.addingTimeInterval(-60), expires: nil, signed: now))
+            let ledger = UsageLedger(pool: env.pool, catalogue: .default)
+            let reconciler = Reconciler(pool: env.pool, catalogue: .default)
+            try await app.test(.router) { client in
+                for (round, (to, from)) in [("move-a", "move-b"), ("move-b", "move-a"), ("move-a", "move-b"), ("move-b", "move-a")].enumerated() {
+                    _ = try await client.sync(account: to, body: try Self.signedBody(reportID: "p-\(round)", jws: jws))
+                    _ = try await settled(client, to)
+                    _ = try await settled(client, from)
+                    #expect(try await ledger.balances(of: to, now: Date()).first?.credits == 100, "round \(round): \(to) has the pack")
+                    #expect(try await ledger.balances(of: from, now: Date()).first?.credits == 0, "round \(round): \(from) does not")
+                    let result = try await reconciler.reconcile(accounts: ["move-a", "move-b"], repair: false)
+                    #expect(result.accountsWithDrift == 0, "round \(round): \(result.differences)")
+                }
+            }
+            // Each arrival announced once: the first credit, then a credit again for each return.
+            #expect(try await env.scalar("SELECT count(*) FROM events WHERE type = 'credits.granted'") == 4)
+            #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE entry_id LIKE 'credit_transferred:8400%'") == 3)
+        }
+    }
+
     @Test("a refunded minute pack that moves to another account is not taken back from the old one a second time")
     func transferredRefundedPackIsNotDebitedTwice() async throws {
         try await TestEnvironment.withFresh { env in

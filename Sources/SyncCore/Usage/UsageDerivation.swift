@@ -31,69 +31,101 @@ public enum UsageDerivation {
         return entries
     }
 
-    /// What a consumable's refund history needs beyond ``entries(transactions:state:catalogue:now:)``,
-    /// given the refund entries the account has (`stored`: per meter, the ids of its
-    /// `credit_revoked` and `credit_restored` entries).
+    /// What a consumable's history needs beyond ``entries(transactions:state:catalogue:now:)``,
+    /// given the credit entries the account has (`stored`: per meter, the ids of its `credit`,
+    /// `credit_revoked` and `credit_restored` entries), for the purchases the account holds.
     ///
     /// A refund can be reversed (the App Store's REFUND_REVERSED, or an operator's `unrevoke`),
-    /// and the purchase refunded again. Entries are never changed or deleted, so each turn adds
-    /// one: while the transaction is revoked the account must hold one more `credit_revoked` of it
-    /// than `credit_restored`, otherwise as many. The first refund is `credit_revoked:<tx>` (from
-    /// `entries`); a reversal adds `credit_restored:<tx>#<reinstatement, µs since 1970>`, a later
-    /// refund `credit_revoked:<tx>#<revocation, µs>`. The transaction's aggregate keeps only its
-    /// latest revocation and reinstatement, so a refund and its reversal that arrive together
-    /// add nothing: what the ledger records is what was seen resolved, and the units always net
-    /// to the transaction's current state.
-    public static func refundCorrections(
-        transactions: some Sequence<TransactionAggregate>, catalogue: Catalogue, stored: [String: Set<String>]
+    /// and the purchase refunded again; a purchase can move to another account and back (binding
+    /// policy `transfer`: the old account is debited `credit_transferred:<tx>`). Entries are never
+    /// changed or deleted, so each turn adds one, and the units of a purchase's entries must net
+    /// to what it gives now: its grant while it stands, nothing while it is refunded.
+    /// - The first refund is `credit_revoked:<tx>` (from `entries`); a reversal adds
+    ///   `credit_restored:<tx>#<reinstatement, µs since 1970>`, a later refund
+    ///   `credit_revoked:<tx>#<revocation, µs>`.
+    /// - A purchase that comes back to an account that already had it (and was debited when it
+    ///   left) is credited again: `credit:<tx>#<now, µs>`.
+    /// The aggregate keeps only the latest revocation and reinstatement, so a refund and its
+    /// reversal that arrive together add nothing: what the ledger records is what was seen
+    /// resolved, and the units always net to the purchase's current state.
+    public static func creditCorrections(
+        transactions: some Sequence<TransactionAggregate>, catalogue: Catalogue, stored: [String: Set<String>], now: Date
     ) -> [UsageEntry] {
         var entries: [UsageEntry] = []
-        let countsByMeter = stored.mapValues(refundCounts)
+        let countsByMeter = stored.mapValues(creditCounts)
         for transaction in transactions {
             guard let product = catalogue.products[transaction.productID], product.kind == .consumable,
                 !product.grants.isEmpty, transaction.representative.isVerified
             else { continue }
             let id = transaction.transactionID
-            let first = "credit_revoked:\(id)"
+            let firstCredit = "credit:\(id)"
+            let firstRefund = "credit_revoked:\(id)"
             for (meter, units) in product.grants.sorted(by: { $0.key < $1.key }) {
                 var ids = stored[meter] ?? []
-                let counts = countsByMeter[meter]?[id]
-                var revoked = counts?.revoked ?? 0
-                let restored = counts?.restored ?? 0
-                // `entries` writes the first refund's entry.
-                if transaction.isRevoked && !ids.contains(first) { revoked += 1 }
-                // More refunds than reversals recorded than the purchase's state allows: reversals
-                // are missing; fewer: a refund is. One in the course of things; more only when
-                // entries were lost (reconcile's repair), each then at the next free microsecond.
-                var excess = revoked - restored - (transaction.isRevoked ? 1 : 0)
-                while excess != 0 {
-                    // A reversal needs a refund to reverse: without a revocation in the
-                    // aggregate (its report pruned), nothing is given back.
-                    let (kind, prefix, time) = excess > 0
-                        ? (UsageEntry.Kind.creditRestored, "credit_restored:\(id)#",
-                           transaction.latestRevokedAt == nil ? nil : transaction.latestReinstatedAt)
-                        : (UsageEntry.Kind.creditRevoked, first + "#", transaction.latestRevokedAt)
-                    guard let time else { break }
-                    var stamp = microseconds(time)
-                    while ids.contains(prefix + String(stamp)) { stamp += 1 }
-                    ids.insert(prefix + String(stamp))
-                    entries.append(UsageEntry(id: prefix + String(stamp), meter: meter, kind: kind, units: units, at: time))
-                    excess += excess > 0 ? -1 : 1
+                var counts = countsByMeter[meter]?[id] ?? CreditCounts()
+                // What `entries` writes: the purchase's credit, and its first refund.
+                if !ids.contains(firstCredit) { counts.credited += 1 }
+                if transaction.isRevoked && !ids.contains(firstRefund) { counts.refunded += 1 }
+                // Packs the entries give, against the one (or none, refunded) the purchase gives.
+                var missing = (transaction.isRevoked ? 0 : 1) - counts.net
+                while missing != 0 {
+                    let correction: (kind: UsageEntry.Kind, prefix: String, at: Date)?
+                    if missing < 0 {
+                        // More than it gives: only a refund takes units back (one the aggregate
+                        // has: a refund again, or one whose entry was lost).
+                        correction = transaction.latestRevokedAt.map { (.creditRevoked, firstRefund + "#", $0) }
+                    } else if counts.refunded > counts.restored {
+                        // A refund stands in the ledger: only its reversal gives units back, and
+                        // only with a refund in the aggregate to reverse (not one whose report
+                        // was pruned).
+                        correction = transaction.latestRevokedAt == nil
+                            ? nil : transaction.latestReinstatedAt.map { (.creditRestored, "credit_restored:\(id)#", $0) }
+                    } else {
+                        // Debited when it left this account, and back.
+                        correction = (.credit, firstCredit + "#", now)
+                    }
+                    guard let correction else { break }
+                    var stamp = microseconds(correction.at)
+                    while ids.contains(correction.prefix + String(stamp)) { stamp += 1 }
+                    ids.insert(correction.prefix + String(stamp))
+                    entries.append(UsageEntry(
+                        id: correction.prefix + String(stamp), meter: meter, kind: correction.kind, units: units, at: correction.at))
+                    switch correction.kind {
+                    case .creditRevoked: counts.refunded += 1
+                    case .creditRestored: counts.restored += 1
+                    default: counts.credited += 1
+                    }
+                    missing = (transaction.isRevoked ? 0 : 1) - counts.net
                 }
             }
         }
         return entries
     }
 
-    /// Per transaction, how many refund (`credit_revoked:<tx>`, `credit_revoked:<tx>#...`) and
-    /// reversal (`credit_restored:<tx>#...`) entries `ids` holds; one pass over them.
-    private static func refundCounts(_ ids: Set<String>) -> [String: (revoked: Int, restored: Int)] {
-        var counts: [String: (revoked: Int, restored: Int)] = [:]
+    /// A purchase's credit entries, counted by kind (each is the pack's units).
+    struct CreditCounts {
+        var credited = 0
+        var refunded = 0
+        var restored = 0
+        var transferred = 0
+
+        /// Packs they give: credits and reversals, less refunds and transfers away.
+        var net: Int { credited + restored - refunded - transferred }
+    }
+
+    /// Per transaction, its credit entries in `ids`, counted; one pass over them.
+    private static func creditCounts(_ ids: Set<String>) -> [String: CreditCounts] {
+        var counts: [String: CreditCounts] = [:]
         for id in ids {
-            if id.hasPrefix("credit_revoked:") {
-                counts[transactionID(ofCreditEntry: id), default: (0, 0)].revoked += 1
+            let transaction = transactionID(ofCreditEntry: id)
+            if id.hasPrefix("credit:") {
+                counts[transaction, default: CreditCounts()].credited += 1
+            } else if id.hasPrefix("credit_revoked:") {
+                counts[transaction, default: CreditCounts()].refunded += 1
             } else if id.hasPrefix("credit_restored:") {
-                counts[transactionID(ofCreditEntry: id), default: (0, 0)].restored += 1
+                counts[transaction, default: CreditCounts()].restored += 1
+            } else if id.hasPrefix("credit_transferred:") {
+                counts[transaction, default: CreditCounts()].transferred += 1
             }
         }
         return counts

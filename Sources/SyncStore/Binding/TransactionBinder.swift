@@ -249,27 +249,33 @@ public struct TransactionBinder: Sendable {
                     previousTier: nil, state: state, transfer: transfer))
             }
             // A consumable's units go with it: the old account is debited what the purchase still
-            // gives it (docs/USAGE.md): its credit, less its refunds, plus their reversals. Before
-            // its transactions go, so one purchase is never credited twice, and a refunded pack
-            // is not taken back a second time.
+            // gives it (docs/USAGE.md): its credits (a purchase that came back is credited again),
+            // less its refunds, plus their reversals, less earlier transfers away. Before its
+            // transactions go, so one purchase is never credited twice, and a refunded pack is not
+            // taken back a second time. A second transfer away gets an id of its own.
+            let stamp = Int64((now.timeIntervalSince1970 * 1_000_000).rounded())
             try await connection.preparedQuery(
                 """
                 INSERT INTO usage_entries (account_id, meter, entry_id, kind, units, at, reason)
-                SELECT u.account_id, u.meter, 'credit_transferred:' || t.transaction_id, 'credit_revoked', net.units, \(now),
-                       'transferred to ' || \(accountID)
-                FROM transactions AS t
-                JOIN usage_entries AS u ON u.account_id = t.account_id AND u.entry_id = 'credit:' || t.transaction_id
-                CROSS JOIN LATERAL (
-                    SELECT u.units - COALESCE(sum(r.units) FILTER (WHERE r.kind = 'credit_revoked'), 0)
-                                   + COALESCE(sum(r.units) FILTER (WHERE r.kind = 'credit_restored'), 0) AS units
-                    FROM usage_entries AS r
-                    WHERE r.account_id = u.account_id AND r.meter = u.meter
-                      AND (r.entry_id = 'credit_revoked:' || t.transaction_id
-                           OR starts_with(r.entry_id, 'credit_revoked:' || t.transaction_id || '#')
-                           OR starts_with(r.entry_id, 'credit_restored:' || t.transaction_id || '#'))
-                ) AS net
-                WHERE t.account_id = \(transfer.fromAccountID) AND t.original_transaction_id = \(transfer.originalTransactionID)
-                  AND net.units > 0
+                SELECT n.account_id, n.meter,
+                       'credit_transferred:' || n.transaction_id || CASE WHEN n.away = 0 THEN '' ELSE '#' || \(stamp)::text END,
+                       'credit_revoked', n.units, \(now), 'transferred to ' || \(accountID)
+                FROM (
+                    SELECT u.account_id, u.meter, t.transaction_id,
+                           sum(CASE WHEN u.kind IN ('credit', 'credit_restored') THEN u.units ELSE -u.units END) AS units,
+                           count(*) FILTER (WHERE starts_with(u.entry_id, 'credit_transferred:')) AS away
+                    FROM transactions AS t
+                    JOIN usage_entries AS u ON u.account_id = t.account_id AND u.kind IN ('credit', 'credit_revoked', 'credit_restored')
+                     AND (u.entry_id IN ('credit:' || t.transaction_id, 'credit_revoked:' || t.transaction_id,
+                                         'credit_transferred:' || t.transaction_id)
+                          OR starts_with(u.entry_id, 'credit:' || t.transaction_id || '#')
+                          OR starts_with(u.entry_id, 'credit_revoked:' || t.transaction_id || '#')
+                          OR starts_with(u.entry_id, 'credit_restored:' || t.transaction_id || '#')
+                          OR starts_with(u.entry_id, 'credit_transferred:' || t.transaction_id || '#'))
+                    WHERE t.account_id = \(transfer.fromAccountID) AND t.original_transaction_id = \(transfer.originalTransactionID)
+                    GROUP BY u.account_id, u.meter, t.transaction_id
+                ) AS n
+                WHERE n.units > 0
                 ON CONFLICT (account_id, meter, entry_id) DO NOTHING
                 """
             )

@@ -294,11 +294,12 @@ public struct Reconciler: Sendable {
             }
             // Usage entries that follow from the transactions (consumables' credits and refunds).
             let base = Resolver.resolve(transactions: [], catalogue: catalogue, now: now)
-            // A refund reversed (or a purchase refunded again) since its entries were written
-            // needs one more (`refundCorrections`): the stored units do not net to the purchase's state.
+            // A refund reversed, a purchase refunded again or one that came back since its entries
+            // were written needs one more (`creditCorrections`): the stored units do not net to
+            // the purchase's state.
             let aggregates = inspection.ledger.unorderedAggregates
             let derived = UsageDerivation.entries(transactions: aggregates, state: base, catalogue: catalogue, now: now)
-                + UsageDerivation.refundCorrections(transactions: aggregates, catalogue: catalogue, stored: storedCredits[accountID] ?? [:])
+                + UsageDerivation.creditCorrections(transactions: aggregates, catalogue: catalogue, stored: storedCredits[accountID] ?? [:], now: now)
             for entry in derived where entry.kind != .allowance && storedCredits[accountID]?[entry.meter]?.contains(entry.id) != true {
                 differences.append(Difference(
                     accountID: accountID, scope: .usage, transactionID: UsageDerivation.transactionID(ofCreditEntry: entry.id),

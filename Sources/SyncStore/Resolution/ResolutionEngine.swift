@@ -203,15 +203,16 @@ public struct ResolutionEngine: Sendable {
             }
             states.append((accountID, current, sequence))
         }
-        // Consumables' credits and refunds: what is stored decides what a refund's reversal (or a
-        // second refund) adds, and which credit entries are new (their events).
+        // Consumables' credits and refunds: what is stored decides what a refund's reversal, a
+        // second refund or a purchase that came back adds, and which credit entries are new
+        // (their events).
         let storedCredits = try await Self.storedCreditEntries(
             of: usage.filter { account in account.entries.contains { $0.kind == .credit } }.map(\.accountID), on: connection)
         for index in usage.indices {
             let accountID = usage[index].accountID
             guard let stored = storedCredits[accountID], let ledger = ledgers[accountID] else { continue }
-            usage[index].entries += UsageDerivation.refundCorrections(
-                transactions: ledger.unorderedAggregates, catalogue: catalogue, stored: stored)
+            usage[index].entries += UsageDerivation.creditCorrections(
+                transactions: ledger.unorderedAggregates, catalogue: catalogue, stored: stored, now: now)
         }
         events += creditEvents(for: usage, stored: storedCredits, states: &states, now: now)
 
