@@ -767,8 +767,7 @@ struct TrustAPITests {
         try await TestEnvironment.withFresh { env in
             let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
             let now = Date()
-            let jws = try authority.sign(Self.transaction(
-                original: "8200", product: "voip.credits.100", purchased: now.addingTimeInterval(-60), expires: nil, signed: now))
+            let jws = try signedPack("8200", purchased: now.addingTimeInterval(-60), signed: now)
             try await app.test(.router) { client in
                 _ = try await client.sync(account: "pack-old", body: try Self.signedBody(reportID: "p-old", jws: jws))
                 _ = try await settled(client, "pack-old")
@@ -792,8 +791,7 @@ struct TrustAPITests {
         try await TestEnvironment.withFresh { env in
             let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
             let now = Date()
-            let jws = try authority.sign(Self.transaction(
-                original: "8400", product: "voip.credits.100", purchased: now.addingTimeInterval(-60), expires: nil, signed: now))
+            let jws = try signedPack("8400", purchased: now.addingTimeInterval(-60), signed: now)
             let ledger = UsageLedger(pool: env.pool, catalogue: .default)
             let reconciler = Reconciler(pool: env.pool, catalogue: .default)
             try await app.test(.router) { client in
@@ -818,12 +816,9 @@ struct TrustAPITests {
         try await TestEnvironment.withFresh { env in
             let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
             let now = Date()
-            let bought = try authority.sign(Self.transaction(
-                original: "8300", product: "voip.credits.100", purchased: now.addingTimeInterval(-120), expires: nil,
-                signed: now.addingTimeInterval(-120)))
-            let refunded = try authority.sign(Self.transaction(
-                original: "8300", product: "voip.credits.100", purchased: now.addingTimeInterval(-120), expires: nil,
-                signed: now.addingTimeInterval(-60), revoked: now.addingTimeInterval(-60)))
+            let bought = try signedPack("8300", purchased: now.addingTimeInterval(-120), signed: now.addingTimeInterval(-120))
+            let refunded = try signedPack(
+                "8300", purchased: now.addingTimeInterval(-120), signed: now.addingTimeInterval(-60), revoked: now.addingTimeInterval(-60))
             try await app.test(.router) { client in
                 _ = try await client.sync(account: "refunded-old", body: try Self.signedBody(reportID: "r-old", jws: bought))
                 _ = try await settled(client, "refunded-old")
@@ -846,6 +841,12 @@ struct TrustAPITests {
     }
 
     // MARK: - Helpers
+
+    /// A minute pack's signed transaction (`voip.credits.100`), refunded at `revoked` if given.
+    func signedPack(_ original: String, purchased: Date, signed: Date, revoked: Date? = nil) throws -> String {
+        try authority.sign(Self.transaction(
+            original: original, product: "voip.credits.100", purchased: purchased, expires: nil, signed: signed, revoked: revoked))
+    }
 
     /// The account a store notification was applied to.
     func notificationAccount(_ env: TestEnvironment, _ uuid: UUID) async throws -> String? {
