@@ -40,13 +40,15 @@ import TestSupport
 
     /// One resolution, as the engine does it: the entries that follow from the transactions,
     /// plus the corrections the stored refund entries call for; stored unless already there.
-    static func resolve(_ reports: [Report], into stored: inout [UsageEntry]) -> TransactionAggregate? {
+    static func resolve(
+        _ reports: [Report], into stored: inout [UsageEntry], arrived: Set<String> = [], now: Date = utc(2026, 6, 1)
+    ) -> TransactionAggregate? {
         let aggregates = TransactionAggregate.aggregate(reports)
-        let state = Resolver.resolve(transactions: aggregates, catalogue: .default, now: utc(2026, 6, 1))
+        let state = Resolver.resolve(transactions: aggregates, catalogue: .default, now: now)
         var ids: [String: Set<String>] = [:]
         for entry in stored { ids[entry.meter, default: []].insert(entry.id) }
-        let new = UsageDerivation.entries(transactions: aggregates, state: state, catalogue: .default, now: utc(2026, 6, 1))
-            + UsageDerivation.creditCorrections(transactions: aggregates, catalogue: .default, stored: ids, now: utc(2026, 6, 1))
+        let new = UsageDerivation.entries(transactions: aggregates, state: state, catalogue: .default, now: now)
+            + UsageDerivation.creditCorrections(transactions: aggregates, catalogue: .default, stored: ids, arrived: arrived, now: now)
         for entry in new where entry.kind != .allowance && !(ids[entry.meter]?.contains(entry.id) ?? false) {
             stored.append(entry)
             ids[entry.meter, default: []].insert(entry.id)
@@ -109,14 +111,26 @@ import TestSupport
             var turns = 0
             var aggregate = Self.resolve(reports, into: &ledgers[holder])
             for (index, step) in steps.enumerated() {
+                // Each step a day after the last turn could be (turns are a day apart from the purchase).
+                let now = Self.purchased.addingTimeInterval(Double(20 + index) * 86_400)
                 if step == 0 {
                     turns += 1
                     reports.append(Self.turn(turns))
                 } else {
-                    Self.transferAway(&ledgers[holder], at: utc(2026, 3, 1).addingTimeInterval(Double(index) * 60))
+                    Self.transferAway(&ledgers[holder], at: now)
                     holder = 1 - holder
                 }
-                aggregate = Self.resolve(reports, into: &ledgers[holder])
+                let before = ledgers[holder]
+                aggregate = Self.resolve(reports, into: &ledgers[holder], arrived: step == 1 ? ["pack1"] : [], now: now)
+                if step == 1 {
+                    // Arriving, a pack brings nothing dated before it came to an account that
+                    // had it (no refund or reversal it did not see there): a credit now, or nothing.
+                    let added = ledgers[holder].dropFirst(before.count)
+                    #expect(!added.contains { $0.kind == .creditRestored }, "\(steps.prefix(index + 1)): \(added.map(\.id))")
+                    if !before.isEmpty {
+                        #expect(added.allSatisfy { $0.kind == .credit && $0.at == now }, "\(steps.prefix(index + 1)): \(added.map(\.id))")
+                    }
+                }
                 let expected = aggregate?.isRevoked == true ? 0 : 100
                 #expect(Self.net(ledgers[holder]) == expected, "holder \(holder) after \(steps.prefix(index + 1)): \(ledgers[holder].map(\.id))")
                 #expect(Self.net(ledgers[1 - holder]) == 0, "the other account after \(steps.prefix(index + 1)): \(ledgers[1 - holder].map(\.id))")

@@ -762,6 +762,36 @@ struct TrustAPITests {
         }
     }
 
+    @Test("a sync carrying two transactions of one purchase (a renewal) moves it once: one entitlement.transferred each side")
+    func transferOfARenewedPurchaseIsOneTransfer() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
+            let now = Date()
+            let first = try authority.sign(Self.transaction(
+                original: "8600", purchased: now.addingTimeInterval(-86_400 * 40), expires: now.addingTimeInterval(-86_400 * 10), signed: now))
+            let renewal = try authority.sign(Self.transaction(
+                original: "8600", id: "8601", purchased: now.addingTimeInterval(-86_400 * 10), expires: now.addingTimeInterval(86_400 * 20),
+                signed: now))
+            try await app.test(.router) { client in
+                _ = try await client.sync(account: "renewed-old", body: try Self.signedBody(reportID: "o-1", jws: first))
+                _ = try await settled(client, "renewed-old")
+                var body = try JSONSerialization.jsonObject(with: try Self.signedBody(reportID: "n-1", jws: first)) as? [String: Any] ?? [:]
+                let second = try JSONSerialization.jsonObject(with: try Self.signedBody(reportID: "n-2", jws: renewal)) as? [String: Any] ?? [:]
+                body["reports"] = ((body["reports"] as? [Any]) ?? []) + ((second["reports"] as? [Any]) ?? [])
+                let (moved, _) = try await client.sync(account: "renewed-new", body: try JSONSerialization.data(withJSONObject: body))
+                #expect(moved == .accepted)
+                _ = try await settled(client, "renewed-new")
+                _ = try await settled(client, "renewed-old")
+            }
+            for account in ["renewed-old", "renewed-new"] {
+                #expect(try await env.scalar(
+                    "SELECT count(*) FROM events WHERE account_id = '\(account)' AND type = 'entitlement.transferred'") == 1, "\(account)")
+            }
+            let result = try await Reconciler(pool: env.pool, catalogue: .default).reconcile(accounts: ["renewed-new", "renewed-old"], repair: false)
+            #expect(result.accountsWithDrift == 0, "\(result.differences)")
+        }
+    }
+
     @Test("a transferred minute pack is credited to one account only: the old account is debited, and reconcile agrees")
     func transferredPackIsCreditedOnce() async throws {
         try await TestEnvironment.withFresh { env in

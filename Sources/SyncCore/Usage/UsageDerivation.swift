@@ -3,9 +3,9 @@ import Foundation
 /// The ledger entries that follow from an account's transactions, written by whoever resolves the
 /// account (in the same transaction as its state): the allowance of each meter at `now`
 /// (``UsageAllowances``), and for each consumable that grants units, one `credit` (at its
-/// purchase) and, once it is revoked (refunded), one `credit_revoked` of the same units (at the
-/// revocation), whether or not they were spent. Ids come from the transaction, so resolving again
-/// writes nothing new.
+/// purchase). Refunds, their reversals and moves between accounts depend on what the account
+/// has stored: ``creditCorrections(transactions:catalogue:stored:arrived:now:)``. Ids come from
+/// the transaction, so resolving again writes nothing new.
 ///
 /// Only *verified* consumables grant (a StoreKit-signed report, or the App Store's notification):
 /// with `SUBSYNC_REQUIRE_SIGNED=false` an unsigned report may unlock a tier for testing, but it
@@ -22,10 +22,6 @@ public enum UsageDerivation {
             for (meter, units) in product.grants.sorted(by: { $0.key < $1.key }) {
                 entries.append(
                     UsageEntry(id: "credit:\(transaction.transactionID)", meter: meter, kind: .credit, units: units, at: transaction.purchasedAt))
-                if let revokedAt = transaction.latestRevokedAt, transaction.isRevoked {
-                    entries.append(
-                        UsageEntry(id: "credit_revoked:\(transaction.transactionID)", meter: meter, kind: .creditRevoked, units: units, at: revokedAt))
-                }
             }
         }
         return entries
@@ -40,7 +36,7 @@ public enum UsageDerivation {
     /// policy `transfer`: the old account is debited `credit_transferred:<tx>`). Entries are never
     /// changed or deleted, so each turn adds one, and the units of a purchase's entries must net
     /// to what it gives now: its grant while it stands, nothing while it is refunded.
-    /// - The first refund is `credit_revoked:<tx>` (from `entries`); a reversal adds
+    /// - The first refund is `credit_revoked:<tx>`; a reversal adds
     ///   `credit_restored:<tx>#<reinstatement, µs since 1970>`, a later refund
     ///   `credit_revoked:<tx>#<revocation, µs>`.
     /// - A purchase that comes back to an account that already had it (and was debited when it
@@ -48,8 +44,13 @@ public enum UsageDerivation {
     /// The aggregate keeps only the latest revocation and reinstatement, so a refund and its
     /// reversal that arrive together add nothing: what the ledger records is what was seen
     /// resolved, and the units always net to the purchase's current state.
+    ///
+    /// `arrived`: the purchases that moved to this account in this resolution. What they need
+    /// given back is a credit at `now`, never a reversal dated before they came (that reversal
+    /// happened on the account they came from).
     public static func creditCorrections(
-        transactions: some Sequence<TransactionAggregate>, catalogue: Catalogue, stored: [String: Set<String>], now: Date
+        transactions: some Sequence<TransactionAggregate>, catalogue: Catalogue, stored: [String: Set<String>],
+        arrived: Set<String> = [], now: Date
     ) -> [UsageEntry] {
         var entries: [UsageEntry] = []
         let countsByMeter = stored.mapValues(creditCounts)
@@ -63,17 +64,22 @@ public enum UsageDerivation {
             for (meter, units) in product.grants.sorted(by: { $0.key < $1.key }) {
                 var ids = stored[meter] ?? []
                 var counts = countsByMeter[meter]?[id] ?? CreditCounts()
-                // What `entries` writes: the purchase's credit, and its first refund.
+                // What `entries` writes: the purchase's credit.
                 if !ids.contains(firstCredit) { counts.credited += 1 }
-                if transaction.isRevoked && !ids.contains(firstRefund) { counts.refunded += 1 }
                 // Packs the entries give, against the one (or none, refunded) the purchase gives.
                 var missing = (transaction.isRevoked ? 0 : 1) - counts.net
                 while missing != 0 {
                     let correction: (kind: UsageEntry.Kind, prefix: String, at: Date)?
                     if missing < 0 {
                         // More than it gives: only a refund takes units back (one the aggregate
-                        // has: a refund again, or one whose entry was lost).
-                        correction = transaction.latestRevokedAt.map { (.creditRevoked, firstRefund + "#", $0) }
+                        // has: the first, a refund again, or one whose entry was lost). The
+                        // first refund on this account is `credit_revoked:<tx>`.
+                        correction = transaction.latestRevokedAt.map {
+                            (.creditRevoked, ids.contains(firstRefund) ? firstRefund + "#" : firstRefund, $0)
+                        }
+                    } else if arrived.contains(id) {
+                        // It came back to this account now: credited again now.
+                        correction = (.credit, firstCredit + "#", now)
                     } else if counts.refunded > counts.restored {
                         // A refund stands in the ledger: only its reversal gives units back, and
                         // only with a refund in the aggregate to reverse (not one whose report
@@ -85,11 +91,15 @@ public enum UsageDerivation {
                         correction = (.credit, firstCredit + "#", now)
                     }
                     guard let correction else { break }
-                    var stamp = microseconds(correction.at)
-                    while ids.contains(correction.prefix + String(stamp)) { stamp += 1 }
-                    ids.insert(correction.prefix + String(stamp))
-                    entries.append(UsageEntry(
-                        id: correction.prefix + String(stamp), meter: meter, kind: correction.kind, units: units, at: correction.at))
+                    // An id that does not end in `#` is used as it is (the first refund).
+                    var entryID = correction.prefix
+                    if correction.prefix.hasSuffix("#") {
+                        var stamp = microseconds(correction.at)
+                        while ids.contains(correction.prefix + String(stamp)) { stamp += 1 }
+                        entryID = correction.prefix + String(stamp)
+                    }
+                    ids.insert(entryID)
+                    entries.append(UsageEntry(id: entryID, meter: meter, kind: correction.kind, units: units, at: correction.at))
                     switch correction.kind {
                     case .creditRevoked: counts.refunded += 1
                     case .creditRestored: counts.restored += 1

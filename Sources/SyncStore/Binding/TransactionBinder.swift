@@ -158,7 +158,11 @@ public struct TransactionBinder: Sendable {
         }
 
         var conflicts: [BindingConflict] = []
-        for claim in claims.sorted(by: { $0.originalTransactionID < $1.originalTransactionID }) {
+        // One conflict per purchase: a sync may carry several of its transactions (renewals, the
+        // same pack sent twice), and each conflict is a transfer with its events.
+        var seen: Set<String> = []
+        for claim in claims.sorted(by: { $0.originalTransactionID < $1.originalTransactionID })
+        where seen.insert(claim.originalTransactionID).inserted {
             if let owner = owners[claim.originalTransactionID], owner != accountID {
                 conflicts.append(BindingConflict(originalTransactionID: claim.originalTransactionID, ownerAccountID: owner, reason: .purchase))
             } else if let token = claim.appAccountToken?.uuidString.lowercased(), let named = tokenAccounts[token], named != accountID {

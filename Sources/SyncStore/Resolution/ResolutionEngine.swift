@@ -208,11 +208,17 @@ public struct ResolutionEngine: Sendable {
         // (their events).
         let storedCredits = try await Self.storedCreditEntries(
             of: usage.filter { account in account.entries.contains { $0.kind == .credit } }.map(\.accountID), on: connection)
-        for index in usage.indices {
+        for index in usage.indices where usage[index].entries.contains(where: { $0.kind == .credit }) {
             let accountID = usage[index].accountID
-            guard let stored = storedCredits[accountID], let ledger = ledgers[accountID] else { continue }
+            guard let ledger = ledgers[accountID] else { continue }
+            // A transfer's reports are the purchases that moved to this account now.
+            var arrived: Set<String> = []
+            if origin == .transfer, case .join(let reports) = input {
+                arrived = Set(reports[accountID]?.map(\.transactionID) ?? [])
+            }
             usage[index].entries += UsageDerivation.creditCorrections(
-                transactions: ledger.unorderedAggregates, catalogue: catalogue, stored: stored, now: now)
+                transactions: ledger.unorderedAggregates, catalogue: catalogue, stored: storedCredits[accountID] ?? [:],
+                arrived: arrived, now: now)
         }
         events += creditEvents(for: usage, stored: storedCredits, states: &states, now: now)
 
