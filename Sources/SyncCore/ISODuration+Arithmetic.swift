@@ -48,6 +48,13 @@ extension Date {
         let micros = ((interval - whole) * 1_000_000).rounded()
         return Date(timeIntervalSinceReferenceDate: (whole * 1_000_000 + micros) / 1_000_000)
     }
+
+    /// Whole microseconds since 1970, rounded: the `#<µs>` of a ledger entry id written again
+    /// for a purchase (``UsageDerivation/creditCorrections(transactions:catalogue:stored:arrived:now:)``,
+    /// a transfer's debit).
+    public var microsecondsSince1970: Int64 {
+        Int64((timeIntervalSince1970 * 1_000_000).rounded())
+    }
 }
 
 /// A proleptic Gregorian calendar date (Howard Hinnant's `days_from_civil` / `civil_from_days`).

@@ -94,7 +94,7 @@ public enum UsageDerivation {
                     // An id that does not end in `#` is used as it is (the first refund).
                     var entryID = correction.prefix
                     if correction.prefix.hasSuffix("#") {
-                        var stamp = microseconds(correction.at)
+                        var stamp = correction.at.microsecondsSince1970
                         while ids.contains(correction.prefix + String(stamp)) { stamp += 1 }
                         entryID = correction.prefix + String(stamp)
                     }
@@ -152,9 +152,6 @@ public enum UsageDerivation {
         return String(rest)
     }
 
-    private static func microseconds(_ date: Date) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
-    }
 }
 
 extension Character {

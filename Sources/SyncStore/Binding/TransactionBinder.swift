@@ -257,7 +257,7 @@ public struct TransactionBinder: Sendable {
             // less its refunds, plus their reversals, less earlier transfers away. Before its
             // transactions go, so one purchase is never credited twice, and a refunded pack is not
             // taken back a second time. A second transfer away gets an id of its own.
-            let stamp = Int64((now.timeIntervalSince1970 * 1_000_000).rounded())
+            let stamp = now.microsecondsSince1970
             try await connection.preparedQuery(
                 """
                 INSERT INTO usage_entries (account_id, meter, entry_id, kind, units, at, reason)

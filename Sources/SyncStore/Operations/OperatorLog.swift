@@ -63,21 +63,20 @@ public struct OperatorLog: Sendable {
 
     /// The latest actions about `target` (such as `endpoint <id>`), oldest first.
     public func actions(onTarget target: String, limit: Int = 50) async throws -> [Action] {
-        let rows = try await pool.preparedQuery(
-            """
-            SELECT id, at, actor, action, account_id, target, reason, outcome FROM (
-                SELECT * FROM operator_actions WHERE target = \(target) ORDER BY at DESC, id DESC LIMIT \(limit)
-            ) AS latest ORDER BY at, id
-            """
-        )
-        return try rows.map(Self.action)
+        try await latest(where: "target", is: target, limit: limit)
     }
 
     public func actions(ofAccount accountID: String, limit: Int = 200) async throws -> [Action] {
+        try await latest(where: "account_id", is: accountID, limit: limit)
+    }
+
+    /// The latest `limit` actions whose `column` (one of this type's, never input) is `value`,
+    /// oldest first.
+    private func latest(where column: String, is value: String, limit: Int) async throws -> [Action] {
         let rows = try await pool.preparedQuery(
             """
             SELECT id, at, actor, action, account_id, target, reason, outcome FROM (
-                SELECT * FROM operator_actions WHERE account_id = \(accountID) ORDER BY at DESC, id DESC LIMIT \(limit)
+                SELECT * FROM operator_actions WHERE \(unescaped: column) = \(value) ORDER BY at DESC, id DESC LIMIT \(limit)
             ) AS latest ORDER BY at, id
             """
         )

@@ -206,9 +206,9 @@ public struct ResolutionEngine: Sendable {
         // Consumables' credits and refunds: what is stored decides what a refund's reversal, a
         // second refund or a purchase that came back adds, and which credit entries are new
         // (their events).
-        let storedCredits = try await Self.storedCreditEntries(
-            of: usage.filter { account in account.entries.contains { $0.kind == .credit } }.map(\.accountID), on: connection)
-        for index in usage.indices where usage[index].entries.contains(where: { $0.kind == .credit }) {
+        let withConsumables = usage.indices.filter { usage[$0].entries.contains { $0.kind == .credit } }
+        let storedCredits = try await Self.storedCreditEntries(of: withConsumables.map { usage[$0].accountID }, on: connection)
+        for index in withConsumables {
             let accountID = usage[index].accountID
             guard let ledger = ledgers[accountID] else { continue }
             // A transfer's reports are the purchases that moved to this account now.

@@ -161,7 +161,7 @@ public struct EndpointStore: Sendable {
     /// names it, and after) are recorded in `operator_actions` in the same transaction.
     private func writeAndRead(
         _ write: PostgresQuery, id: UUID? = nil, audit: Audit? = nil,
-        describe: @escaping @Sendable (_ before: WebhookEndpoint?, _ after: WebhookEndpoint) -> (action: String, outcome: String) = { _, _ in ("", "") }
+        describe: @escaping @Sendable (_ before: WebhookEndpoint?, _ after: WebhookEndpoint) -> (action: String, outcome: String)
     ) async throws -> WebhookEndpoint? {
         try await pool.withTransaction { connection in
             var before: WebhookEndpoint?
