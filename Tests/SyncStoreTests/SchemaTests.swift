@@ -45,4 +45,51 @@ import Testing
             }
         }
     }
+
+    /// The lock functions of sql/0014 find each row by its key, whatever the table's size when
+    /// the connection cached their plans (sql/0022). Autovacuum analyzes a table after its first
+    /// 50 changed rows; a plan cached then is a sequential scan (one page), and it stays until the
+    /// next analyze, up to a minute later, however much the table grew meanwhile: without
+    /// `enable_seqscan = off` each key was a scan of the whole table (docs/PERFORMANCE.md item 14).
+    @Test func lockFunctionsReadByKeyAfterTheTableGrew() async throws {
+        try await TestDatabase.withFreshDatabase { configuration in
+            try await TestDatabase.withConnection(configuration) { connection in
+                try await Migrator().migrate(connection: connection)
+                let functions: [(table: String, fill: (Int, Int) -> String, call: (String) -> String)] = [
+                    ("account_states",
+                     { "INSERT INTO account_states (account_id, tier, state) SELECT 'a-' || n, 'free', '{}' FROM generate_series(\($0), \($1)) n" },
+                     { "SELECT count(*) FROM subsync_lock_accounts(ARRAY[\($0)], false)" }),
+                    ("transaction_owners",
+                     { "INSERT INTO transaction_owners (original_transaction_id, account_id) SELECT 'a-' || n, 'x' FROM generate_series(\($0), \($1)) n" },
+                     { "SELECT count(*) FROM subsync_lock_transaction_owners(ARRAY[\($0)])" }),
+                    ("app_account_tokens",
+                     { "INSERT INTO app_account_tokens (app_account_token, account_id) SELECT md5('a-' || n)::uuid, 'x' FROM generate_series(\($0), \($1)) n" },
+                     { "SELECT count(*) FROM subsync_lock_app_account_tokens(ARRAY[\($0)]::text[]::uuid[])" }),
+                ]
+                for function in functions {
+                    let key = function.table == "app_account_tokens" ? { (n: Int) in "md5('a-\(n)')::text" } : { (n: Int) in "'a-\(n)'" }
+                    // A young table, analyzed as autovacuum does after 50 rows; more than five
+                    // calls: PL/pgSQL now keeps a generic plan, made for one page.
+                    _ = try await connection.execute(script: function.fill(1, 60))
+                    _ = try await connection.execute(script: "ANALYZE \(function.table)")
+                    for n in 1...8 {
+                        _ = try await connection.execute(script: function.call(key(n)))
+                    }
+                    // It grows before the next analyze.
+                    _ = try await connection.execute(script: function.fill(61, 3000))
+                    _ = try await connection.execute(script: "BEGIN")
+                    let keys = (1000..<1050).map(key).joined(separator: ", ")
+                    let locked = try await connection.execute(script: function.call(keys))
+                    // Rows read by sequential scans (pending statistics of this backend, which
+                    // may include the calls before it grew: those read at most 480).
+                    let read = try await connection.execute(
+                        script: "SELECT seq_tup_read FROM pg_stat_xact_user_tables WHERE relname = '\(function.table)'")
+                    _ = try await connection.execute(script: "COMMIT")
+                    #expect(try locked.first?.decode(Int64.self, at: 0) == 50, "\(function.table): not every row was locked")
+                    let rowsRead = try read.first?.decode(Int64.self, at: 0) ?? -1
+                    #expect(rowsRead < 3000, "\(function.table): locking 50 keys read \(rowsRead) rows of 3,000 by sequential scans")
+                }
+            }
+        }
+    }
 }

@@ -58,55 +58,79 @@ public enum UsageDerivation {
             guard let product = catalogue.products[transaction.productID], product.kind == .consumable,
                 !product.grants.isEmpty, transaction.representative.isVerified
             else { continue }
-            let id = transaction.transactionID
-            let firstCredit = "credit:\(id)"
-            let firstRefund = "credit_revoked:\(id)"
+            // The aggregate's fields are copied out and the netting runs in a non-generic
+            // function: Swift 6.3.1's optimizer (CopyPropagation) crashed on this loop when it
+            // read the aggregate's optional revocation inside it (`swift build -c release`).
+            let purchase = CreditedPurchase(
+                id: transaction.transactionID, isRevoked: transaction.isRevoked, latestRevokedAt: transaction.latestRevokedAt,
+                latestReinstatedAt: transaction.latestReinstatedAt, arrived: arrived.contains(transaction.transactionID))
             for (meter, units) in product.grants.sorted(by: { $0.key < $1.key }) {
-                var ids = stored[meter] ?? []
-                var counts = countsByMeter[meter]?[id] ?? CreditCounts()
-                // What `entries` writes: the purchase's credit.
-                if !ids.contains(firstCredit) { counts.credited += 1 }
-                // Packs the entries give, against the one (or none, refunded) the purchase gives.
-                var missing = (transaction.isRevoked ? 0 : 1) - counts.net
-                while missing != 0 {
-                    let correction: (kind: UsageEntry.Kind, prefix: String, at: Date)?
-                    if missing < 0 {
-                        // More than it gives: only a refund takes units back (one the aggregate
-                        // has: the first, a refund again, or one whose entry was lost). The
-                        // first refund on this account is `credit_revoked:<tx>`.
-                        correction = transaction.latestRevokedAt.map {
-                            (.creditRevoked, ids.contains(firstRefund) ? firstRefund + "#" : firstRefund, $0)
-                        }
-                    } else if arrived.contains(id) {
-                        // It came back to this account now: credited again now.
-                        correction = (.credit, firstCredit + "#", now)
-                    } else if counts.refunded > counts.restored {
-                        // A refund stands in the ledger: only its reversal gives units back, and
-                        // only with a refund in the aggregate to reverse (not one whose report
-                        // was pruned).
-                        correction = transaction.latestRevokedAt == nil
-                            ? nil : transaction.latestReinstatedAt.map { (.creditRestored, "credit_restored:\(id)#", $0) }
-                    } else {
-                        // Debited when it left this account, and back.
-                        correction = (.credit, firstCredit + "#", now)
-                    }
-                    guard let correction else { break }
-                    // An id that does not end in `#` is used as it is (the first refund).
-                    var entryID = correction.prefix
-                    if correction.prefix.hasSuffix("#") {
-                        var stamp = correction.at.microsecondsSince1970
-                        while ids.contains(correction.prefix + String(stamp)) { stamp += 1 }
-                        entryID = correction.prefix + String(stamp)
-                    }
-                    ids.insert(entryID)
-                    entries.append(UsageEntry(id: entryID, meter: meter, kind: correction.kind, units: units, at: correction.at))
-                    switch correction.kind {
-                    case .creditRevoked: counts.refunded += 1
-                    case .creditRestored: counts.restored += 1
-                    default: counts.credited += 1
-                    }
-                    missing = (transaction.isRevoked ? 0 : 1) - counts.net
-                }
+                entries += corrections(
+                    of: purchase, meter: meter, units: units, stored: stored[meter] ?? [],
+                    counts: countsByMeter[meter]?[purchase.id] ?? CreditCounts(), now: now)
+            }
+        }
+        return entries
+    }
+
+    /// What ``creditCorrections(transactions:catalogue:stored:arrived:now:)`` reads of a purchase.
+    private struct CreditedPurchase {
+        var id: String
+        var isRevoked: Bool
+        var latestRevokedAt: Date?
+        var latestReinstatedAt: Date?
+        /// It moved to this account in this resolution.
+        var arrived: Bool
+    }
+
+    /// The entries that make `purchase`'s credit entries on one meter (`ids`, counted in
+    /// `counts`) net to what it gives now.
+    private static func corrections(
+        of purchase: CreditedPurchase, meter: String, units: Int, stored: Set<String>, counts storedCounts: CreditCounts, now: Date
+    ) -> [UsageEntry] {
+        var entries: [UsageEntry] = []
+        var ids = stored
+        var counts = storedCounts
+        let id = purchase.id
+        let firstCredit = "credit:\(id)"
+        let firstRefund = "credit_revoked:\(id)"
+        // What `entries` writes: the purchase's credit.
+        if !ids.contains(firstCredit) { counts.credited += 1 }
+        // Packs the entries give, against the one (or none, refunded) the purchase gives.
+        let gives = purchase.isRevoked ? 0 : 1
+        while gives != counts.net {
+            let correction: (kind: UsageEntry.Kind, prefix: String, at: Date)
+            if gives < counts.net {
+                // More than it gives: only a refund takes units back (one the aggregate has: the
+                // first, a refund again, or one whose entry was lost). The first refund on this
+                // account is `credit_revoked:<tx>`.
+                guard let revokedAt = purchase.latestRevokedAt else { break }
+                correction = (.creditRevoked, ids.contains(firstRefund) ? firstRefund + "#" : firstRefund, revokedAt)
+            } else if purchase.arrived {
+                // It came back to this account now: credited again now.
+                correction = (.credit, firstCredit + "#", now)
+            } else if counts.refunded > counts.restored {
+                // A refund stands in the ledger: only its reversal gives units back, and only
+                // with a refund in the aggregate to reverse (not one whose report was pruned).
+                guard purchase.latestRevokedAt != nil, let reinstatedAt = purchase.latestReinstatedAt else { break }
+                correction = (.creditRestored, "credit_restored:\(id)#", reinstatedAt)
+            } else {
+                // Debited when it left this account, and back.
+                correction = (.credit, firstCredit + "#", now)
+            }
+            // An id that does not end in `#` is used as it is (the first refund).
+            var entryID = correction.prefix
+            if correction.prefix.hasSuffix("#") {
+                var stamp = correction.at.microsecondsSince1970
+                while ids.contains(correction.prefix + String(stamp)) { stamp += 1 }
+                entryID = correction.prefix + String(stamp)
+            }
+            ids.insert(entryID)
+            entries.append(UsageEntry(id: entryID, meter: meter, kind: correction.kind, units: units, at: correction.at))
+            switch correction.kind {
+            case .creditRevoked: counts.refunded += 1
+            case .creditRestored: counts.restored += 1
+            default: counts.credited += 1
             }
         }
         return entries

@@ -856,5 +856,61 @@ $$;
 
 """####
         ),
+        Migration(
+            version: 20,
+            name: "0020_drop_event_id_index",
+            sql: ####"""
+-- Drops `events_by_id` (event_id), which no statement uses (issue #15).
+--
+-- Every statement that reads `events` names the account and the sequence (the delivery claim,
+-- inspection, reconcile: the primary key) or a time range (the console's event log, replays:
+-- `events_by_time`). A backend holding a `webhook-id` also holds the body, which names the account
+-- and the sequence. The index cost an entry in a b-tree of random UUIDs for every event a worker
+-- writes (two per new account), the largest statement of a worker's batch. Citus propagates the
+-- drop to every shard.
+DROP INDEX IF EXISTS events_by_id;
+
+"""####
+        ),
+        Migration(
+            version: 21,
+            name: "0021_operator_actions_by_target",
+            sql: ####"""
+-- An endpoint's audit (`GET /v1/webhook-endpoints/{id}`, `subsync endpoints show`) reads the latest
+-- operator actions about one target; without an index that read scanned the whole log. On Citus
+-- the table stays on the coordinator (sql/0015).
+CREATE INDEX IF NOT EXISTS operator_actions_by_target ON operator_actions (target, at) WHERE target IS NOT NULL;
+
+"""####
+        ),
+        Migration(
+            version: 22,
+            name: "0022_lock_functions_by_key",
+            sql: ####"""
+-- The lock functions of sql/0014 find each row by its key, and must never scan a table for it
+-- (issue #15): `subsync_lock_accounts` (the workers' batches), `subsync_lock_transaction_owners`
+-- and `subsync_lock_app_account_tokens` (the binding of signed purchases to accounts).
+--
+-- PL/pgSQL caches the plan of each statement of a function for the life of the connection: after
+-- five calls a generic plan, costed on the table as it was then. A worker that starts on a new
+-- database (an empty `account_states`, where a sequential scan looks cheapest) went on scanning
+-- the whole table once per account while it grew to thousands of rows, until autovacuum's next
+-- analyze: on a backlog of 200,000 reports for 40,000 new accounts that statement took 60 % of
+-- the workers' time (perf on PostgreSQL: heap visibility checks and text comparisons) and the
+-- drain ran at half the speed it has with the key (docs/PERFORMANCE.md item 14). With
+-- sequential scans off inside these functions the cached plan is the key's, whatever the
+-- table's size when it was made.
+--
+-- One DO block: each EXECUTE is a statement of its own for Citus (README, "Migrations").
+DO $$
+BEGIN
+    EXECUTE 'ALTER FUNCTION subsync_lock_accounts(text[], boolean, text, jsonb) SET enable_seqscan = off';
+    EXECUTE 'ALTER FUNCTION subsync_lock_transaction_owners(text[]) SET enable_seqscan = off';
+    EXECUTE 'ALTER FUNCTION subsync_lock_app_account_tokens(uuid[]) SET enable_seqscan = off';
+END
+$$;
+
+"""####
+        ),
     ]
 }
