@@ -55,19 +55,19 @@ import Testing
         try await TestDatabase.withFreshDatabase { configuration in
             try await TestDatabase.withConnection(configuration) { connection in
                 try await Migrator().migrate(connection: connection)
-                let functions: [(table: String, fill: (Int, Int) -> String, call: (String) -> String)] = [
-                    ("account_states",
+                let functions: [(table: String, key: (Int) -> String, fill: (Int, Int) -> String, call: (String) -> String)] = [
+                    ("account_states", { "'a-\($0)'" },
                      { "INSERT INTO account_states (account_id, tier, state) SELECT 'a-' || n, 'free', '{}' FROM generate_series(\($0), \($1)) n" },
                      { "SELECT count(*) FROM subsync_lock_accounts(ARRAY[\($0)], false)" }),
-                    ("transaction_owners",
+                    ("transaction_owners", { "'a-\($0)'" },
                      { "INSERT INTO transaction_owners (original_transaction_id, account_id) SELECT 'a-' || n, 'x' FROM generate_series(\($0), \($1)) n" },
                      { "SELECT count(*) FROM subsync_lock_transaction_owners(ARRAY[\($0)])" }),
-                    ("app_account_tokens",
+                    ("app_account_tokens", { "md5('a-\($0)')::text" },
                      { "INSERT INTO app_account_tokens (app_account_token, account_id) SELECT md5('a-' || n)::uuid, 'x' FROM generate_series(\($0), \($1)) n" },
                      { "SELECT count(*) FROM subsync_lock_app_account_tokens(ARRAY[\($0)]::text[]::uuid[])" }),
                 ]
                 for function in functions {
-                    let key = function.table == "app_account_tokens" ? { (n: Int) in "md5('a-\(n)')::text" } : { (n: Int) in "'a-\(n)'" }
+                    let key = function.key
                     // A young table, analyzed as autovacuum does after 50 rows; more than five
                     // calls: PL/pgSQL now keeps a generic plan, made for one page.
                     _ = try await connection.execute(script: function.fill(1, 60))

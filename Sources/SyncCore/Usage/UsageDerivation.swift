@@ -83,7 +83,7 @@ public enum UsageDerivation {
         var arrived: Bool
     }
 
-    /// The entries that make `purchase`'s credit entries on one meter (`ids`, counted in
+    /// The entries that make `purchase`'s credit entries on one meter (`stored`, counted in
     /// `counts`) net to what it gives now.
     private static func corrections(
         of purchase: CreditedPurchase, meter: String, units: Int, stored: Set<String>, counts storedCounts: CreditCounts, now: Date
