@@ -125,7 +125,8 @@ extension ResolutionEngine {
     /// Pending reports claimed for resolution, by account.
     struct Claimed {
         var reports: [String: [Report]] = [:]
-        var keys: (accounts: [String], reportIDs: [String]) = ([], [])
+        /// The claimed reports' ids, in claim order (a failed batch counts an attempt on them).
+        var reportIDs: [String] = []
         /// The claimed accounts' states, locked.
         var locked: [String: LockedState] = [:]
     }
@@ -145,8 +146,14 @@ extension ResolutionEngine {
     /// Claims `accounts` (sorted) and their pending reports: the accounts' locks (in order,
     /// waiting: a worker holding one of them finishes first), then every queue entry of those
     /// accounts this transaction can see (deleted: this claim does their work) and, in the same
-    /// statement and so the same snapshot, every pending report of them. A report committed
-    /// after that snapshot has an entry the delete did not see, and is claimed next time.
+    /// statement and so the same snapshot, every pending report of them, marked resolved as it is
+    /// read. A report committed after that snapshot has an entry the delete did not see, and is
+    /// claimed next time.
+    ///
+    /// Marking in the claim rather than after the resolution is the same commit: if anything in
+    /// the batch fails, the transaction rolls back and the reports are pending again. It spares
+    /// a second visit of every row (by key, after the resolution), which was the batch's most
+    /// expensive statement (docs/PERFORMANCE.md item 15).
     func claim(accounts: [String], on connection: Connection) async throws -> Claimed {
         var claimed = Claimed()
         guard !accounts.isEmpty else { return claimed }
@@ -156,9 +163,12 @@ extension ResolutionEngine {
             WITH done AS (
                 DELETE FROM account_work WHERE id IN (
                     SELECT id FROM account_work WHERE account_id = ANY(\(accounts)::text[]) FOR UPDATE SKIP LOCKED)
+            ), claimed AS (
+                UPDATE reports SET status = 'resolved', resolved_at = now(), attempts = attempts + 1, last_error = NULL
+                WHERE status = 'pending' AND account_id = ANY(\(accounts)::text[])
+                RETURNING arrival, account_id, \(unescaped: Report.columns)
             )
-            SELECT account_id, \(unescaped: Report.columns) FROM reports
-            WHERE status = 'pending' AND account_id = ANY(\(accounts)::text[])
+            SELECT account_id, \(unescaped: Report.columns) FROM claimed
             ORDER BY arrival
             """
         )
@@ -166,31 +176,19 @@ extension ResolutionEngine {
             let accountID = try row.decode(String.self, at: 0)
             let report = try Report(row: row, offset: 1)
             claimed.reports[accountID, default: []].append(report)
-            claimed.keys.accounts.append(accountID)
-            claimed.keys.reportIDs.append(report.reportID)
+            claimed.reportIDs.append(report.reportID)
         }
         return claimed
     }
 
     func resolveClaimed(_ claimed: Claimed, on connection: Connection) async throws -> Outcome {
-        guard !claimed.keys.accounts.isEmpty else { return Outcome() }
+        guard !claimed.reports.isEmpty else { return Outcome() }
         // Only accounts with reports: another worker may have done the rest's work already.
         let accounts = Array(claimed.reports.keys)
-        let outcome = try await resolve(
+        // The claim marked the reports resolved already, in this transaction.
+        return try await resolve(
             locked: claimed.locked.filter { claimed.reports[$0.key] != nil },
             accounts: accounts, newReports: claimed.reports, origin: .worker, on: connection)
-        // `account_id = ANY(...) AND status = 'pending'` (what the claim read, under the
-        // accounts' locks) leads the planner to the pending reports of these accounts; with the
-        // join alone it hashed the whole reports table, history included, on every batch.
-        try await connection.preparedQuery(
-            """
-            UPDATE reports AS r SET status = 'resolved', resolved_at = now(), attempts = r.attempts + 1, last_error = NULL
-            FROM unnest(\(claimed.keys.accounts)::text[], \(claimed.keys.reportIDs)::text[]) AS k(a, id)
-            WHERE r.account_id = ANY(\(accounts)::text[]) AND r.status = 'pending'
-              AND r.account_id = k.a AND r.report_id = k.id
-            """
-        )
-        return outcome
     }
 
     /// The slow path after a failed batch: the same accounts again, one transaction each.
@@ -201,7 +199,7 @@ extension ResolutionEngine {
             do {
                 total = total + (try await pool.withTransaction { connection in
                     let claimed = try await claim(accounts: [accountID], on: connection)
-                    claimedIDs = claimed.keys.reportIDs
+                    claimedIDs = claimed.reportIDs
                     return try await resolveClaimed(claimed, on: connection)
                 })
             } catch where !Self.isRetryable(error) {
