@@ -363,7 +363,9 @@ final class CurlTransfer: @unchecked Sendable {
             return
         }
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
-        let name = String(decoding: line[..<colon], as: UTF8.self).trimmingASCIIWhitespace().lowercased()
+        // Header names are ASCII (RFC 9110 tokens): lowercased byte by byte.
+        let name = String(decoding: line[..<colon].map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+            .trimmingASCIIWhitespace()
         let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingASCIIWhitespace()
         guard !name.isEmpty else { return }
         responseHeaders.append((name: name, value: value))

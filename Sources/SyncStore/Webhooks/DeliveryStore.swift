@@ -245,6 +245,15 @@ public struct DeliveryStore: Sendable {
         guard !results.isEmpty else { return }
         let isCitus = try await topology.isCitus(pool)
         try await pool.withTransaction { connection in
+            if !isCitus {
+                // Every statement below names its rows by key, a few hundred of them: nested
+                // loops over the keys. The planner (random_page_cost 4, as if from disk) preferred
+                // to hash every pending delivery for each call below a few 100,000 of them: 7-10
+                // ms a call at 30,000 pending where the keys take 1-2 (docs/PERFORMANCE.md item
+                // 16). An `account_id = ANY(...)` hint, as in the resolution, turned into a scan
+                // comparing every row with every key when an account had many deliveries.
+                try await connection.execute(script: "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
+            }
             try await connection.preparedQuery(
                 """
                 INSERT INTO delivery_attempts (account_id, delivery_id, attempt, attempted_at, status_code, latency_ms, error, response_excerpt)
