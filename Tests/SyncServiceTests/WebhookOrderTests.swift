@@ -252,6 +252,57 @@ struct WebhookOrderTests {
         var testDescription: String { rawValue }
     }
 
+    @Test("recording a batch looks its deliveries up by key, not by reading every pending delivery")
+    func recordReadsByKey() async throws {
+        // One connection, so the statistics read below are the record's backend's own.
+        try await TestEnvironment.withFresh(poolSize: 1) { env in
+            let store = DeliveryStore(pool: env.pool)
+            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            // 20,000 pending deliveries in 5,000 streams (4 each), analyzed: the size at which the
+            // planner, left alone, hashed all of them for each statement of a record.
+            try await env.pool.query(
+                """
+                INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
+                SELECT 'rk-' || a, s, gen_random_uuid(), 'entitlement.renewed', now(), '{}'
+                FROM generate_series(1, 5000) a, generate_series(1, 4) s
+                """
+            )
+            try await env.pool.query(
+                "INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id) SELECT account_id, \(endpoint.id), sequence, event_id FROM events"
+            )
+            try await env.pool.query("ANALYZE deliveries")
+            // 500 heads, and 500 deliveries behind them.
+            let claimed = try await store.claimDue(limit: 500, lease: 60)
+            #expect(claimed.count == 1000)
+            func sequentiallyRead() async throws -> Int64 {
+                // This backend's counts, flushed when it goes idle after the first statement.
+                try await env.pool.query("SELECT pg_stat_force_next_flush()")
+                return try await env.pool.query(
+                    "SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'deliveries'"
+                ).first?.decode(Int64.self, at: 0) ?? -1
+            }
+            let before = try await sequentiallyRead()
+            // Half succeed, half are retried later: both the status update and the hold-back of
+            // what waits behind each stream have work to do.
+            try await store.record(claimed.enumerated().map { index, claimed in
+                DeliveryStore.AttemptResult(
+                    accountID: claimed.accountID, deliveryID: claimed.deliveryID, endpointID: claimed.endpointID,
+                    eventSequence: claimed.eventSequence, attempt: claimed.attempts + 1,
+                    outcome: index.isMultiple(of: 2) ? .succeeded : .retry, nextAttemptAt: Date().addingTimeInterval(3600),
+                    statusCode: index.isMultiple(of: 2) ? 200 : 500, latencyMilliseconds: 1, error: nil, responseExcerpt: nil,
+                    attemptedAt: Date())
+            }, disableAfter: 86_400)
+            let read = try await sequentiallyRead() - before
+            #expect(read < 20_000, "recording 1,000 deliveries read \(read) rows by sequential scans")
+            // And it recorded: the successes are done, the retried ones wait.
+            let counts = try await env.pool.query(
+                "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status = 'pending' AND attempts = 1) FROM deliveries"
+            )
+            #expect(try counts.first?.decode(Int64.self, at: 0) == 500)
+            #expect(try counts.first?.decode(Int64.self, at: 1) == 500)
+        }
+    }
+
     @Test("holding looks at the due deliveries a claim reads first, a window of them, not at the whole backlog", arguments: HoldForm.allCases)
     func holdLooksAtAWindow(form: HoldForm) async throws {
         try await TestEnvironment.withFresh { env in
