@@ -201,7 +201,10 @@ public struct TransactionBinder: Sendable {
         }
 
         // Move the reports first (this waits for a worker that has them claimed), then lock the
-        // accounts: workers take report rows before account locks, so this order cannot deadlock.
+        // accounts. Workers take the other order (the accounts' locks, then their pending reports
+        // in the claim), so a transfer and a batch can deadlock on the same account; PostgreSQL
+        // detects it and fails one of them, which is retried whole: the batch by its worker, the
+        // sync answered 503 with Retry-After (contention, ErrorMiddleware).
         var transfers: [Transfer] = []
         var movedReports: [Report] = []
         for conflict in conflicts {
