@@ -185,6 +185,48 @@ struct PipelineTests {
         }
     }
 
+    @Test("a batch does not wait for an account another transaction holds: it queues it again and resolves the rest")
+    func busyAccountIsDeferred() async throws {
+        try await TestEnvironment.withFresh { env in
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            try await env.application(workers: 0).test(.router) { client in
+                _ = try await client.sync(account: "busy", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("b1")]).data, waitMilliseconds: nil)
+            }
+            #expect(try await engine.resolvePendingBatch(limit: 10).reportsResolved == 1)
+            try await env.application(workers: 0).test(.router) { client in
+                _ = try await client.sync(account: "busy", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("b2")]).data, waitMilliseconds: nil)
+                _ = try await client.sync(account: "free", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("f1")]).data, waitMilliseconds: nil)
+            }
+            // Another transaction holds "busy" (as a worker, a binding or a usage write would).
+            // If the batch waited for it, the server ends the holder after 60 s idle, and the
+            // expectations below fail instead of the test hanging.
+            let holder = try await Connection.connect(configuration: env.connection)
+            try await holder.execute(
+                script: "SET idle_in_transaction_session_timeout = '60s'; BEGIN; SELECT 1 FROM account_states WHERE account_id = 'busy' FOR UPDATE")
+
+            // Without waiting: "free" is resolved, "busy" is queued again with its report pending.
+            let first: ResolutionEngine.Outcome
+            do { first = try await engine.resolvePendingBatch(limit: 10) } catch { await holder.close(); throw error }
+            #expect(first.reportsResolved == 1)
+            #expect(first.accountsDeferred == 1)
+            let pending = try await env.pool.query("SELECT account_id, report_id FROM reports WHERE status = 'pending'")
+            #expect(try pending.map { "\(try $0.decode(String.self, at: 0))/\(try $0.decode(String.self, at: 1))" } == ["busy/b2"])
+            let queued = try await env.pool.query("SELECT account_id FROM account_work")
+            #expect(try queued.map { try $0.decode(String.self, at: 0) } == ["busy"])
+
+            // Once the holder lets go, the next batch resolves it.
+            _ = try? await holder.execute(script: "COMMIT")
+            await holder.close()
+            let second = try await engine.resolvePendingBatch(limit: 10)
+            #expect(second.reportsResolved == 1)
+            #expect(second.accountsDeferred == 0)
+            let left = try await env.pool.query("SELECT count(*) FROM reports WHERE status = 'pending'")
+            #expect(try left[0].decode(Int.self, at: 0) == 0)
+            let reconciled = try await Reconciler(pool: env.pool, catalogue: .default).reconcile(accounts: ["busy", "free"], repair: false)
+            #expect(reconciled.differences.isEmpty)
+        }
+    }
+
     @Test("a report that keeps failing is quarantined and does not block others")
     func poisonReportIsQuarantined() async throws {
         try await TestEnvironment.withFresh { env in

@@ -8,6 +8,8 @@ enum ServiceMetrics {
     static let reportsResolved = Counter(label: "subsync_reports_resolved_total")
     static let eventsWritten = Counter(label: "subsync_events_written_total")
     static let accountsFailed = Counter(label: "subsync_accounts_failed_total")
+    /// Accounts a resolution batch queued again because another transaction held them.
+    static let accountsDeferred = Counter(label: "subsync_accounts_deferred_total")
     static let sweptAccounts = Counter(label: "subsync_sweeper_accounts_total")
     static let batchSize = Recorder(label: "subsync_resolution_batch_reports")
     static let batchDuration = Metrics.Timer(label: "subsync_resolution_batch_duration_seconds", preferredDisplayUnit: .seconds)

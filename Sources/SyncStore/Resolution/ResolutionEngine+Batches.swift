@@ -9,6 +9,10 @@ extension ResolutionEngine {
     /// accounts, resolves every pending report of them, and marks those resolved, all in one
     /// transaction.
     ///
+    /// An account another transaction holds (a worker resolving it, a sync binding a purchase
+    /// to it, a usage write) is not waited for: it is queued again, for a later claim, and the
+    /// batch goes on with the rest. A busy account used to hold up every batch that touched it.
+    ///
     /// If the batch fails for a reason other than a lost connection, each of its accounts is
     /// retried on its own, so one bad account cannot hold up the others; that account's reports
     /// get their attempt counted and, after `maximumAttempts`, are quarantined with the error.
@@ -17,8 +21,10 @@ extension ResolutionEngine {
         do {
             return try await pool.withTransaction { connection in
                 claimedAccounts = try await claimQueue(limit: limit, on: connection)
-                let claimed = try await claim(accounts: claimedAccounts, on: connection)
-                return try await resolveClaimed(claimed, on: connection)
+                let claimed = try await claim(accounts: claimedAccounts, skipLocked: true, on: connection)
+                var outcome = try await resolveClaimed(claimed, on: connection)
+                outcome.accountsDeferred = claimed.deferred.count
+                return outcome
             }
         } catch {
             guard !Self.isRetryable(error), !claimedAccounts.isEmpty else { throw error }
@@ -129,6 +135,8 @@ extension ResolutionEngine {
         var reportIDs: [String] = []
         /// The claimed accounts' states, locked.
         var locked: [String: LockedState] = [:]
+        /// Accounts another transaction held, queued again (claims with `skipLocked`).
+        var deferred: [String] = []
     }
 
     /// Takes up to `limit` entries of the claim queue (oldest first, `FOR UPDATE SKIP LOCKED`, so
@@ -156,10 +164,22 @@ extension ResolutionEngine {
     /// expensive statement (docs/PERFORMANCE.md item 15). The reports' row locks are held from
     /// here to the commit, so a device sending one of them again meanwhile waits for the batch
     /// (about 0.1 s) before its insert finds the report stored.
-    func claim(accounts: [String], on connection: Connection) async throws -> Claimed {
+    ///
+    /// With `skipLocked`, the accounts another transaction holds are not waited for: they get a
+    /// new queue entry (in this transaction, so a rolled-back batch leaves the entries it took,
+    /// not new ones) and neither their entries nor their reports are claimed now.
+    func claim(accounts: [String], skipLocked: Bool = false, on connection: Connection) async throws -> Claimed {
         var claimed = Claimed()
         guard !accounts.isEmpty else { return claimed }
-        claimed.locked = try await lockStates(of: accounts, on: connection)
+        claimed.locked = try await lockStates(of: accounts, skipLocked: skipLocked, on: connection)
+        claimed.deferred = accounts.filter { claimed.locked[$0] == nil }
+        if !claimed.deferred.isEmpty {
+            try await connection.preparedQuery(
+                "INSERT INTO account_work (account_id) SELECT a FROM unnest(\(claimed.deferred)::text[]) AS a"
+            )
+        }
+        let accounts = accounts.filter { claimed.locked[$0] != nil }
+        guard !accounts.isEmpty else { return claimed }
         let rows = try await connection.preparedQuery(
             """
             WITH done AS (

@@ -46,6 +46,9 @@ public struct ResolutionEngine: Sendable {
         public var eventsWritten = 0
         /// Accounts whose reports failed and were set aside (attempts counted, maybe quarantined).
         public var accountsFailed = 0
+        /// Accounts a batch left for a later claim because another transaction held them (a
+        /// worker, a sync binding a purchase, a usage write): queued again, not waited for.
+        public var accountsDeferred = 0
 
         public init() {}
 
@@ -55,6 +58,7 @@ public struct ResolutionEngine: Sendable {
             sum.accountsResolved += rhs.accountsResolved
             sum.eventsWritten += rhs.eventsWritten
             sum.accountsFailed += rhs.accountsFailed
+            sum.accountsDeferred += rhs.accountsDeferred
             return sum
         }
     }
@@ -460,15 +464,22 @@ public struct ResolutionEngine: Sendable {
     /// Locks the `account_states` rows of `accountIDs` in sorted order, creating placeholders for
     /// missing ones (one at a time in that order too, so concurrent inserts cannot deadlock). A placeholder's
     /// `resolved_at` is -infinity: it has never been resolved.
-    func lockStates(of accountIDs: [String], on connection: Connection) async throws -> [String: LockedState] {
-        try await Self.lockStates(of: accountIDs, catalogue: catalogue, now: clock.now(), on: connection)
+    ///
+    /// With `skipLocked`, accounts another transaction holds are left out of the result instead
+    /// of waited for (a missing row is still created first, which waits only for a transaction
+    /// creating the same row).
+    func lockStates(of accountIDs: [String], skipLocked: Bool = false, on connection: Connection) async throws -> [String: LockedState] {
+        try await Self.lockStates(of: accountIDs, catalogue: catalogue, now: clock.now(), skipLocked: skipLocked, on: connection)
     }
 
-    /// ``lockStates(of:on:)`` for callers without an engine (usage holds serialize on the same row).
-    static func lockStates(of accountIDs: [String], catalogue: Catalogue, now: Date, on connection: Connection) async throws -> [String: LockedState] {
+    /// ``lockStates(of:skipLocked:on:)`` for callers without an engine (usage holds serialize on
+    /// the same row).
+    static func lockStates(
+        of accountIDs: [String], catalogue: Catalogue, now: Date, skipLocked: Bool = false, on connection: Connection
+    ) async throws -> [String: LockedState] {
         let sorted = Array(Set(accountIDs)).sorted()
         let baseState = Resolver.resolve(transactions: [], catalogue: catalogue, now: now)
-        return try await lock(sorted, skipLocked: false, placeholder: baseState, on: connection)
+        return try await lock(sorted, skipLocked: skipLocked, placeholder: baseState, on: connection)
     }
 
     /// Locks the `account_states` rows of `sortedAccountIDs` that exist, in that order, through
