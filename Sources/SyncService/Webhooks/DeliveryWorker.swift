@@ -94,7 +94,7 @@ public struct DeliveryWorker: Service {
                 lastHold = clock.uptime()
                 _ = try await store.holdBlocked(partition: configuration.partition, now: clock.now())
             }
-            return handled
+            return DrainRound(handled: handled)
         }
     }
 

@@ -64,26 +64,41 @@ extension WakeSignal {
     }
 }
 
+/// What one round of ``WakeSignal/drain(batchSize:pollInterval:logger:failureMessage:metadata:_:)`` did.
+struct DrainRound {
+    /// Items handled.
+    var handled: Int
+    /// Work the round set aside for a moment (an account another transaction held): look again
+    /// after this, if it is sooner than the poll interval.
+    var lookAgainAfter: Duration?
+
+    init(handled: Int, lookAgainAfter: Duration? = nil) {
+        self.handled = handled
+        self.lookAgainAfter = lookAgainAfter
+    }
+}
+
 extension WakeSignal {
     /// Runs `round` until the task is cancelled: again at once while it reports a full batch
-    /// (`batchSize` or more items), otherwise once this signal is raised or `pollInterval` has
-    /// passed. A failed round backs off from 100 ms, doubling up to 5 s, and a success resets it.
+    /// (`batchSize` or more items), otherwise once this signal is raised or `pollInterval` (or
+    /// the round's shorter `lookAgainAfter`) has passed. A failed round backs off from 100 ms,
+    /// doubling up to 5 s, and a success resets it.
     func drain(
         batchSize: Int,
         pollInterval: Duration,
         logger: Logger,
         failureMessage: Logger.Message,
         metadata: Logger.Metadata = [:],
-        _ round: () async throws -> Int
+        _ round: () async throws -> DrainRound
     ) async {
         var backoff = Duration.milliseconds(100)
         while !Task.isCancelled {
             let seen = current
             do {
-                let handled = try await round()
+                let done = try await round()
                 backoff = .milliseconds(100)
-                if handled >= batchSize { continue }
-                await wait(after: seen, timeout: pollInterval)
+                if done.handled >= batchSize { continue }
+                await wait(after: seen, timeout: min(done.lookAgainAfter ?? pollInterval, pollInterval))
             } catch {
                 logger.warning(failureMessage, metadata: metadata.merging(["error": "\(error)"]) { $1 })
                 try? await Task.sleep(for: backoff)

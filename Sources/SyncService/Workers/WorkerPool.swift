@@ -75,17 +75,11 @@ public struct WorkerPool: Service {
             if outcome.accountsFailed > 0 {
                 ServiceMetrics.accountsFailed.increment(by: outcome.accountsFailed)
             }
-            if outcome.accountsDeferred > 0 {
-                ServiceMetrics.accountsDeferred.increment(by: outcome.accountsDeferred)
-                // Accounts another transaction held were queued again: look again shortly (the
-                // holder is usually another batch, about 0.1 s) rather than at the next arrival
-                // or poll.
-                if outcome.reportsResolved < batchSize {
-                    try? await Task.sleep(for: .milliseconds(50))
-                    return batchSize
-                }
-            }
-            return outcome.reportsResolved
+            guard outcome.accountsDeferred > 0 else { return DrainRound(handled: outcome.reportsResolved) }
+            ServiceMetrics.accountsDeferred.increment(by: outcome.accountsDeferred)
+            // Accounts another transaction held were queued again: look again shortly (the
+            // holder is usually another batch, about 0.1 s) rather than at the next poll.
+            return DrainRound(handled: outcome.reportsResolved, lookAgainAfter: .milliseconds(50))
         }
     }
 

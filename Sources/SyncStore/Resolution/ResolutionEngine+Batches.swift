@@ -152,7 +152,7 @@ extension ResolutionEngine {
     }
 
     /// Claims `accounts` (sorted) and their pending reports: the accounts' locks (in order,
-    /// waiting: a worker holding one of them finishes first), then every queue entry of those
+    /// waiting unless `skipLocked`: a worker holding one of them finishes first), then every queue entry of those
     /// accounts this transaction can see (deleted: this claim does their work) and, in the same
     /// statement and so the same snapshot, every pending report of them, marked resolved as it is
     /// read. A report committed after that snapshot has an entry the delete did not see, and is
