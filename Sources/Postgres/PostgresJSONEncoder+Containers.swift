@@ -69,6 +69,7 @@ final class JSONTreeEncoder: Encoder {
         case let uuid as UUID: return .string(uuid.uuidString.lowercased())
         case let decimal as Decimal: return .literal(decimal.description)
         case let encoded as EncodedJSON: return .raw(encoded.bytes)
+        case let writable as any JSONWritable: return .raw(try JSONWriter.encode(writable))
         default:
             let child = JSONTreeEncoder(parent: self, key: key)
             try value.encode(to: child)

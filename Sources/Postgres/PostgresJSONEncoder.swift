@@ -21,6 +21,7 @@ import Foundation
 public enum PostgresJSONEncoder {
     /// The JSON text of `value`, as UTF-8 bytes.
     public static func encode(_ value: some Encodable) throws -> [UInt8] {
+        if let writable = value as? any JSONWritable { return try JSONWriter.encode(writable) }
         let node = try JSONTreeEncoder(parent: nil, key: nil).node(for: value, topLevel: true)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256)
@@ -44,7 +45,7 @@ public enum PostgresJSONEncoder {
 /// encoded once.
 ///
 /// Only ``PostgresJSONEncoder`` knows it; any other encoder gets `EncodingError.invalidValue`.
-public struct EncodedJSON: Encodable, Sendable, Hashable {
+public struct EncodedJSON: JSONWritable, Sendable, Hashable {
     /// The JSON text, as ``PostgresJSONEncoder/encode(_:)`` returned it.
     public let bytes: [UInt8]
 
@@ -52,6 +53,8 @@ public struct EncodedJSON: Encodable, Sendable, Hashable {
     public init(_ value: some Encodable) throws {
         bytes = try PostgresJSONEncoder.encode(value)
     }
+
+    public func write(to writer: inout JSONWriter) { writer.raw(bytes) }
 
     public func encode(to encoder: any Encoder) throws {
         throw EncodingError.invalidValue(

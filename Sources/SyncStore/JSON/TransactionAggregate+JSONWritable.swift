@@ -1,0 +1,79 @@
+import Postgres
+import SyncCore
+
+extension TransactionAggregate: JSONWritable {
+    /// The bytes of the synthesized `encode(to:)`: keys sorted, absent optionals left out.
+    public func write(to writer: inout JSONWriter) throws {
+        writer.object { w in
+            if let environment {
+                w.key("environment")
+                w.string(environment.rawValue)
+            }
+            if let expiresAt {
+                w.key("expires_at")
+                w.date(expiresAt)
+            }
+            w.key("first_observed_at")
+            w.date(firstObservedAt)
+            if let gracePeriodExpiresAt {
+                w.key("grace_period_expires_at")
+                w.date(gracePeriodExpiresAt)
+            }
+            w.key("in_billing_retry")
+            w.bool(inBillingRetry)
+            w.key("is_upgraded")
+            w.bool(isUpgraded)
+            w.key("last_observed_at")
+            w.date(lastObservedAt)
+            if let latestReinstatedAt {
+                w.key("latest_reinstated_at")
+                w.date(latestReinstatedAt)
+            }
+            w.key("original_transaction_id")
+            w.string(originalTransactionID)
+            w.key("product_id")
+            w.string(productID)
+            w.key("purchased_at")
+            w.date(purchasedAt)
+            w.key("representative")
+            representative.write(to: &w)
+            if let revocation {
+                w.key("revocation")
+                w.object { w in
+                    if let reason = revocation.reason {
+                        w.key("reason")
+                        w.string(reason.rawValue)
+                    }
+                    w.key("revoked_at")
+                    w.date(revocation.revokedAt)
+                    w.key("source_report")
+                    revocation.sourceReport.write(to: &w)
+                }
+            }
+            w.key("transaction_id")
+            w.string(transactionID)
+            if let willAutoRenew {
+                w.key("will_auto_renew")
+                w.bool(willAutoRenew)
+            }
+        }
+    }
+}
+
+extension ReportOrderKey {
+    /// The bytes of the synthesized `encode(to:)`.
+    func write(to writer: inout JSONWriter) {
+        writer.object { w in
+            w.key("is_verified")
+            w.bool(isVerified)
+            w.key("observed_at")
+            w.date(observedAt)
+            w.key("report_id")
+            w.string(reportID)
+            if let signedDate {
+                w.key("signed_date")
+                w.date(signedDate)
+            }
+        }
+    }
+}
