@@ -227,6 +227,46 @@ struct PipelineTests {
         }
     }
 
+    @Test("a batch does not wait for a new account that another transaction is creating; it queues it again")
+    func accountBeingCreatedIsDeferred() async throws {
+        try await TestEnvironment.withFresh { env in
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            try await env.application(workers: 0).test(.router) { client in
+                _ = try await client.sync(account: "newbie", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("n1")]).data, waitMilliseconds: nil)
+                _ = try await client.sync(account: "free", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("f1")]).data, waitMilliseconds: nil)
+            }
+            // Another worker's batch is creating "newbie" (its placeholder row inserted, not
+            // committed). Waiting for it would end only when the server ends the holder after 60 s
+            // idle, and the expectations below would fail instead of the test hanging.
+            let holder = try await Connection.connect(configuration: env.connection)
+            try await holder.execute(
+                script: """
+                    SET idle_in_transaction_session_timeout = '60s'; BEGIN;
+                    SELECT count(*) FROM subsync_lock_accounts(ARRAY['newbie'], true, 'free', '{"placeholder": true}'::jsonb)
+                    """)
+
+            let first: ResolutionEngine.Outcome
+            do { first = try await engine.resolvePendingBatch(limit: 10) } catch { await holder.close(); throw error }
+            #expect(first.reportsResolved == 1)
+            #expect(first.accountsDeferred == 1)
+            let pending = try await env.pool.query("SELECT account_id, report_id FROM reports WHERE status = 'pending'")
+            #expect(try pending.map { "\(try $0.decode(String.self, at: 0))/\(try $0.decode(String.self, at: 1))" } == ["newbie/n1"])
+            let queued = try await env.pool.query("SELECT account_id FROM account_work")
+            #expect(try queued.map { try $0.decode(String.self, at: 0) } == ["newbie"])
+
+            // The other batch fails and rolls back: the next batch creates the account itself.
+            _ = try? await holder.execute(script: "ROLLBACK")
+            await holder.close()
+            let second = try await engine.resolvePendingBatch(limit: 10)
+            #expect(second.reportsResolved == 1)
+            #expect(second.accountsDeferred == 0)
+            let reconciled = try await Reconciler(pool: env.pool, catalogue: .default).reconcile(accounts: ["newbie", "free"], repair: false)
+            #expect(reconciled.differences.isEmpty)
+            let states = try await env.pool.query("SELECT count(*) FROM account_states WHERE resolved_at > '-infinity'")
+            #expect(try states[0].decode(Int.self, at: 0) == 2)
+        }
+    }
+
     @Test("a report that keeps failing is quarantined and does not block others")
     func poisonReportIsQuarantined() async throws {
         try await TestEnvironment.withFresh { env in
