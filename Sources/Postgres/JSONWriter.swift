@@ -9,8 +9,8 @@ import Foundation
 /// CPU (docs/PERFORMANCE.md, item 18). The hot domain types conform (in SyncStore), and
 /// ``PostgresJSONEncoder`` uses the conformance wherever such a value is encoded, on its own or
 /// inside another value. A conformance must write its keys sorted by their UTF-8 bytes and
-/// nulls where its `encode(to:)` writes them; `StoredJSONTests` compares both encoders with
-/// Foundation's on generated values of every such type.
+/// nulls where its `encode(to:)` writes them; `JSONWritableTests` compares each writer with
+/// Foundation's `JSONEncoder.postgres` on generated values of its type.
 public protocol JSONWritable: Encodable {
     func write(to writer: inout JSONWriter) throws
 }
@@ -101,7 +101,8 @@ public struct JSONWriter {
         if let writable = value as? any JSONWritable {
             try writable.write(to: &self)
         } else {
-            bytes.append(contentsOf: try PostgresJSONEncoder.encode(value))
+            // As a member, not a document: a value that encodes nothing is `{}`, as there.
+            try JSONTreeEncoder(parent: nil, key: nil).node(for: value).write(to: &bytes)
         }
     }
 

@@ -1,7 +1,7 @@
 import Foundation
 import Postgres
 import PropertyBased
-import SyncCore
+@testable import SyncCore
 import SyncStore
 import Testing
 import TestSupport
@@ -134,6 +134,24 @@ import TestSupport
                 meter: text(&rng), units: Int.random(in: -500...500, using: &rng), source: [CreditChange.Source.consumable, .reward, .adjustment][Int.random(in: 0..<3, using: &rng)],
                 transactionID: maybe(&rng, text), entryID: text(&rng), actor: maybe(&rng, text), reason: maybe(&rng, text))
         }
+        event.usage = maybe(&rng) { rng in usage(&rng) }
         return event
+    }
+
+    /// A usage snapshot (written by the generic encoder inside an event's writer).
+    static func usage(_ rng: inout SeededGenerator) -> UsageSnapshot {
+        let meters = Catalogue.default.meters
+        let period = UsageBalance.Period(
+            start: date(&rng), end: date(&rng), allowance: Bool.random(using: &rng) ? .unlimited : .limited(Int.random(in: 0...10_000, using: &rng)),
+            used: Int.random(in: 0...10_000, using: &rng), fromAllowance: Int.random(in: 0...100, using: &rng),
+            fromRewards: Int.random(in: 0...100, using: &rng), fromCredits: Int.random(in: 0...100, using: &rng),
+            overage: Int.random(in: 0...100, using: &rng))
+        var snapshot = UsageSnapshot(period: period, meter: meters[Int.random(in: 0..<meters.count, using: &rng)], currency: maybe(&rng, text))
+        snapshot.available = maybe(&rng) { Int.random(in: -100...100, using: &$0) }
+        snapshot.rewards = maybe(&rng) { Int.random(in: 0...100, using: &$0) }
+        snapshot.credits = maybe(&rng) { Int.random(in: 0...100, using: &$0) }
+        snapshot.threshold = maybe(&rng) { Int.random(in: 0...100, using: &$0) }
+        snapshot.revision = maybe(&rng) { Int.random(in: 0...100, using: &$0) }
+        return snapshot
     }
 }

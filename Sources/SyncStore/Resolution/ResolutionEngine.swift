@@ -465,9 +465,9 @@ public struct ResolutionEngine: Sendable {
     /// missing ones (one at a time in that order too, so concurrent inserts cannot deadlock). A placeholder's
     /// `resolved_at` is -infinity: it has never been resolved.
     ///
-    /// With `skipLocked`, accounts another transaction holds are left out of the result instead
-    /// of waited for (a missing row is still created first, which waits only for a transaction
-    /// creating the same row).
+    /// With `skipLocked`, accounts another transaction holds, or is creating, are left out of the
+    /// result instead of waited for (sql/0023: creators take an advisory lock on the account
+    /// first, which this only tries).
     func lockStates(of accountIDs: [String], skipLocked: Bool = false, on connection: Connection) async throws -> [String: LockedState] {
         try await Self.lockStates(of: accountIDs, catalogue: catalogue, now: clock.now(), skipLocked: skipLocked, on: connection)
     }
@@ -483,15 +483,16 @@ public struct ResolutionEngine: Sendable {
     }
 
     /// Locks the `account_states` rows of `sortedAccountIDs` that exist, in that order, through
-    /// `subsync_lock_accounts` (sql/0014): one statement per account, which Citus routes to one
+    /// `subsync_lock_accounts` (sql/0014, 0022, 0023): one statement per account, which Citus routes to one
     /// shard, where a multi-account `FOR UPDATE` is refused. With `skipLocked`, accounts another
     /// transaction holds are left out of the result.
     static func lockExisting(_ sortedAccountIDs: [String], skipLocked: Bool, on connection: Connection) async throws -> [String: LockedState] {
         try await lock(sortedAccountIDs, skipLocked: skipLocked, placeholder: nil, on: connection)
     }
 
-    /// `subsync_lock_accounts` (sql/0014): with a `placeholder`, missing rows are created with
-    /// it first, one account at a time in the same order.
+    /// `subsync_lock_accounts` (sql/0014, 0022, 0023): with a `placeholder`, missing rows are
+    /// created with it first, one account at a time in the same order, each under an advisory
+    /// lock on the account.
     private static func lock(
         _ sortedAccountIDs: [String], skipLocked: Bool, placeholder: AccountState?, on connection: Connection
     ) async throws -> [String: LockedState] {
@@ -503,18 +504,22 @@ public struct ResolutionEngine: Sendable {
             """
         )
         var locked: [String: LockedState] = [:]
-        // The accounts created by this statement all hold the placeholder's text: it is decoded
-        // once (JSONDecoder was 8 % of the workers' CPU when each new account decoded it).
-        var decoded: [String: AccountState] = [:]
+        // Accounts never resolved (placeholders) all hold the same few texts: each is decoded
+        // once (JSONDecoder was about 9 % of the workers' CPU when every new account decoded it).
+        var placeholders: [String: AccountState] = [:]
         for row in rows {
             let resolvedAt = try row.decode(Date.self, at: 3)
-            let text = try row.decode(String.self, at: 1)
             let state: AccountState
-            if let known = decoded[text] {
-                state = known
+            if resolvedAt == .distantPast {
+                let text = try row.decode(String.self, at: 1)
+                if let known = placeholders[text] {
+                    state = known
+                } else {
+                    state = try JSONColumn<AccountState>.decode(text: text).value
+                    placeholders[text] = state
+                }
             } else {
-                state = try JSONColumn<AccountState>.decode(text: text).value
-                decoded[text] = state
+                state = try row.decode(JSONColumn<AccountState>.self, at: 1).value
             }
             locked[try row.decode(String.self, at: 0)] = LockedState(
                 state: state,
