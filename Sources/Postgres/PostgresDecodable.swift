@@ -138,6 +138,11 @@ public struct JSONColumn<Value: Decodable>: PostgresDecodable {
     public var value: Value
 
     public static func decode(text: UnsafeBufferPointer<UInt8>) throws -> JSONColumn<Value> {
+        // A type that reads itself (``JSONReadable``); `JSONDecoder` for any text it refuses.
+        if let readable = Value.self as? any JSONReadable.Type,
+            let value = (try? JSONReader.read(readable, from: text)) as? Value {
+            return JSONColumn(value: value)
+        }
         do {
             return JSONColumn(value: try JSONDecoder.postgres.decode(Value.self, from: Data(text)))
         } catch {

@@ -53,6 +53,30 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
     public var lastObservedAt: Date
 
     /// The aggregate of the single report `report`.
+    /// Every field as given: an aggregate read back from storage.
+    public init(
+        transactionID: String, originalTransactionID: String, productID: String, purchasedAt: Date, expiresAt: Date?,
+        gracePeriodExpiresAt: Date?, revocation: RevocationMark?, latestReinstatedAt: Date?, isUpgraded: Bool,
+        willAutoRenew: Bool?, inBillingRetry: Bool, environment: StoreEnvironment?, representative: ReportOrderKey,
+        firstObservedAt: Date, lastObservedAt: Date
+    ) {
+        self.transactionID = transactionID
+        self.originalTransactionID = originalTransactionID
+        self.productID = productID
+        self.purchasedAt = purchasedAt
+        self.expiresAt = expiresAt
+        self.gracePeriodExpiresAt = gracePeriodExpiresAt
+        self.revocation = revocation
+        self.latestReinstatedAt = latestReinstatedAt
+        self.isUpgraded = isUpgraded
+        self.willAutoRenew = willAutoRenew
+        self.inBillingRetry = inBillingRetry
+        self.environment = environment
+        self.representative = representative
+        self.firstObservedAt = firstObservedAt
+        self.lastObservedAt = lastObservedAt
+    }
+
     public init(_ report: Report) {
         transactionID = report.transactionID
         originalTransactionID = report.originalTransactionID

@@ -1,0 +1,91 @@
+import Foundation
+import Postgres
+import PropertyBased
+import SyncCore
+import SyncStore
+import Testing
+import TestSupport
+
+/// The hand-written readers of the stored domain types (``JSONReadable``, SyncStore/JSON) give
+/// what Foundation's `JSONDecoder.postgres` decodes from the same text: the service's own compact
+/// text, the text PostgreSQL prints back from `jsonb` (keys reordered, spaces added), escapes
+/// of every kind; and ``JSONColumn`` falls back to `JSONDecoder` for a text a reader refuses.
+@Suite struct JSONReadableTests {
+    @Test func readersMatchFoundationOnTheServiceText() async {
+        await propertyCheck(count: 500, input: Gen.uint64()) { seed in
+            var rng = SeededGenerator(seed: seed)
+            let state = JSONWritableTests.accountState(&rng)
+            Self.expectSameValue(state)
+            for entitlement in state.entitlements { Self.expectSameValue(entitlement) }
+            Self.expectSameValue(JSONWritableTests.aggregate(&rng))
+        }
+    }
+
+    @Test func readersMatchFoundationOnJSONBText() async throws {
+        try await TestDatabase.withConnection { connection in
+            var rng = SeededGenerator(seed: 20261125)
+            for _ in 0..<150 {
+                let state = try PostgresJSONEncoder.string(JSONWritableTests.accountState(&rng))
+                let aggregate = try PostgresJSONEncoder.string(JSONWritableTests.aggregate(&rng))
+                let rows = try await connection.query("SELECT \(state)::jsonb::text, \(aggregate)::jsonb::text")
+                let jsonbState = try rows[0].decode(String.self, at: 0)
+                let jsonbAggregate = try rows[0].decode(String.self, at: 1)
+                #expect(jsonbState.contains(": "), "PostgreSQL prints jsonb with spaces")
+                Self.expectSame(AccountState.self, text: jsonbState)
+                Self.expectSame(TransactionAggregate.self, text: jsonbAggregate)
+            }
+        }
+    }
+
+    @Test func escapesUnicodeAndUnknownMembers() {
+        let text = #"""
+            { "tier" : "\u00e9\ud83d\ude00\/x\"\\\b\f\n\r\t", "features":[ ], "limits": {"a\u0062": null, "calls": -12},
+              "ads": false, "entitlements": [], "next_transition_at": null,
+              "later": {"nested": [1, 2.5e3, -0.1, true, null, "s"]} }
+            """#
+        Self.expectSame(AccountState.self, text: text)
+        let read = Self.read(AccountState.self, text: text)
+        #expect(read?.tier == "é😀/x\"\\\u{8}\u{c}\n\r\t")
+        #expect(read?.limits == ["ab": .unlimited, "calls": .limited(-12)])
+    }
+
+    @Test func textsTheReadersRefuseAreDecodedByFoundation() throws {
+        // StoreKit's integer revocation code, a limit written as a decimal: JSONDecoder's job.
+        let entitlement = #"{"id":"premium","tier":"premium","status":"revoked","product_id":"p","product_kind":"auto_renewable","source_transaction_id":"t","original_transaction_id":"o","purchased_at":"2026-01-01T00:00:00Z","will_renew":false,"revocation_reason":1}"#
+        #expect(Self.read(EntitlementState.self, text: entitlement) == nil)
+        #expect(try Self.column(EntitlementState.self, text: entitlement).revocationReason == .developerIssue)
+        let state = #"{"tier":"free","features":[],"limits":{"minutes":100.0},"ads":true,"entitlements":[]}"#
+        #expect(Self.read(AccountState.self, text: state) == nil)
+        #expect(try Self.column(AccountState.self, text: state).limits == ["minutes": .limited(100)])
+        // Broken text is an error either way, JSONDecoder's.
+        for broken in [#"{"tier":"free""#, #"{"tier":"free","features":[],"limits":{},"ads":true}"#, "[]", #"{"tier":"free"} x"#] {
+            #expect(Self.read(AccountState.self, text: broken) == nil, "\(broken)")
+            #expect(throws: PostgresError.self) { try Self.column(AccountState.self, text: broken) }
+        }
+    }
+
+    // MARK: - Helpers
+
+    static func read<T: JSONReadable>(_ type: T.Type, text: String) -> T? {
+        var text = text
+        return text.withUTF8 { try? JSONReader.read(T.self, from: $0) }
+    }
+
+    static func column<T: Decodable>(_ type: T.Type, text: String) throws -> T {
+        try JSONColumn<T>.decode(text: text).value
+    }
+
+    static func expectSame<T: JSONReadable & Decodable & Equatable>(_ type: T.Type, text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        let expected = try? JSONDecoder.postgres.decode(T.self, from: Data(text.utf8))
+        #expect(expected != nil, "Foundation decodes \(text)", sourceLocation: sourceLocation)
+        #expect(read(T.self, text: text) == expected, "\(text)", sourceLocation: sourceLocation)
+    }
+
+    static func expectSameValue<T: JSONReadable & Codable & Equatable>(_ value: T, sourceLocation: SourceLocation = #_sourceLocation) {
+        guard let text = try? PostgresJSONEncoder.string(value) else {
+            Issue.record("encoding \(T.self) failed", sourceLocation: sourceLocation)
+            return
+        }
+        expectSame(T.self, text: text, sourceLocation: sourceLocation)
+    }
+}
