@@ -267,6 +267,43 @@ struct PipelineTests {
         }
     }
 
+    @Test("a caller that waits (a usage write, a binding) waits for the transaction creating the account, then locks the row it made, or makes it")
+    func waitingLockerWaitsForTheCreator() async throws {
+        try await TestEnvironment.withFresh { env in
+            for creatorCommits in [true, false] {
+                let account = creatorCommits ? "made-by-creator" : "made-by-waiter"
+                let creator = try await Connection.connect(configuration: env.connection)
+                let waiter = try await Connection.connect(configuration: env.connection)
+                try await creator.execute(
+                    script: """
+                        SET idle_in_transaction_session_timeout = '60s'; BEGIN;
+                        SELECT count(*) FROM subsync_lock_accounts(ARRAY['\(account)'], true, 'free', '{"by": "creator"}'::jsonb)
+                        """)
+                try await waiter.execute(script: "SET lock_timeout = '60s'; BEGIN")
+                let locking = Task {
+                    try await waiter.query(
+                        "SELECT account_id, state->>'by' FROM subsync_lock_accounts(ARRAY[\(account)]::text[], false, 'free', '{\"by\": \"waiter\"}'::jsonb)")
+                }
+                // The waiter is queued on the account's advisory lock, not on the row's insert.
+                let queued = try await waitUntil(seconds: 60) {
+                    try await env.pool.query(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                    )[0].decode(Int.self, at: 0) == 1
+                }
+                #expect(queued)
+                _ = try? await creator.execute(script: creatorCommits ? "COMMIT" : "ROLLBACK")
+                let rows = try await locking.value
+                #expect(try rows.map { "\(try $0.decode(String.self, at: 0))/\(try $0.decode(String.self, at: 1))" }
+                    == ["\(account)/\(creatorCommits ? "creator" : "waiter")"])
+                try await waiter.execute(script: "COMMIT")
+                await creator.close()
+                await waiter.close()
+            }
+            let rows = try await env.pool.query("SELECT count(*) FROM account_states")
+            #expect(try rows[0].decode(Int.self, at: 0) == 2)
+        }
+    }
+
     @Test("a report that keeps failing is quarantined and does not block others")
     func poisonReportIsQuarantined() async throws {
         try await TestEnvironment.withFresh { env in
