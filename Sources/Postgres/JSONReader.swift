@@ -22,9 +22,20 @@ public struct JSONReadError: Error, CustomStringConvertible {
 }
 
 /// Reads JSON values one at a time from UTF-8 bytes, in document order.
+///
+/// Whatever it accepts, `JSONDecoder` decodes to the same value: it refuses what `JSONDecoder`
+/// refuses or reads differently (a key twice in one object, where `JSONDecoder` keeps the first;
+/// numbers with leading zeros; control characters in keys or strings; nesting deeper than
+/// ``maximumDepth``) so that the caller falls back to `JSONDecoder`. It takes the bytes to be
+/// valid UTF-8 (PostgreSQL's text is); invalid sequences would be repaired, not refused. A
+/// reader and its ``JSONKey``s point into the caller's buffer: use them inside that call only.
 public struct JSONReader {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
+    private var depth = 0
+    /// Deeper documents are refused (the service's own are four levels deep; `JSONDecoder`
+    /// allows 512).
+    public static let maximumDepth = 32
 
     public init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
@@ -42,14 +53,21 @@ public struct JSONReader {
     /// An object: `member` is called with each key and must read (or ``skip()``) its value.
     public mutating func object(_ member: (inout JSONReader, JSONKey) throws -> Void) throws {
         try expect(UInt8(ascii: "{"))
+        try enter()
+        defer { depth -= 1 }
         skipWhitespace()
         if peek() == UInt8(ascii: "}") {
             index += 1
             return
         }
+        var keys: [JSONKey] = []
+        keys.reserveCapacity(16)
         while true {
             skipWhitespace()
             let key = try readKey()
+            // JSONDecoder keeps a key's first value, a member callback would keep its last.
+            guard !keys.contains(where: { $0.isSame(as: key) }) else { throw error("a key twice in one object") }
+            keys.append(key)
             skipWhitespace()
             try expect(UInt8(ascii: ":"))
             try member(&self, key)
@@ -65,6 +83,8 @@ public struct JSONReader {
     /// An array: `element` is called once per element and must read it.
     public mutating func array(_ element: (inout JSONReader) throws -> Void) throws {
         try expect(UInt8(ascii: "["))
+        try enter()
+        defer { depth -= 1 }
         skipWhitespace()
         if peek() == UInt8(ascii: "]") {
             index += 1
@@ -119,6 +139,7 @@ public struct JSONReader {
             index += 1
         }
         guard index > start else { throw error("expected an integer") }
+        guard bytes[start] != UInt8(ascii: "0") || index == start + 1 else { throw error("a number with a leading zero") }
         if let byte = peek(), byte == UInt8(ascii: ".") || byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") {
             throw error("not a plain integer")
         }
@@ -174,7 +195,11 @@ public struct JSONReader {
         case UInt8(ascii: "n"):
             guard null() else { throw error("expected null") }
         default:
-            // A number: its characters, checked no further (the value is not used).
+            // A number: its characters, checked no further (the value is not used), as
+            // JSONDecoder does with the members it does not decode; it starts as JSON's do.
+            guard let first = peek(), first == UInt8(ascii: "-") || (first >= UInt8(ascii: "0") && first <= UInt8(ascii: "9")) else {
+                throw error("expected a value")
+            }
             let start = index
             while let byte = peek(), byte == UInt8(ascii: "-") || byte == UInt8(ascii: "+") || byte == UInt8(ascii: ".")
                 || byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) {
@@ -205,6 +230,14 @@ public struct JSONReader {
         while let byte = peek(), byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { index += 1 }
     }
 
+    private mutating func enter() throws {
+        depth += 1
+        guard depth <= Self.maximumDepth else {
+            depth -= 1
+            throw error("nested deeper than \(Self.maximumDepth)")
+        }
+    }
+
     private mutating func expect(_ byte: UInt8) throws {
         skipWhitespace()
         guard next() == byte else { throw error("expected \(Character(Unicode.Scalar(byte)))") }
@@ -222,12 +255,17 @@ public struct JSONReader {
         guard peek() == UInt8(ascii: "\"") else { throw error("expected a key") }
         let start = index + 1
         var end = start
-        while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") { end += 1 }
+        var isASCII = true
+        while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") {
+            guard bytes[end] >= 0x20 else { throw error("control character in a key") }
+            if bytes[end] >= 0x80 { isASCII = false }
+            end += 1
+        }
         if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
             index = end + 1
-            return JSONKey(bytes: UnsafeBufferPointer(rebasing: bytes[start..<end]), escaped: nil)
+            return JSONKey(bytes: UnsafeBufferPointer(rebasing: bytes[start..<end]), escaped: nil, isASCII: isASCII)
         }
-        return JSONKey(bytes: UnsafeBufferPointer(start: nil, count: 0), escaped: try string())
+        return JSONKey(bytes: UnsafeBufferPointer(start: nil, count: 0), escaped: try string(), isASCII: false)
     }
 
     private mutating func readEscape(into scalars: inout [UInt8]) throws {
@@ -278,10 +316,21 @@ public struct JSONKey {
     fileprivate let bytes: UnsafeBufferPointer<UInt8>
     /// The key when it had escapes (never, for the keys this service writes).
     fileprivate let escaped: String?
+    /// ASCII only, without escapes: equal as text exactly when equal as bytes.
+    fileprivate let isASCII: Bool
 
     /// The key as a `String` (a dictionary's key).
     public var string: String {
         escaped ?? String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Whether two keys of one document are the same text.
+    func isSame(as other: JSONKey) -> Bool {
+        // Otherwise as `String`s, canonical equivalence included, as JSONDecoder's dictionary.
+        guard isASCII, other.isASCII else { return string == other.string }
+        guard bytes.count == other.bytes.count else { return false }
+        guard let left = bytes.baseAddress, let right = other.bytes.baseAddress else { return bytes.isEmpty }
+        return memcmp(left, right, bytes.count) == 0
     }
 
     public static func == (key: JSONKey, name: StaticString) -> Bool {

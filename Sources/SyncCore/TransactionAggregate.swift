@@ -52,7 +52,6 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
     /// Latest `observed_at` of any report.
     public var lastObservedAt: Date
 
-    /// The aggregate of the single report `report`.
     /// Every field as given: an aggregate read back from storage.
     public init(
         transactionID: String, originalTransactionID: String, productID: String, purchasedAt: Date, expiresAt: Date?,
@@ -77,6 +76,7 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
         self.lastObservedAt = lastObservedAt
     }
 
+    /// The aggregate of the single report `report`.
     public init(_ report: Report) {
         transactionID = report.transactionID
         originalTransactionID = report.originalTransactionID

@@ -57,6 +57,27 @@ import TestSupport
         let state = #"{"tier":"free","features":[],"limits":{"minutes":100.0},"ads":true,"entitlements":[]}"#
         #expect(Self.read(AccountState.self, text: state) == nil)
         #expect(try Self.column(AccountState.self, text: state).limits == ["minutes": .limited(100)])
+        // What JSONDecoder reads differently or refuses: a key twice (it keeps the first), a
+        // limit's name twice, a leading zero, a control character in a key, a number starting
+        // with +, nesting deeper than the reader goes.
+        let base = #""features":[],"limits":{},"ads":true,"entitlements":[]"#
+        let twice = #"{"tier":"first","tier":"second","# + base + "}"
+        #expect(Self.read(AccountState.self, text: twice) == nil)
+        #expect(try Self.column(AccountState.self, text: twice).tier == (try JSONDecoder.postgres.decode(AccountState.self, from: Data(twice.utf8))).tier)
+        let nameTwice = #"{"tier":"free","features":[],"limits":{"m":1,"m":2},"ads":true,"entitlements":[]}"#
+        #expect(Self.read(AccountState.self, text: nameTwice) == nil)
+        #expect(try Self.column(AccountState.self, text: nameTwice) == (try JSONDecoder.postgres.decode(AccountState.self, from: Data(nameTwice.utf8))))
+        let deep = #"{"tier":"free","# + base + #","later":"# + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "}"
+        #expect(Self.read(AccountState.self, text: deep) == nil)
+        #expect(try Self.column(AccountState.self, text: deep).tier == "free")
+        for refused in [
+            #"{"tier":"free","features":[],"limits":{"m":01},"ads":true,"entitlements":[]}"#,
+            "{\"tier\":\"free\",\"x\ty\":1," + base + "}",
+            #"{"tier":"free","x":+1,"# + base + "}",
+        ] {
+            #expect(Self.read(AccountState.self, text: refused) == nil, "\(refused)")
+            #expect(throws: PostgresError.self) { try Self.column(AccountState.self, text: refused) }
+        }
         // Broken text is an error either way, JSONDecoder's.
         for broken in [#"{"tier":"free""#, #"{"tier":"free","features":[],"limits":{},"ads":true}"#, "[]", #"{"tier":"free"} x"#] {
             #expect(Self.read(AccountState.self, text: broken) == nil, "\(broken)")
