@@ -177,10 +177,22 @@ public struct JSONReader {
         }
     }
 
-    /// A date as the service writes it (RFC 3339, or PostgreSQL's infinities).
+    /// A date as the service writes it (RFC 3339, or PostgreSQL's infinities), parsed where it
+    /// lies in the text (a date has no escapes; one that has is read as a string first).
     public mutating func date() throws -> Date {
-        let text = try string()
-        guard let date = PostgresTimestamp.parse(Array(text.utf8)) else { throw error("invalid date \(text)") }
+        skipWhitespace()
+        try expect(UInt8(ascii: "\""))
+        let start = index
+        while let byte = peek(), byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") { index += 1 }
+        guard peek() == UInt8(ascii: "\"") else {
+            index = start - 1
+            let text = try string()
+            guard let date = PostgresTimestamp.parse(Array(text.utf8)) else { throw error("invalid date \(text)") }
+            return date
+        }
+        let text = UnsafeBufferPointer(rebasing: bytes[start..<index])
+        index += 1
+        guard let date = PostgresTimestamp.parse(text) else { throw error("invalid date") }
         return date
     }
 

@@ -149,12 +149,6 @@ public struct JSONColumn<Value: Decodable>: PostgresDecodable {
             throw PostgresError(.decoding, message: "invalid JSON for \(Value.self): \(error)")
         }
     }
-
-    /// Decodes the JSON `text` (a column read as text before).
-    public static func decode(text: String) throws -> JSONColumn<Value> {
-        var text = text
-        return try text.withUTF8 { try decode(text: $0) }
-    }
 }
 
 /// An `Encodable` value bound as JSON text; cast it in SQL (`$1::jsonb`).

@@ -93,7 +93,8 @@ import TestSupport
     }
 
     static func column<T: Decodable>(_ type: T.Type, text: String) throws -> T {
-        try JSONColumn<T>.decode(text: text).value
+        var text = text
+        return try text.withUTF8 { try JSONColumn<T>.decode(text: $0).value }
     }
 
     static func expectSame<T: JSONReadable & Decodable & Equatable>(_ type: T.Type, text: String, sourceLocation: SourceLocation = #_sourceLocation) {

@@ -16,11 +16,11 @@ extension AccountState: JSONWritable {
             w.array(features) { w, feature in w.string(feature) }
             w.key("limits")
             w.object { w in
-                for name in limits.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+                for (name, limit) in limits.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
                     w.key(escaping: name)
-                    switch limits[name] {
-                    case .limited(let value)?: w.int(value)
-                    case .unlimited?, nil: w.null()
+                    switch limit {
+                    case .limited(let value): w.int(value)
+                    case .unlimited: w.null()
                     }
                 }
             }

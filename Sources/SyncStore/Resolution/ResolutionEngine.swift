@@ -504,25 +504,10 @@ public struct ResolutionEngine: Sendable {
             """
         )
         var locked: [String: LockedState] = [:]
-        // Accounts never resolved (placeholders) all hold the same few texts: each is decoded
-        // once (JSONDecoder was about 9 % of the workers' CPU when every new account decoded it).
-        var placeholders: [String: AccountState] = [:]
         for row in rows {
             let resolvedAt = try row.decode(Date.self, at: 3)
-            let state: AccountState
-            if resolvedAt == .distantPast {
-                let text = try row.decode(String.self, at: 1)
-                if let known = placeholders[text] {
-                    state = known
-                } else {
-                    state = try JSONColumn<AccountState>.decode(text: text).value
-                    placeholders[text] = state
-                }
-            } else {
-                state = try row.decode(JSONColumn<AccountState>.self, at: 1).value
-            }
             locked[try row.decode(String.self, at: 0)] = LockedState(
-                state: state,
+                state: try row.decode(JSONColumn<AccountState>.self, at: 1).value,
                 lastSequence: try row.decode(Int64.self, at: 2),
                 resolvedAt: resolvedAt == .distantPast ? nil : resolvedAt)
         }
