@@ -7,18 +7,22 @@ extension Connection {
     /// If a statement failed inside `body` and `body` caught the error and returned, the server
     /// has already aborted the transaction and answers `COMMIT` with a rollback; that throws
     /// (SQLSTATE 25P02) instead of returning as if the work were saved.
+    ///
+    /// `BEGIN` is sent with the body's first statement, in the same trip to the connection's
+    /// queue; a body that runs no statement costs no round trip at all.
     public func withTransaction<T>(
         isolation: IsolationLevel = .readCommitted,
         _ body: (Connection) async throws -> T
     ) async throws -> T {
-        try await execute(script: isolation == .readCommitted ? "BEGIN" : "BEGIN ISOLATION LEVEL \(isolation.rawValue)")
+        beginWithNextStatement(isolation == .readCommitted ? "BEGIN" : "BEGIN ISOLATION LEVEL \(isolation.rawValue)")
         let value: T
         do {
             value = try await body(self)
         } catch {
-            _ = try? await execute(script: "ROLLBACK")
+            if !cancelPendingBegin() { _ = try? await execute(script: "ROLLBACK") }
             throw error
         }
+        if cancelPendingBegin() { return value }
         let commit = try await execute(script: "COMMIT")
         guard commit.commandTag == "COMMIT" else {
             throw PostgresError(

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 
 /// One PostgreSQL connection.
 ///
@@ -8,12 +9,27 @@ import Logging
 /// call there, never on Swift's cooperative thread pool. The serial queue is also what makes
 /// the connection safe to share: one call at a time reaches the `PGconn`.
 ///
-/// `@unchecked Sendable`: the only mutable state, the handle and the prepared-statement
-/// cache, is touched exclusively from `queue`.
+/// Each trip to the queue and back is two thread switches, so the connection makes as few as
+/// it can (docs/PERFORMANCE.md item 21): a transaction's `BEGIN` travels with its first
+/// statement, the pool's checks run on the caller's thread, and nothing else is a trip of its own.
+///
+/// `@unchecked Sendable`: the mutable state, the handle and the prepared-statement cache, is
+/// touched only from `queue` (``isAlive()`` reaches it with `queue.sync`); `session`, what
+/// callers read and set between statements, is behind its own mutex.
 public final class Connection: @unchecked Sendable {
     private let queue: DispatchQueue
     private let handle: ConnectionHandle
     private var preparedStatements: [String: String] = [:]
+    private let session = Mutex(Session())
+
+    /// What is read and set outside the queue.
+    private struct Session {
+        /// The `BEGIN` that ``beginWithNextStatement(_:)`` deferred, sent by the next statement.
+        var pendingBegin: String?
+        /// Whether the last call on the queue left the connection open, idle and outside a
+        /// transaction block (recorded at the end of each call, for ``isReusable()``).
+        var idleOutsideTransaction = true
+    }
     private static let preparedStatementLimit = 512
     let logger: Logger
 
@@ -43,7 +59,7 @@ public final class Connection: @unchecked Sendable {
     /// Runs a statement with its bound parameters (`PQexecParams`).
     @discardableResult
     public func query(_ query: PostgresQuery) async throws -> QueryResult {
-        try await onQueue { handle, _ in
+        try await statementOnQueue { handle, _ in
             try handle.execute(query.sql, binds: query.binds, preparedName: nil)
         }
     }
@@ -53,7 +69,7 @@ public final class Connection: @unchecked Sendable {
     /// server parses and plans them once.
     @discardableResult
     public func preparedQuery(_ query: PostgresQuery) async throws -> QueryResult {
-        try await onQueue { handle, connection in
+        try await statementOnQueue { handle, connection in
             if let name = connection.preparedStatements[query.sql] {
                 return try handle.execute(query.sql, binds: query.binds, preparedName: name)
             }
@@ -71,17 +87,38 @@ public final class Connection: @unchecked Sendable {
     /// Never build `sql` from input: it has no parameters.
     @discardableResult
     public func execute(script sql: String) async throws -> QueryResult {
-        try await onQueue { handle, _ in try handle.executeSimple(sql, waitForever: true) }
+        try await statementOnQueue { handle, _ in try handle.executeSimple(sql, waitForever: true) }
     }
 
-    /// Whether the connection is open and has no unexpected input (checked without blocking).
-    public func isAlive() async -> Bool {
-        (try? await onQueue { handle, _ in handle.isAliveWhenIdle() }) ?? false
+    /// Defers `sql` (a `BEGIN`) to the next statement, which sends it first in the same trip to
+    /// the queue: a transaction costs one trip less.
+    func beginWithNextStatement(_ sql: String) {
+        session.withLock { $0.pendingBegin = sql }
     }
 
-    /// Whether the connection is open, idle and outside a transaction block.
-    func isReusable() async -> Bool {
-        (try? await onQueue { handle, _ in handle.isOK && handle.isIdleOutsideTransaction }) ?? false
+    /// Drops a deferred `BEGIN` that no statement has sent; `true` if there was one (the
+    /// transaction never started, so there is nothing to commit or roll back).
+    func cancelPendingBegin() -> Bool {
+        session.withLock { session in
+            defer { session.pendingBegin = nil }
+            return session.pendingBegin != nil
+        }
+    }
+
+    /// Whether an idle connection is open and has no unexpected input, checked without blocking
+    /// (a poll that does not wait, and libpq's read of a socket it keeps non-blocking).
+    ///
+    /// For the pool, on a connection nobody is using: its queue is idle, so `queue.sync` runs
+    /// the check on the caller's thread instead of switching threads twice.
+    func isAlive() -> Bool {
+        let handle = self.handle
+        return queue.sync { handle.isAliveWhenIdle() }
+    }
+
+    /// Whether the connection is open, idle and outside a transaction block, as the last call
+    /// on it left it; read without a trip to the queue (the caller has finished with it).
+    func isReusable() -> Bool {
+        session.withLock { $0.idleOutsideTransaction }
     }
 
     /// Quotes an identifier for use in SQL text, such as a LISTEN channel.
@@ -101,7 +138,28 @@ public final class Connection: @unchecked Sendable {
 
     private func onQueue<T: Sendable>(_ body: @escaping @Sendable (ConnectionHandle, Connection) throws -> T) async throws -> T {
         let handle = self.handle
-        return try await Self.run(on: queue) { try body(handle, self) }
+        return try await Self.run(on: queue) {
+            defer { self.recordSessionState() }
+            return try body(handle, self)
+        }
+    }
+
+    /// ``onQueue(_:)`` for a statement: a deferred `BEGIN` goes first, in the same trip.
+    private func statementOnQueue<T: Sendable>(_ body: @escaping @Sendable (ConnectionHandle, Connection) throws -> T) async throws -> T {
+        try await onQueue { handle, connection in
+            let begin = connection.session.withLock { session in
+                defer { session.pendingBegin = nil }
+                return session.pendingBegin
+            }
+            if let begin { _ = try handle.executeSimple(begin) }
+            return try body(handle, connection)
+        }
+    }
+
+    /// On the queue, after each call: what ``isReusable()`` reads.
+    private func recordSessionState() {
+        let idle = handle.isOK && handle.isIdleOutsideTransaction
+        session.withLock { $0.idleOutsideTransaction = idle }
     }
 
     private static func run<T: Sendable>(on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T) async throws -> T {

@@ -108,7 +108,7 @@ public actor ConnectionPool {
         while true {
             guard !isClosed else { throw PostgresError(.closed, message: "connection pool closed") }
             if let connection = idle.popLast() {
-                if await connection.isAlive() { return connection }
+                if connection.isAlive() { return connection }
                 logger.debug("discarding a broken idle connection", metadata: ["pid": "\(connection.backendPID)"])
                 openCount -= 1
                 await connection.close()
@@ -168,10 +168,8 @@ public actor ConnectionPool {
 
     private func release(_ connection: Connection, after error: (any Error)?) async {
         let broken = (error as? PostgresError)?.isConnectionLoss ?? false
-        let reusable = !broken && !isClosed ? await connection.isReusable() : false
-        // `isReusable()` suspends: the pool may have been closed meanwhile, and a connection
-        // parked in `idle` after `close()` would never be closed.
-        guard reusable, !isClosed else {
+        let reusable = !broken && !isClosed && connection.isReusable()
+        guard reusable else {
             openCount -= 1
             await connection.close()
             wakeNextWaiterToConnect()

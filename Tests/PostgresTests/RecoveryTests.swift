@@ -1,5 +1,5 @@
 import Foundation
-import Postgres
+@testable import Postgres
 import TestSupport
 import Testing
 
@@ -141,7 +141,7 @@ import Testing
             }
             let postgresError = try #require(error as? PostgresError)
             #expect(postgresError.isConnectionLoss, "\(postgresError)")
-            #expect(await connection.isAlive() == false)
+            #expect(connection.isAlive() == false)
         }
     }
 }

@@ -39,7 +39,7 @@ import Testing
             }
             #expect(value == 42)
             #expect(try await count(table, on: observer) == 2)
-            #expect(await connection.isReusable())
+            #expect(connection.isReusable())
         }
     }
 
@@ -53,7 +53,7 @@ import Testing
             }
             #expect(error is Abort)
             #expect(try await count(table, on: observer) == 0)
-            #expect(await connection.isReusable(), "the connection is back outside a transaction")
+            #expect(connection.isReusable(), "the connection is back outside a transaction")
             try await connection.query("INSERT INTO \(unescaped: table) VALUES (1, 'again')")
             #expect(try await count(table, on: observer) == 1, "autocommit resumed after the rollback")
         }
@@ -70,7 +70,7 @@ import Testing
             #expect((error as? PostgresError)?.sqlState == .uniqueViolation)
             let remaining = try await count(table, on: observer)
             #expect(remaining == 0)
-            #expect(await connection.isReusable())
+            #expect(connection.isReusable())
         }
     }
 
@@ -88,7 +88,7 @@ import Testing
             #expect(error is PostgresError, "withTransaction returned as if committed")
             let remaining = try await count(table, on: observer)
             #expect(remaining == 0)
-            #expect(await connection.isReusable())
+            #expect(connection.isReusable())
         }
     }
 
@@ -100,6 +100,38 @@ import Testing
                 }
                 #expect(current.uppercased() == level.rawValue)
             }
+        }
+    }
+
+    /// `BEGIN` travels with the body's first statement: that statement already runs inside the
+    /// transaction (what it writes is invisible elsewhere until the commit).
+    @Test func theFirstStatementRunsInsideTheTransaction() async throws {
+        try await withTable { table, connection, observer in
+            try await connection.withTransaction { connection in
+                try await connection.query("INSERT INTO \(unescaped: table) VALUES (1, 'a')")
+                #expect(try await count(table, on: observer) == 0, "the first statement committed on its own")
+                #expect(connection.isReusable() == false, "inside a transaction block after the first statement")
+            }
+            #expect(try await count(table, on: observer) == 1)
+            #expect(connection.isReusable())
+        }
+    }
+
+    /// A body that runs no statement opens no transaction, and one that throws before its first
+    /// statement leaves nothing behind: the next statement is not inside a stale transaction.
+    @Test func aBodyWithoutStatementsSendsNothing() async throws {
+        try await withTable { table, connection, observer in
+            let value = try await connection.withTransaction { _ in 7 }
+            #expect(value == 7)
+            let error = await thrownError {
+                try await connection.withTransaction { _ in throw Abort() }
+            }
+            #expect(error is Abort)
+            try await connection.query("INSERT INTO \(unescaped: table) VALUES (1, 'autocommit')")
+            #expect(try await count(table, on: observer) == 1, "a deferred BEGIN leaked into the next statement")
+            #expect(connection.isReusable())
+            let status = try await connection.query("SELECT txid_current_if_assigned() IS NULL")
+            #expect(try status[0].decode(Bool.self, at: 0), "no transaction left open")
         }
     }
 }

@@ -118,42 +118,25 @@ public struct TransactionBinder: Sendable {
         let purchases = Array(Set(claims.map(\.originalTransactionID))).sorted()
         let tokens = Array(Set(claims.compactMap { $0.appAccountToken?.uuidString.lowercased() })).sorted()
 
-        try await lockPurchases(purchases, on: connection)
-        // Insert-then-lock: a concurrent first binding of the same purchase waits here for the
-        // other transaction and then sees its row.
-        let newlyBound = try await connection.preparedQuery(
-            """
-            INSERT INTO transaction_owners (original_transaction_id, account_id)
-            SELECT id, \(accountID) FROM unnest(\(purchases)::text[]) AS id ORDER BY id
-            ON CONFLICT (original_transaction_id) DO NOTHING
-            RETURNING original_transaction_id
-            """
-        ).map { try $0.decode(String.self, at: 0) }
+        // One statement (sql/0024): the purchases' advisory locks (the lock of ``lockPurchases``),
+        // then insert-then-lock of the owners, so a concurrent first binding of the same purchase
+        // waits for the other transaction and then sees its row; then the tokens likewise.
+        var newlyBound: [String] = []
         var owners: [String: String] = [:]
+        var tokenAccounts: [String: String] = [:]
         for row in try await connection.preparedQuery(
             """
-            SELECT original_transaction_id, account_id
-            FROM subsync_lock_transaction_owners(\(purchases.sorted())::text[]) -- one row at a time: one shard each on Citus
+            SELECT claim_kind, claim_key, owner_account_id, newly_bound
+            FROM subsync_bind_claims(\(accountID), \(purchases)::text[], \(tokens)::text[]::uuid[])
             """
         ) {
-            owners[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)
-        }
-        var tokenAccounts: [String: String] = [:]
-        if !tokens.isEmpty {
-            try await connection.preparedQuery(
-                """
-                INSERT INTO app_account_tokens (app_account_token, account_id)
-                SELECT token, \(accountID) FROM unnest(\(tokens)::text[]::uuid[]) AS token ORDER BY token
-                ON CONFLICT (app_account_token) DO NOTHING
-                """
-            )
-            for row in try await connection.preparedQuery(
-                """
-                SELECT app_account_token::text, account_id
-                FROM subsync_lock_app_account_tokens(\(tokens.sorted())::text[]::uuid[]) -- one row at a time, as above
-                """
-            ) {
-                tokenAccounts[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)
+            let key = try row.decode(String.self, at: 1)
+            let owner = try row.decode(String.self, at: 2)
+            if try row.decode(String.self, at: 0) == "token" {
+                tokenAccounts[key] = owner
+            } else {
+                owners[key] = owner
+                if try row.decode(Bool.self, at: 3) { newlyBound.append(key) }
             }
         }
 
