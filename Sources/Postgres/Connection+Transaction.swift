@@ -9,7 +9,10 @@ extension Connection {
     /// (SQLSTATE 25P02) instead of returning as if the work were saved.
     ///
     /// `BEGIN` is sent with the body's first statement, in the same trip to the connection's
-    /// queue; a body that runs no statement costs no round trip at all.
+    /// queue; a body that runs no statement costs no round trip at all. If sending `BEGIN`
+    /// fails, that statement fails, the next statement tries `BEGIN` again (no statement of the
+    /// body runs outside the transaction), and the transaction throws even if the body caught
+    /// the error.
     public func withTransaction<T>(
         isolation: IsolationLevel = .readCommitted,
         _ body: (Connection) async throws -> T
@@ -19,10 +22,21 @@ extension Connection {
         do {
             value = try await body(self)
         } catch {
-            if !cancelPendingBegin() { _ = try? await execute(script: "ROLLBACK") }
+            if !endDeferredBegin().neverStarted { _ = try? await execute(script: "ROLLBACK") }
             throw error
         }
-        if cancelPendingBegin() { return value }
+        let begin = endDeferredBegin()
+        if begin.failed {
+            // The body caught the failure of a statement that carried BEGIN and went on; what it
+            // did after a later BEGIN succeeded is rolled back, and the caller hears of it.
+            if !begin.neverStarted { _ = try? await execute(script: "ROLLBACK") }
+            throw PostgresError(
+                .server,
+                sqlState: .inFailedSQLTransaction,
+                message: "the transaction was not committed, because sending its BEGIN failed"
+            )
+        }
+        if begin.neverStarted { return value }
         let commit = try await execute(script: "COMMIT")
         guard commit.commandTag == "COMMIT" else {
             throw PostgresError(

@@ -25,7 +25,11 @@ public final class Connection: @unchecked Sendable {
     /// What is read and set outside the queue.
     private struct Session {
         /// The `BEGIN` that ``beginWithNextStatement(_:)`` deferred, sent by the next statement.
+        /// It stays pending when sending it fails, so no later statement of the same body runs
+        /// outside the transaction.
         var pendingBegin: String?
+        /// Whether sending the deferred `BEGIN` failed since ``beginWithNextStatement(_:)``.
+        var beginFailed = false
         /// Whether the last call on the queue left the connection open, idle and outside a
         /// transaction block (recorded at the end of each call, for ``isReusable()``).
         var idleOutsideTransaction = true
@@ -93,15 +97,28 @@ public final class Connection: @unchecked Sendable {
     /// Defers `sql` (a `BEGIN`) to the next statement, which sends it first in the same trip to
     /// the queue: a transaction costs one trip less.
     func beginWithNextStatement(_ sql: String) {
-        session.withLock { $0.pendingBegin = sql }
+        session.withLock { session in
+            session.pendingBegin = sql
+            session.beginFailed = false
+        }
     }
 
-    /// Drops a deferred `BEGIN` that no statement has sent; `true` if there was one (the
-    /// transaction never started, so there is nothing to commit or roll back).
-    func cancelPendingBegin() -> Bool {
+    /// What became of a deferred `BEGIN`, for the end of ``withTransaction(isolation:_:)``.
+    struct DeferredBegin {
+        /// No statement sent it successfully: the transaction never started.
+        var neverStarted: Bool
+        /// Sending it failed at least once (a statement of the body failed because of it).
+        var failed: Bool
+    }
+
+    /// Ends a deferred `BEGIN`: drops it if still pending and says what became of it.
+    func endDeferredBegin() -> DeferredBegin {
         session.withLock { session in
-            defer { session.pendingBegin = nil }
-            return session.pendingBegin != nil
+            defer {
+                session.pendingBegin = nil
+                session.beginFailed = false
+            }
+            return DeferredBegin(neverStarted: session.pendingBegin != nil, failed: session.beginFailed)
         }
     }
 
@@ -116,9 +133,10 @@ public final class Connection: @unchecked Sendable {
     }
 
     /// Whether the connection is open, idle and outside a transaction block, as the last call
-    /// on it left it; read without a trip to the queue (the caller has finished with it).
+    /// on it left it, with no deferred `BEGIN` left over; read without a trip to the queue (the
+    /// caller has finished with it).
     func isReusable() -> Bool {
-        session.withLock { $0.idleOutsideTransaction }
+        session.withLock { $0.idleOutsideTransaction && $0.pendingBegin == nil }
     }
 
     /// Quotes an identifier for use in SQL text, such as a LISTEN channel.
@@ -147,11 +165,15 @@ public final class Connection: @unchecked Sendable {
     /// ``onQueue(_:)`` for a statement: a deferred `BEGIN` goes first, in the same trip.
     private func statementOnQueue<T: Sendable>(_ body: @escaping @Sendable (ConnectionHandle, Connection) throws -> T) async throws -> T {
         try await onQueue { handle, connection in
-            let begin = connection.session.withLock { session in
-                defer { session.pendingBegin = nil }
-                return session.pendingBegin
+            if let begin = connection.session.withLock({ $0.pendingBegin }) {
+                do {
+                    _ = try handle.executeSimple(begin)
+                } catch {
+                    connection.session.withLock { $0.beginFailed = true }
+                    throw error
+                }
+                connection.session.withLock { $0.pendingBegin = nil }
             }
-            if let begin { _ = try handle.executeSimple(begin) }
             return try body(handle, connection)
         }
     }

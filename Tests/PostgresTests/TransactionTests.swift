@@ -134,4 +134,29 @@ import Testing
             #expect(try status[0].decode(Bool.self, at: 0), "no transaction left open")
         }
     }
+
+    /// A `BEGIN` that fails fails the statement carrying it and stays pending: the body's next
+    /// statement tries it again rather than running outside the transaction, and a body that
+    /// swallows the failure still gets an error from `withTransaction`, nothing committed.
+    @Test func aFailedBeginNeverLetsTheBodyRunOutsideTheTransaction() async throws {
+        try await withTable { table, connection, observer in
+            let error = await thrownError {
+                try await connection.withTransaction { connection in
+                    // The transaction's own BEGIN replaced by one the server refuses.
+                    connection.beginWithNextStatement("BEGIN ISOLATION LEVEL NONSENSE")
+                    let first = await thrownError {
+                        try await connection.query("INSERT INTO \(unescaped: table) VALUES (1, 'a')")
+                    }
+                    #expect((first as? PostgresError)?.sqlState == .syntaxError, "\(String(describing: first))")
+                    #expect(connection.isReusable() == false, "the failed BEGIN is still pending")
+                    _ = try? await connection.query("INSERT INTO \(unescaped: table) VALUES (2, 'b')")
+                }
+            }
+            #expect((error as? PostgresError)?.sqlState == .inFailedSQLTransaction, "\(String(describing: error))")
+            #expect(try await count(table, on: observer) == 0, "a statement ran in autocommit after a failed BEGIN")
+            #expect(connection.isReusable())
+            try await connection.query("INSERT INTO \(unescaped: table) VALUES (3, 'autocommit')")
+            #expect(try await count(table, on: observer) == 1)
+        }
+    }
 }
