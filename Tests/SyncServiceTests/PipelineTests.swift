@@ -267,6 +267,60 @@ struct PipelineTests {
         }
     }
 
+    @Test("a batch reserves a new account under its advisory lock and writes its row once, with the resolved state; other lockers skip or wait for the reservation")
+    func newAccountIsReservedNotCreated() async throws {
+        try await TestEnvironment.withFresh { env in
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            try await env.application(workers: 0).test(.router) { client in
+                _ = try await client.sync(account: "solo", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("s1")]).data, waitMilliseconds: nil)
+                _ = try await client.sync(account: "reserved", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("r1")]).data, waitMilliseconds: nil)
+            }
+            // Another batch holds "reserved": the account is returned without a row (NULL state),
+            // and not even its own transaction sees one.
+            let holder = try await Connection.connect(configuration: env.connection)
+            try await holder.execute(script: "SET idle_in_transaction_session_timeout = '60s'; BEGIN")
+            let reservation = try await holder.query(
+                "SELECT account_id, state IS NULL, last_sequence FROM subsync_lock_accounts_to_resolve(ARRAY['reserved'], true)")
+            #expect(try reservation.map { "\(try $0.decode(String.self, at: 0))/\(try $0.decode(Bool.self, at: 1))/\(try $0.decode(Int.self, at: 2))" }
+                == ["reserved/true/0"])
+            let ownView = try await holder.query("SELECT count(*) FROM account_states WHERE account_id = 'reserved'")
+            #expect(try ownView[0].decode(Int.self, at: 0) == 0, "a placeholder row was written")
+
+            // A worker's batch leaves the reserved account for later and resolves the other one,
+            // whose row it inserts once: one row version, never updated (ctid (0,1) in a fresh table).
+            let first: ResolutionEngine.Outcome
+            do { first = try await engine.resolvePendingBatch(limit: 10) } catch { await holder.close(); throw error }
+            #expect(first.reportsResolved == 1)
+            #expect(first.accountsDeferred == 1)
+            let solo = try await env.pool.query("SELECT ctid::text, resolved_at > '-infinity', tier FROM account_states WHERE account_id = 'solo'")
+            #expect(try solo.map { "\(try $0.decode(String.self, at: 0))/\(try $0.decode(Bool.self, at: 1))" } == ["(0,1)/true"])
+
+            // A caller that waits (a usage write) queues on the reservation's advisory lock.
+            let waiter = try await Connection.connect(configuration: env.connection)
+            try await waiter.execute(script: "SET lock_timeout = '60s'; BEGIN")
+            let locking = Task {
+                try await waiter.query(
+                    "SELECT account_id, state->>'by' FROM subsync_lock_accounts(ARRAY['reserved']::text[], false, 'free', '{\"by\": \"waiter\"}'::jsonb)")
+            }
+            let queued = try await waitUntil(seconds: 60) {
+                try await env.pool.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")[0].decode(Int.self, at: 0) == 1
+            }
+            #expect(queued)
+            // The holder writes the row, as a batch does before it commits: the waiter then
+            // locks that row rather than making its own.
+            try await holder.execute(
+                script: """
+                    INSERT INTO account_states (account_id, tier, state, resolved_at) VALUES ('reserved', 'free', '{"by": "holder"}', now());
+                    COMMIT
+                    """)
+            let rows = try await locking.value
+            #expect(try rows.map { "\(try $0.decode(String.self, at: 0))/\(try $0.decode(String.self, at: 1))" } == ["reserved/holder"])
+            try await waiter.execute(script: "ROLLBACK")
+            await holder.close()
+            await waiter.close()
+        }
+    }
+
     @Test("a caller that waits (a usage write, a binding) waits for the transaction creating the account, then locks the row it made, or makes it")
     func waitingLockerWaitsForTheCreator() async throws {
         try await TestEnvironment.withFresh { env in
@@ -287,7 +341,7 @@ struct PipelineTests {
                 // The waiter is queued on the account's advisory lock, not on the row's insert.
                 let queued = try await waitUntil(seconds: 60) {
                     try await env.pool.query(
-                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
                     )[0].decode(Int.self, at: 0) == 1
                 }
                 #expect(queued)

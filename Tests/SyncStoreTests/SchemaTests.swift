@@ -65,6 +65,10 @@ import Testing
                     ("app_account_tokens", { "md5('a-\($0)')::text" },
                      { "INSERT INTO app_account_tokens (app_account_token, account_id) SELECT md5('a-' || n)::uuid, 'x' FROM generate_series(\($0), \($1)) n" },
                      { "SELECT count(*) FROM subsync_lock_app_account_tokens(ARRAY[\($0)]::text[]::uuid[])" }),
+                    // The claim's lock (sql/0025), on the same table with keys of its own.
+                    ("account_states", { "'r-\($0)'" },
+                     { "INSERT INTO account_states (account_id, tier, state) SELECT 'r-' || n, 'free', '{}' FROM generate_series(\($0), \($1)) n" },
+                     { "SELECT count(*) FROM subsync_lock_accounts_to_resolve(ARRAY[\($0)], false)" }),
                 ]
                 for function in functions {
                     let key = function.key

@@ -7,8 +7,8 @@ import Postgres
 ///   so it is applied entirely or not at all.
 /// - A session advisory lock serialises concurrent runs: when two processes migrate at once,
 ///   the second waits, then finds nothing left to do.
-/// - The checksum (SHA-256, computed by the server) of every applied file is compared with the
-///   file's text now; a difference stops everything before anything runs.
+/// - The checksum (SHA-256, computed by the server, all files in one statement) of every applied
+///   file is compared with the file's text now; a difference stops everything before anything runs.
 public struct Migrator: Sendable {
     /// `pg_advisory_lock` key: "subsync" in ASCII, so it will not collide by accident.
     static let advisoryLockKey: Int64 = 0x7375_6273_796e_63
@@ -83,9 +83,24 @@ public struct Migrator: Sendable {
         )
     }
 
-    private func checksum(of migration: Migration, on connection: Connection) async throws -> String {
-        let rows = try await connection.query("SELECT encode(sha256(convert_to(\(migration.sql), 'UTF8')), 'hex')")
-        return try rows[0].decode(String.self, at: 0)
+    /// The checksums of every file, computed by the server as `encode(sha256(convert_to(sql,
+    /// 'UTF8')), 'hex')`, in one statement (it was one statement per file, 25 round trips at
+    /// every start). On the server, not with a local SHA-256: a database whose encoding is not
+    /// UTF-8 stored the hash of the text as the session's encoding delivered it.
+    private func checksums(on connection: Connection) async throws -> [Int: String] {
+        let rows = try await connection.query(
+            """
+            SELECT n, encode(sha256(convert_to(t, 'UTF8')), 'hex')
+            FROM unnest(\(migrations.map(\.sql))::text[]) WITH ORDINALITY AS m(t, n)
+            """
+        )
+        var sums: [Int: String] = [:]
+        for row in rows {
+            let index = try row.decode(Int.self, at: 0) - 1
+            guard migrations.indices.contains(index) else { continue }
+            sums[migrations[index].version] = try row.decode(String.self, at: 1)
+        }
+        return sums
     }
 
     private func migrateHoldingLock(_ connection: Connection) async throws -> Outcome {
@@ -100,16 +115,19 @@ public struct Migrator: Sendable {
             )
         }
         // Verify every applied file first, so a tampered file stops the run before any change.
+        let sums = try await checksums(on: connection)
         for migration in migrations {
             guard let stored = applied[migration.version] else { continue }
-            guard try await checksum(of: migration, on: connection) == stored else {
+            guard sums[migration.version] == stored else {
                 throw MigrationError.checksumMismatch(version: migration.version, name: migration.name)
             }
             outcome.alreadyApplied.append(migration.name)
         }
         for migration in migrations where applied[migration.version] == nil {
             logger.info("applying migration", metadata: ["migration": "\(migration.name)"])
-            let sum = try await checksum(of: migration, on: connection)
+            guard let sum = sums[migration.version] else {
+                throw MigrationError.failed(version: migration.version, name: migration.name, message: "the server returned no checksum for it")
+            }
             do {
                 try await connection.withTransaction { connection in
                     try await connection.execute(script: migration.sql)

@@ -171,7 +171,7 @@ extension ResolutionEngine {
     func claim(accounts: [String], skipLocked: Bool = false, on connection: Connection) async throws -> Claimed {
         var claimed = Claimed()
         guard !accounts.isEmpty else { return claimed }
-        claimed.locked = try await lockStates(of: accounts, skipLocked: skipLocked, on: connection)
+        claimed.locked = try await lockStatesToResolve(of: accounts, skipLocked: skipLocked, on: connection)
         claimed.deferred = accounts.filter { claimed.locked[$0] == nil }
         if !claimed.deferred.isEmpty {
             try await connection.preparedQuery(

@@ -8,9 +8,10 @@ import SyncCore
 /// so there is one way state, events and deliveries are written.
 ///
 /// Within one transaction it
-/// 1. locks the accounts' `account_states` rows in sorted order (creating missing ones), so
-///    concurrent workers, sweepers and operators on the same account serialise and cannot
-///    deadlock;
+/// 1. locks the accounts' `account_states` rows in sorted order (creating missing ones; a
+///    worker's claim reserves them under their advisory lock instead, and inserts each row
+///    once with its resolved state, sql/0025), so concurrent workers, sweepers and operators on
+///    the same account serialise and cannot deadlock;
 /// 2. joins new reports into the stored transaction aggregates (a join: order-free);
 /// 3. resolves each account with the catalogue at `now`;
 /// 4. writes aggregates, account state, entitlements, events with gap-free per-account
@@ -238,7 +239,9 @@ public struct ResolutionEngine: Sendable {
         for (accountID, state, _) in states {
             encodedStates[accountID] = (state, try EncodedJSON(state))
         }
-        try await writeStates(states, encoded: encodedStates, resolvedAt: now, on: connection)
+        try await writeStates(
+            states, encoded: encodedStates, resolvedAt: now,
+            reserved: Set(locked.lazy.filter(\.value.isReserved).map(\.key)), on: connection)
         try await Self.writeEvents(events, origin: origin, encodedStates: encodedStates, on: connection)
         return outcome
     }
@@ -380,32 +383,55 @@ public struct ResolutionEngine: Sendable {
         )
     }
 
+    /// Writes the resolved states: over the accounts' rows, or, for the accounts `reserved` by
+    /// ``lockStatesToResolve(of:skipLocked:on:)``, as their new rows.
     private func writeStates(
         _ states: [(accountID: String, state: AccountState, lastSequence: Int64)],
         encoded: [String: (state: AccountState, json: EncodedJSON)],
         resolvedAt: Date,
+        reserved: Set<String>,
         on connection: Connection
     ) async throws {
+        func columns(_ states: [(accountID: String, state: AccountState, lastSequence: Int64)]) throws
+            -> (ids: [String], tiers: [String], states: [String], sequences: [Int64], transitions: [Date?]) {
+            (states.map(\.accountID), states.map(\.state.tier),
+             try states.map { try encoded[$0.accountID].map { String(decoding: $0.json.bytes, as: UTF8.self) } ?? Self.json($0.state) },
+             states.map(\.lastSequence), states.map(\.state.nextTransitionAt))
+        }
+        let updated = reserved.isEmpty ? states : states.filter { !reserved.contains($0.accountID) }
+        if !updated.isEmpty {
+            let v = try columns(updated)
+            try await connection.preparedQuery(
+                """
+                UPDATE account_states AS s SET
+                    tier = v.tier,
+                    state = v.state::jsonb,
+                    last_sequence = v.last_sequence,
+                    next_transition_at = v.next_transition_at,
+                    resolved_at = \(resolvedAt),
+                    updated_at = CASE WHEN s.state = v.state::jsonb THEN s.updated_at ELSE \(resolvedAt)::timestamptz END
+                FROM unnest(
+                    \(v.ids)::text[], \(v.tiers)::text[], \(v.states)::text[], \(v.sequences)::bigint[], \(v.transitions)::timestamptz[]
+                ) AS v(account_id, tier, state, last_sequence, next_transition_at)
+                WHERE s.account_id = v.account_id
+                """
+            )
+        }
+        if updated.count < states.count {
+            // Under the advisory lock the claim took (sql/0025); a row that appeared without it
+            // (an operator's reconcile repair) fails this insert and the batch is retried.
+            let v = try columns(states.filter { reserved.contains($0.accountID) })
+            try await connection.preparedQuery(
+                """
+                INSERT INTO account_states (account_id, tier, state, last_sequence, next_transition_at, resolved_at, updated_at)
+                SELECT v.account_id, v.tier, v.state::jsonb, v.last_sequence, v.next_transition_at, \(resolvedAt), \(resolvedAt)
+                FROM unnest(
+                    \(v.ids)::text[], \(v.tiers)::text[], \(v.states)::text[], \(v.sequences)::bigint[], \(v.transitions)::timestamptz[]
+                ) AS v(account_id, tier, state, last_sequence, next_transition_at)
+                """
+            )
+        }
         let accountIDs = states.map(\.accountID)
-        try await connection.preparedQuery(
-            """
-            UPDATE account_states AS s SET
-                tier = v.tier,
-                state = v.state::jsonb,
-                last_sequence = v.last_sequence,
-                next_transition_at = v.next_transition_at,
-                resolved_at = \(resolvedAt),
-                updated_at = CASE WHEN s.state = v.state::jsonb THEN s.updated_at ELSE \(resolvedAt)::timestamptz END
-            FROM unnest(
-                \(accountIDs)::text[],
-                \(states.map(\.state.tier))::text[],
-                \(try states.map { try encoded[$0.accountID].map { String(decoding: $0.json.bytes, as: UTF8.self) } ?? Self.json($0.state) })::text[],
-                \(states.map(\.lastSequence))::bigint[],
-                \(states.map(\.state.nextTransitionAt))::timestamptz[]
-            ) AS v(account_id, tier, state, last_sequence, next_transition_at)
-            WHERE s.account_id = v.account_id
-            """
-        )
         var entitlementAccounts: [String] = []
         var entitlements: [EntitlementState] = []
         for (accountID, state, _) in states {
@@ -459,6 +485,9 @@ public struct ResolutionEngine: Sendable {
         var lastSequence: Int64
         /// `nil` for a placeholder that was never resolved.
         var resolvedAt: Date?
+        /// The account has no row yet: it is reserved under its advisory lock (sql/0025), and
+        /// its first resolved state is inserted rather than written over a placeholder.
+        var isReserved = false
     }
 
     /// Locks the `account_states` rows of `accountIDs` in sorted order, creating placeholders for
@@ -503,10 +532,34 @@ public struct ResolutionEngine: Sendable {
                                        \(placeholder?.tier)::text, \(try placeholder.map { try JSONParameter($0) })::jsonb)
             """
         )
+        return try lockedStates(from: rows, reserved: nil)
+    }
+
+    /// ``lockStates(of:skipLocked:on:)`` for a worker's claim, through
+    /// `subsync_lock_accounts_to_resolve` (sql/0025): a missing account is reserved under its
+    /// advisory lock instead of created with a placeholder, and ``writeStates`` inserts its row
+    /// with its first resolved state, one row version instead of two.
+    func lockStatesToResolve(of accountIDs: [String], skipLocked: Bool, on connection: Connection) async throws -> [String: LockedState] {
+        let rows = try await connection.preparedQuery(
+            """
+            SELECT account_id, state, last_sequence, resolved_at
+            FROM subsync_lock_accounts_to_resolve(\(Array(Set(accountIDs)).sorted())::text[], \(skipLocked))
+            """
+        )
+        return try Self.lockedStates(from: rows, reserved: Resolver.resolve(transactions: [], catalogue: catalogue, now: clock.now()))
+    }
+
+    /// The rows of either lock function; a NULL state is a reserved account, given `reserved`.
+    private static func lockedStates(from rows: QueryResult, reserved: AccountState?) throws -> [String: LockedState] {
         var locked: [String: LockedState] = [:]
         for row in rows {
+            let accountID = try row.decode(String.self, at: 0)
             let resolvedAt = try row.decode(Date.self, at: 3)
-            locked[try row.decode(String.self, at: 0)] = LockedState(
+            if let reserved, row.isNull(1) {
+                locked[accountID] = LockedState(state: reserved, lastSequence: 0, resolvedAt: nil, isReserved: true)
+                continue
+            }
+            locked[accountID] = LockedState(
                 state: try row.decode(JSONColumn<AccountState>.self, at: 1).value,
                 lastSequence: try row.decode(Int64.self, at: 2),
                 resolvedAt: resolvedAt == .distantPast ? nil : resolvedAt)
