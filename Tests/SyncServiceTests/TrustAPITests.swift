@@ -402,6 +402,38 @@ struct TrustAPITests {
         }
     }
 
+    /// The purchase's advisory lock is written twice, in `TransactionBinder.lockPurchases` (a
+    /// store notification) and in `subsync_bind_claims` (sql/0024, a binding): the race above is
+    /// safe only while both name the same lock.
+    @Test("a store notification's lock of a purchase is the lock its binding takes: the binding waits for it")
+    func notificationAndBindingShareThePurchaseLock() async throws {
+        try await TestEnvironment.withFresh { env in
+            let binder = TransactionBinder(pool: env.pool, engine: ResolutionEngine(pool: env.pool, catalogue: .default), policy: .reject)
+            let holder = try await Connection.connect(configuration: env.connection)
+            try await holder.execute(script: "SET idle_in_transaction_session_timeout = '60s'; BEGIN")
+            try await binder.lockPurchases(["shared-purchase"], on: holder)
+            let binding = Task {
+                try await binder.submit(
+                    accountID: "binder", device: nil, reports: [],
+                    claims: [PurchaseClaim(originalTransactionID: "shared-purchase", appAccountToken: nil)])
+            }
+            let queued = try await waitUntil(seconds: 60) {
+                try await env.pool.query(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                )[0].decode(Int.self, at: 0) == 1
+            }
+            #expect(queued, "the binding did not wait for the notification's lock")
+            let whileHeld = try await env.pool.query("SELECT count(*) FROM transaction_owners")
+            #expect(try whileHeld[0].decode(Int.self, at: 0) == 0)
+            try await holder.execute(script: "COMMIT")
+            await holder.close()
+            let outcome = try await binding.value
+            #expect(outcome.transfers.isEmpty)
+            let owners = try await env.pool.query("SELECT account_id FROM transaction_owners WHERE original_transaction_id = 'shared-purchase'")
+            #expect(try owners.map { try $0.decode(String.self, at: 0) } == ["binder"])
+        }
+    }
+
     @Test("signed renewal info on /sync: a subscriber in the billing grace period keeps access; renewal info that does not fit is refused")
     func renewalInfoOnSync() async throws {
         try await TestEnvironment.withFresh { env in

@@ -97,7 +97,9 @@ public struct TransactionBinder: Sendable {
     /// purchases takes too: a store notification that finds no account for a purchase keeps it
     /// as unmatched under this lock, so a device binding the purchase at that moment either comes
     /// first (and the notification finds its account) or after (and applies what it kept).
-    /// `purchases` must be sorted, so that lockers queue in one order.
+    /// `purchases` must be sorted, so that lockers queue in one order. `subsync_bind_claims`
+    /// (sql/0024) takes the same lock, `hashtext('purchase:' || id)`: keep the two in step
+    /// (TrustAPITests.notificationAndBindingShareThePurchaseLock).
     public func lockPurchases(_ purchases: [String], on connection: Connection) async throws {
         guard !purchases.isEmpty else { return }
         // unnest keeps the array's (sorted) order, so the locks are taken in that order.

@@ -398,7 +398,8 @@ public struct ResolutionEngine: Sendable {
              try states.map { try encoded[$0.accountID].map { String(decoding: $0.json.bytes, as: UTF8.self) } ?? Self.json($0.state) },
              states.map(\.lastSequence), states.map(\.state.nextTransitionAt))
         }
-        let updated = reserved.isEmpty ? states : states.filter { !reserved.contains($0.accountID) }
+        let inserted = reserved.isEmpty ? [] : states.filter { reserved.contains($0.accountID) }
+        let updated = inserted.isEmpty ? states : states.filter { !reserved.contains($0.accountID) }
         if !updated.isEmpty {
             let v = try columns(updated)
             try await connection.preparedQuery(
@@ -417,10 +418,10 @@ public struct ResolutionEngine: Sendable {
                 """
             )
         }
-        if updated.count < states.count {
+        if !inserted.isEmpty {
             // Under the advisory lock the claim took (sql/0025); a row that appeared without it
             // (an operator's reconcile repair) fails this insert and the batch is retried.
-            let v = try columns(states.filter { reserved.contains($0.accountID) })
+            let v = try columns(inserted)
             try await connection.preparedQuery(
                 """
                 INSERT INTO account_states (account_id, tier, state, last_sequence, next_transition_at, resolved_at, updated_at)
