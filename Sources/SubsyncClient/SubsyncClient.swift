@@ -267,9 +267,14 @@ public actor SubsyncClient {
         defer { running = false }
         var failures = 0
         while !Task.isCancelled {
+            // The expiry to wake for is read before the state is emitted: if the clock passes it
+            // in between, the emitted state may still grant access, but the wait is then for an
+            // instant already past and the next turn emits the lapse. Read after, a lapse that
+            // came in between left no expiry to wake for, and nothing told stateChanges of it.
+            let lapse = nextExpiry()
             emitIfChanged()
             if outbox.isEmpty {
-                await waitForWork(orUntil: nextExpiry())
+                await waitForWork(orUntil: lapse)
                 continue
             }
             let wait: TimeInterval
