@@ -93,16 +93,19 @@ public struct DeliveryStore: Sendable {
                       WHERE first.account_id = d.account_id AND first.endpoint_id = d.endpoint_id AND first.status = 'pending'
                       ORDER BY first.event_sequence, first.delivery_id
                       LIMIT 1)
-                  -- Not while a sender has any of the stream (even one an operator cancelled
-                  -- or retried meanwhile): the lease ends when that sender records, or expires.
-                  -- OFFSET 0 keeps this a subquery per candidate, probing the stream's own
-                  -- entries of deliveries_leased_by_stream: as an anti-join, the planner (which
-                  -- expects few leased rows) scanned every leased row for every candidate, 1.1 s
-                  -- a claim with 500 streams in flight (auto_explain, 40,000 pending).
+                  -- Not while a sender has any of the stream's pending deliveries (one that
+                  -- an operator retried meanwhile, or one a replay or a retry put before the
+                  -- leased ones): the lease ends when that sender records, or expires. A leased
+                  -- delivery that stops being pending is one an operator cancelled, and `cancel`
+                  -- holds what follows it until its lease ends (sql/0026). The stream's pending
+                  -- set, through deliveries_pending_by_stream: there is no index on leased_until,
+                  -- so that a lease is written in place. OFFSET 0 keeps this a probe per
+                  -- candidate: as an anti-join, the planner scanned every leased row for every
+                  -- candidate, 1.1 s a claim with 500 streams in flight (auto_explain, 40,000 pending).
                   AND NOT EXISTS (
                       SELECT 1 FROM deliveries busy
-                      WHERE busy.account_id = d.account_id AND busy.endpoint_id = d.endpoint_id
-                        AND busy.leased_until IS NOT NULL AND busy.leased_until > \(now)
+                      WHERE busy.endpoint_id = d.endpoint_id AND busy.account_id = d.account_id AND busy.status = 'pending'
+                        AND busy.leased_until > \(now)
                       OFFSET 0)
                 ORDER BY d.next_attempt_at
                 LIMIT \(limit)
@@ -310,32 +313,33 @@ public struct DeliveryStore: Sendable {
                 """
             )
             // The sender is done with these streams: their leases end. The deliveries sent let go
-            // of theirs in the update above (a second update of each row cost as much as the
-            // first: 12 ms for 500 rows, a new tuple and an entry in every index); what is still
-            // leased here was claimed behind a failure and not sent, or cancelled by an operator
-            // while it was out, which the update above skips (an operator's `retry` leaves the
-            // delivery pending, and the update above records the attempt over it).
+            // of theirs in the update above; what is still leased here was claimed behind a
+            // failure and not sent (an operator's `retry` leaves the delivery pending, and the
+            // update above records the attempt over it). Each stream's pending set is looked up
+            // through deliveries_pending_by_stream (the LATERAL ... OFFSET 0 keeps the lookup per
+            // stream), then updated by primary key (no other condition on `f`, so nothing invites
+            // a scan of it): joined directly, the planner compared every leased row with every
+            // stream, 500 ms for 500 streams with 2,000 rows leased (auto_explain). A delivery an
+            // operator cancelled while it was out keeps its lease until it runs out: nothing
+            // reads the lease of a delivery that is not pending (sql/0026).
             if isCitus {
                 try await connection.preparedQuery(
                     """
                     UPDATE deliveries f SET leased_until = NULL
                     FROM unnest(\(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[]) AS v(account_id, endpoint_id)
-                    WHERE f.account_id = v.account_id AND f.endpoint_id = v.endpoint_id AND f.leased_until IS NOT NULL
+                    WHERE f.account_id = v.account_id AND f.endpoint_id = v.endpoint_id AND f.status = 'pending'
+                      AND f.leased_until IS NOT NULL
                     """
                 )
             } else {
-                // Each stream's leased rows looked up through deliveries_leased_by_stream (the
-                // LATERAL ... OFFSET 0 keeps the lookup per stream), then updated by primary key
-                // (no other condition on `f`, so nothing invites a scan of it). Joined directly, the planner
-                // (expecting few leased rows and 10 streams) compared every leased row with every
-                // stream: 500 ms for 500 streams with 2,000 rows leased (auto_explain).
                 try await connection.preparedQuery(
                     """
                     UPDATE deliveries f SET leased_until = NULL
                     FROM unnest(\(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[]) AS v(account_id, endpoint_id)
                     CROSS JOIN LATERAL (
                         SELECT x.account_id, x.delivery_id FROM deliveries x
-                        WHERE x.account_id = v.account_id AND x.endpoint_id = v.endpoint_id AND x.leased_until IS NOT NULL
+                        WHERE x.endpoint_id = v.endpoint_id AND x.account_id = v.account_id AND x.status = 'pending'
+                          AND x.leased_until IS NOT NULL
                         OFFSET 0) AS l
                     WHERE f.account_id = l.account_id AND f.delivery_id = l.delivery_id
                     """
@@ -525,7 +529,7 @@ public struct DeliveryStore: Sendable {
                 UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL
                 WHERE (\(deliveryID)::bigint IS NULL AND status = 'dead' OR delivery_id = \(deliveryID) AND status <> 'succeeded')
                   AND (\(endpoint)::uuid IS NULL OR endpoint_id = \(endpoint))
-                RETURNING account_id, endpoint_id, event_sequence, delivery_id
+                RETURNING account_id, endpoint_id, event_sequence, delivery_id, leased_until
             ), \(unescaped: Self.releaseFollowers(of: "retried"))
             SELECT count(*) FROM retried
             """
@@ -537,17 +541,22 @@ public struct DeliveryStore: Sendable {
         return count
     }
 
-    /// A CTE that makes due now what waits behind the deliveries of CTE `name` in their streams
-    /// (held back by an earlier failure), for when those deliveries are retried now or given up.
-    /// It skips rows `name` changed itself: those were not pending in the statement's snapshot
+    /// A CTE that makes due what waits behind the deliveries of CTE `name` in their streams
+    /// (held back by an earlier failure), for when those deliveries are retried now or given up:
+    /// now, or, behind one that is out with a sender (leased), when that lease ends. A cancelled
+    /// delivery leaves the pending set that claims ask whether a stream is out (sql/0026), so
+    /// this hold is what keeps a second sender from the deliveries behind it while the first
+    /// may still be sending it; the first sender's `record` lets them go when it is done. It
+    /// skips rows `name` changed itself: those were not pending in the statement's snapshot
     /// unless they are `name`'s own rows, which are never behind themselves.
     private static func releaseFollowers(of name: String) -> String {
         """
         released AS (
-            UPDATE deliveries f SET next_attempt_at = now()
+            UPDATE deliveries f SET next_attempt_at = GREATEST(now(), r.leased_until)
             FROM \(name) r
             WHERE f.account_id = r.account_id AND f.endpoint_id = r.endpoint_id AND f.status = 'pending'
-              AND (f.event_sequence, f.delivery_id) > (r.event_sequence, r.delivery_id) AND f.next_attempt_at > now()
+              AND (f.event_sequence, f.delivery_id) > (r.event_sequence, r.delivery_id)
+              AND (f.next_attempt_at > now() OR r.leased_until > now())
         )
         """
     }
@@ -561,7 +570,7 @@ public struct DeliveryStore: Sendable {
             WITH cancelled AS (
                 UPDATE deliveries SET status = 'cancelled', completed_at = now(), last_error = 'cancelled by an operator'
                 WHERE delivery_id = \(deliveryID) AND status = 'pending'
-                RETURNING account_id, endpoint_id, event_sequence, delivery_id
+                RETURNING account_id, endpoint_id, event_sequence, delivery_id, leased_until
             ), \(unescaped: Self.releaseFollowers(of: "cancelled"))
             SELECT count(*) FROM cancelled
             """
