@@ -95,7 +95,7 @@ extension Double: PostgresDecodable {
 
 extension UUID: PostgresDecodable {
     public static func decode(text: UnsafeBufferPointer<UInt8>) throws -> UUID {
-        guard let value = UUID(uuidString: String(decoding: text, as: UTF8.self)) else { throw failure(text) }
+        guard let value = UUID(hyphenatedText: text) else { throw failure(text) }
         return value
     }
 }

@@ -66,7 +66,7 @@ final class JSONTreeEncoder: Encoder {
         case let double as Double: return try Self.number(double, key: key, in: self)
         case let data as Data: return .string(data.base64EncodedString())
         case let url as URL: return .string(url.absoluteString)
-        case let uuid as UUID: return .string(uuid.uuidString.lowercased())
+        case let uuid as UUID: return .string(uuid.lowercasedText)
         case let decimal as Decimal: return .literal(decimal.description)
         case let encoded as EncodedJSON: return .raw(encoded.bytes)
         case let writable as any JSONWritable: return .raw(try JSONWriter.encode(writable))

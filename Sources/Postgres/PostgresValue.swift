@@ -58,7 +58,7 @@ extension Double: PostgresEncodable {
 }
 
 extension UUID: PostgresEncodable {
-    public var postgresValue: PostgresValue { .text(uuidString.lowercased()) }
+    public var postgresValue: PostgresValue { .text(lowercasedText) }
 }
 
 extension Date: PostgresEncodable {
@@ -225,14 +225,9 @@ extension Bool: PostgresArrayElement {
     public var arrayElementText: String? { self ? "t" : "f" }
 }
 extension UUID: PostgresArrayElement {
-    public var arrayElementText: String? { uuidString.lowercased() }
+    public var arrayElementText: String? { lowercasedText }
     public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
-        withUnsafeBytes(of: uuid) { raw in
-            for (index, byte) in raw.enumerated() {
-                if index == 4 || index == 6 || index == 8 || index == 10 { bytes.append(UInt8(ascii: "-")) }
-                HexText.append(byte, to: &bytes)
-            }
-        }
+        appendLowercasedText(to: &bytes)
         return true
     }
 }

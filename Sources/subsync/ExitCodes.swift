@@ -12,4 +12,6 @@ enum ExitCodes {
     static let notFound = ExitCode(66)
     static let dataError = ExitCode(65)
     static let unavailable = ExitCode(69)
+    /// Nothing changed, for now: try again shortly (`deliveries cancel` of a delivery being sent).
+    static let temporaryFailure = ExitCode(75)
 }

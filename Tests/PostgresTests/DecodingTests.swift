@@ -6,6 +6,35 @@ import Testing
 /// Values bound from Swift and decoded back come out exactly as they went in, and agree with
 /// what the server itself thinks they are.
 @Suite struct DecodingTests {
+    @Test("a UUID's text, written and parsed without Foundation's printf and scanf, agrees with Foundation's and the server's")
+    func uuidText() async throws {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let uuid = UUID()
+            #expect(uuid.lowercasedText == uuid.uuidString.lowercased())
+            for text in [uuid.lowercasedText, uuid.uuidString] {
+                let parsed = Array(text.utf8).withUnsafeBufferPointer { UUID(hyphenatedText: $0) }
+                #expect(parsed == uuid)
+            }
+            // One byte changed to something that is not part of the form: refused.
+            var bytes = Array(uuid.lowercasedText.utf8)
+            let position = Int.random(in: 0..<bytes.count, using: &generator)
+            bytes[position] = bytes[position] == UInt8(ascii: "-") ? UInt8(ascii: "0") : UInt8(ascii: "g")
+            #expect(bytes.withUnsafeBufferPointer { UUID(hyphenatedText: $0) } == nil)
+        }
+        for text in ["", "0", String(repeating: "0", count: 36), "00000000-0000-0000-0000-00000000000", "00000000-0000-0000-0000-0000000000000"] {
+            #expect(Array(text.utf8).withUnsafeBufferPointer { UUID(hyphenatedText: $0) } == nil, "\(text)")
+        }
+        try await TestDatabase.withConnection { connection in
+            let uuids = (0..<20).map { _ in UUID() }
+            let rows = try await connection.query("SELECT u, u::text FROM unnest(\(uuids)::uuid[]) AS u")
+            #expect(try rows.map { try $0.decode(UUID.self, at: 0) } == uuids)
+            #expect(try rows.map { try $0.decode(String.self, at: 1) } == uuids.map(\.lowercasedText))
+            let one = try await connection.query("SELECT \(uuids[0])::uuid = \(uuids[0].uuidString)::uuid")
+            #expect(try one[0].decode(Bool.self, at: 0))
+        }
+    }
+
     @Test func integersAtTheirLimits() async throws {
         try await TestDatabase.withConnection { connection in
             for value in [Int64.min, Int64.min + 1, -1, 0, 1, Int64.max - 1, Int64.max] {

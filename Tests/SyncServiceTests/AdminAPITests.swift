@@ -340,6 +340,16 @@ struct AdminAPITests {
                 #expect(unknown.status == .notFound)
                 #expect(unknown.json.errorCode == "delivery_not_found")
                 #expect(try await Self.call(client, .post, "/v1/admin/deliveries/abc/retry").status == .badRequest)
+
+                // A delivery a loop has out (leased, as a claim leaves it) is not cancelled: 409,
+                // nothing changed, nothing audited.
+                try await env.pool.query("UPDATE deliveries SET leased_until = now() + interval '1 minute' WHERE delivery_id = \(ids[2])")
+                let audited = try await env.scalar("SELECT count(*) FROM operator_actions")
+                let beingSent = try await Self.call(client, .post, "/v1/admin/deliveries/\(ids[2])/cancel")
+                #expect(beingSent.status == .conflict)
+                #expect(beingSent.json.errorCode == "delivery_being_sent")
+                #expect(try await env.scalar("SELECT count(*) FROM deliveries WHERE delivery_id = \(ids[2]) AND status = 'pending'") == 1)
+                #expect(try await env.scalar("SELECT count(*) FROM operator_actions") == audited)
             }
         }
     }

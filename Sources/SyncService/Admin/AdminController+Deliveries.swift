@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Postgres
 import SyncStore
 
 /// `/v1/admin/deliveries`: list, retry and cancel webhook deliveries (`subsync deliveries ...`).
@@ -39,8 +40,16 @@ extension AdminController {
         }
         admin.post("deliveries/:delivery_id/cancel") { request, context in
             try await deliveryAction("cancel", request: request, context: context) { delivery in
-                guard try await deliveries.cancel(deliveryID: delivery.deliveryID) else {
+                switch try await deliveries.cancel(deliveryID: delivery.deliveryID) {
+                case .cancelled:
+                    break
+                case .notPending:
                     throw APIError(.conflict, code: "delivery_not_pending", message: "only a pending delivery can be cancelled (this one is \(delivery.status))")
+                case .beingSent(let until):
+                    throw APIError(
+                        .conflict, code: "delivery_being_sent",
+                        message: "a delivery loop is sending this delivery right now (its lease ends by \(RFC3339.format(until))); "
+                            + "cancel it once that attempt is recorded")
                 }
             }
         }

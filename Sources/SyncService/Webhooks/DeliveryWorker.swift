@@ -104,15 +104,23 @@ public struct DeliveryWorker: Service {
             limit: configuration.batchSize, lease: configuration.effectiveLease, partition: configuration.partition, now: clock.now())
         guard !claimed.isEmpty else { return 0 }
         // One sequence per (account, endpoint), in event order; the sequences run concurrently.
-        var groups: [[DeliveryStore.Claimed]] = []
-        var index: [String: Int] = [:]
+        // Each delivery goes with its signing keys, set up once per secret for the round.
+        var groups: [[(delivery: DeliveryStore.Claimed, keys: [WebhookSigner.Key])]] = []
+        var index: [Stream: Int] = [:]
+        var keys: [String: WebhookSigner.Key] = [:]
         for delivery in claimed {
-            let key = "\(delivery.accountID)\u{0}\(delivery.endpointID)"
-            if let position = index[key] {
-                groups[position].append(delivery)
+            let signing = delivery.secrets.map { secret in
+                if let key = keys[secret.text] { return key }
+                let key = WebhookSigner.Key(secret)
+                keys[secret.text] = key
+                return key
+            }
+            let stream = Stream(accountID: delivery.accountID, endpointID: delivery.endpointID)
+            if let position = index[stream] {
+                groups[position].append((delivery, signing))
             } else {
-                index[key] = groups.count
-                groups.append([delivery])
+                index[stream] = groups.count
+                groups.append([(delivery, signing)])
             }
         }
         // The lease must outlast the round: a stream starts no new attempt once an attempt could
@@ -130,12 +138,12 @@ public struct DeliveryWorker: Service {
                     // A stream stops at its first failure: what follows waits for that retry
                     // (`record` holds it back), so the receiver never sees a later event first.
                     var results: [DeliveryStore.AttemptResult] = []
-                    for delivery in group {
+                    for (delivery, keys) in group {
                         if !results.isEmpty, clock.uptime() > deadline { break }
-                        guard let result = await attempt(delivery, startBy: startBy) else {
+                        guard let result = await attempt(delivery, keys: keys, startBy: startBy) else {
                             // Not sent. After an attempt `record` lets the rest go; a stream
                             // with none is given back whole.
-                            return (results, results.isEmpty ? group : [])
+                            return (results, results.isEmpty ? group.map(\.delivery) : [])
                         }
                         results.append(result)
                         if result.outcome != .succeeded { break }
@@ -192,14 +200,23 @@ public struct DeliveryWorker: Service {
         }
     }
 
-    /// One attempt at one delivery; nil when it was not sent because it could not start by
-    /// `startBy` (it is then no attempt: nothing is recorded or counted).
-    func attempt(_ delivery: DeliveryStore.Claimed, startBy: ContinuousClock.Instant) async -> DeliveryStore.AttemptResult? {
+    /// An account's deliveries to one endpoint: what is sent in order.
+    struct Stream: Hashable {
+        var accountID: String
+        var endpointID: UUID
+    }
+
+    /// One attempt at one delivery, signed with `keys` (its secrets'); nil when it was not sent
+    /// because it could not start by `startBy` (it is then no attempt: nothing is recorded or
+    /// counted).
+    func attempt(
+        _ delivery: DeliveryStore.Claimed, keys: [WebhookSigner.Key], startBy: ContinuousClock.Instant
+    ) async -> DeliveryStore.AttemptResult? {
         let attemptNumber = delivery.attempts + 1
         let now = clock.now()
         let timestamp = Int(now.timeIntervalSince1970)
         let body = WebhookSigner.body(type: delivery.eventType, occurredAt: delivery.occurredAt, payload: delivery.payload)
-        let eventID = delivery.eventID.uuidString.lowercased()
+        let eventID = delivery.eventID.lowercasedText
         let request = CurlRequest(
             url: delivery.url,
             method: "POST",
@@ -207,7 +224,7 @@ public struct DeliveryWorker: Service {
                 ("content-type", "application/json"),
                 ("webhook-id", eventID),
                 ("webhook-timestamp", String(timestamp)),
-                ("webhook-signature", WebhookSigner.signature(id: eventID, timestamp: timestamp, body: body, secrets: delivery.secrets)),
+                ("webhook-signature", WebhookSigner.signature(id: eventID, timestamp: timestamp, body: body, keys: keys)),
             ],
             body: body,
             connectTimeout: configuration.connectTimeout,

@@ -48,8 +48,9 @@ public struct DeliveryStore: Sendable {
     /// drains in one round. Everything claimed is leased: its `leased_until` is set `lease`
     /// ahead, and no stream with a leased delivery is claimed, so no other sender takes it, nor
     /// anything after it in its stream, until this sender records (or a sender that died lets
-    /// the lease run out). The lease is its own column: an operator's `retry` or `cancel`, which
-    /// rewrite `next_attempt_at` and `status`, cannot end it. The result is ordered by stream and sequence;
+    /// the lease run out). The lease is its own column: an operator's `retry`, which rewrites
+    /// `next_attempt_at`, cannot end it, and `cancel` refuses a leased delivery (a claim asks
+    /// the stream's pending deliveries whether it is out). The result is ordered by stream and sequence;
     /// senders must send a stream's deliveries one after another and stop at its first failure
     /// (`record` then holds the rest back until that one is retried).
     ///
@@ -72,7 +73,7 @@ public struct DeliveryStore: Sendable {
                 ORDER BY account_id, endpoint_id, event_sequence, delivery_id
                 """
             )
-            return try rows.map(claimed(from:))
+            return try claimed(from: rows)
         }
         rows = try await pool.preparedQuery(
             """
@@ -94,14 +95,14 @@ public struct DeliveryStore: Sendable {
                       ORDER BY first.event_sequence, first.delivery_id
                       LIMIT 1)
                   -- Not while a sender has any of the stream's pending deliveries (one that
-                  -- an operator retried meanwhile, or one a replay or a retry put before the
-                  -- leased ones): the lease ends when that sender records, or expires. A leased
-                  -- delivery that stops being pending is one an operator cancelled, and `cancel`
-                  -- holds what follows it until its lease ends (sql/0026). The stream's pending
-                  -- set, through deliveries_pending_by_stream: there is no index on leased_until,
-                  -- so that a lease is written in place. OFFSET 0 keeps this a probe per
-                  -- candidate: as an anti-join, the planner scanned every leased row for every
-                  -- candidate, 1.1 s a claim with 500 streams in flight (auto_explain, 40,000 pending).
+                  -- an operator retried meanwhile, or one that a replay, a retry or a new event
+                  -- put beside the leased ones): the lease ends when that sender records, or
+                  -- expires. A leased delivery stays pending until its sender records it (an
+                  -- operator cannot cancel it meanwhile, see `cancel`), so the stream's pending
+                  -- set answers, through deliveries_pending_by_stream: no index holds
+                  -- leased_until, so that a lease is written in place (sql/0026). OFFSET 0
+                  -- keeps this a probe per candidate (as an anti-join over leased rows, the
+                  -- planner once took 1.1 s a claim with 500 streams in flight).
                   AND NOT EXISTS (
                       SELECT 1 FROM deliveries busy
                       WHERE busy.endpoint_id = d.endpoint_id AND busy.account_id = d.account_id AND busy.status = 'pending'
@@ -142,13 +143,26 @@ public struct DeliveryStore: Sendable {
             ORDER BY l.account_id, l.endpoint_id, l.event_sequence, l.delivery_id
             """
         )
-        return try rows.map(claimed(from:))
+        return try claimed(from: rows)
+    }
+
+    /// The claimed deliveries of either claim's rows. A claim's rows share a few endpoints, so
+    /// each stored secret is opened (decrypted, when sealed, and decoded) once per claim.
+    private func claimed(from rows: QueryResult) throws -> [Claimed] {
+        var opened: [String: WebhookSecret] = [:]
+        func open(_ stored: String) throws -> WebhookSecret {
+            if let secret = opened[stored] { return secret }
+            let secret = try sealer.open(stored)
+            opened[stored] = secret
+            return secret
+        }
+        return try rows.map { try claimed(from: $0, open: open) }
     }
 
     /// A claimed delivery from a row of either claim: the columns in the order both select them.
-    private func claimed(from row: Row) throws -> Claimed {
-        var secrets = [try sealer.open(try row.decode(String.self, at: 10))]
-        if let previous = try row.decode(String?.self, at: 11) { secrets.append(try sealer.open(previous)) }
+    private func claimed(from row: Row, open: (String) throws -> WebhookSecret) throws -> Claimed {
+        var secrets = [try open(try row.decode(String.self, at: 10))]
+        if let previous = try row.decode(String?.self, at: 11) { secrets.append(try open(previous)) }
         return Claimed(
             accountID: try row.decode(String.self, at: 0),
             deliveryID: try row.decode(Int64.self, at: 1),
@@ -319,9 +333,8 @@ public struct DeliveryStore: Sendable {
             // through deliveries_pending_by_stream (the LATERAL ... OFFSET 0 keeps the lookup per
             // stream), then updated by primary key (no other condition on `f`, so nothing invites
             // a scan of it): joined directly, the planner compared every leased row with every
-            // stream, 500 ms for 500 streams with 2,000 rows leased (auto_explain). A delivery an
-            // operator cancelled while it was out keeps its lease until it runs out: nothing
-            // reads the lease of a delivery that is not pending (sql/0026).
+            // stream, 500 ms for 500 streams with 2,000 rows leased (auto_explain). A leased
+            // delivery is always pending here: an operator cannot cancel it while it is out.
             if isCitus {
                 try await connection.preparedQuery(
                     """
@@ -529,7 +542,7 @@ public struct DeliveryStore: Sendable {
                 UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL
                 WHERE (\(deliveryID)::bigint IS NULL AND status = 'dead' OR delivery_id = \(deliveryID) AND status <> 'succeeded')
                   AND (\(endpoint)::uuid IS NULL OR endpoint_id = \(endpoint))
-                RETURNING account_id, endpoint_id, event_sequence, delivery_id, leased_until
+                RETURNING account_id, endpoint_id, event_sequence, delivery_id
             ), \(unescaped: Self.releaseFollowers(of: "retried"))
             SELECT count(*) FROM retried
             """
@@ -541,45 +554,61 @@ public struct DeliveryStore: Sendable {
         return count
     }
 
-    /// A CTE that makes due what waits behind the deliveries of CTE `name` in their streams
-    /// (held back by an earlier failure), for when those deliveries are retried now or given up:
-    /// now, or, behind one that is out with a sender (leased), when that lease ends. A cancelled
-    /// delivery leaves the pending set that claims ask whether a stream is out (sql/0026), so
-    /// this hold is what keeps a second sender from the deliveries behind it while the first
-    /// may still be sending it; the first sender's `record` lets them go when it is done. It
-    /// skips rows `name` changed itself: those were not pending in the statement's snapshot
+    /// A CTE that makes due now what waits behind the deliveries of CTE `name` in their streams
+    /// (held back by an earlier failure), for when those deliveries are retried now or given up.
+    /// It skips rows `name` changed itself: those were not pending in the statement's snapshot
     /// unless they are `name`'s own rows, which are never behind themselves.
     private static func releaseFollowers(of name: String) -> String {
         """
         released AS (
-            UPDATE deliveries f SET next_attempt_at = GREATEST(now(), r.leased_until)
+            UPDATE deliveries f SET next_attempt_at = now()
             FROM \(name) r
             WHERE f.account_id = r.account_id AND f.endpoint_id = r.endpoint_id AND f.status = 'pending'
-              AND (f.event_sequence, f.delivery_id) > (r.event_sequence, r.delivery_id)
-              AND (f.next_attempt_at > now() OR r.leased_until > now())
+              AND (f.event_sequence, f.delivery_id) > (r.event_sequence, r.delivery_id) AND f.next_attempt_at > now()
         )
         """
     }
 
+    /// What an operator's `cancel` came to.
+    public enum CancelOutcome: Sendable, Equatable {
+        case cancelled
+        /// There is no pending delivery with that id.
+        case notPending
+        /// A sender has the delivery out (leased) until `until`: it may be on the wire right now.
+        /// Nothing changed; once that sender has recorded its attempt (or the lease has run out),
+        /// a cancel can take effect.
+        case beingSent(until: Date)
+    }
+
     /// Gives up on a pending delivery (an operator's decision): it is `cancelled`, and the
-    /// account's later events to that endpoint, which wait behind it, go out. Returns whether
-    /// there was such a pending delivery.
-    public func cancel(deliveryID: Int64) async throws -> Bool {
+    /// account's later events to that endpoint, which wait behind it, go out.
+    ///
+    /// Not while a sender has it out: a claim asks whether a stream is out with a sender of the
+    /// stream's *pending* deliveries (sql/0026), so a delivery cancelled in flight would let a
+    /// second sender take what follows it (a new event, a replay, a retry) while the first may
+    /// still be sending it. That answer is ``CancelOutcome/beingSent(until:)``, and nothing
+    /// changes; a sender's round takes milliseconds to one attempt's timeout per delivery.
+    public func cancel(deliveryID: Int64) async throws -> CancelOutcome {
         let rows = try await pool.query(
             """
             WITH cancelled AS (
                 UPDATE deliveries SET status = 'cancelled', completed_at = now(), last_error = 'cancelled by an operator'
-                WHERE delivery_id = \(deliveryID) AND status = 'pending'
-                RETURNING account_id, endpoint_id, event_sequence, delivery_id, leased_until
+                WHERE delivery_id = \(deliveryID) AND status = 'pending' AND (leased_until IS NULL OR leased_until <= now())
+                RETURNING account_id, endpoint_id, event_sequence, delivery_id
             ), \(unescaped: Self.releaseFollowers(of: "cancelled"))
             SELECT count(*) FROM cancelled
             """
         )
-        let cancelled = try rows[0].decode(Int.self, at: 0) > 0
-        if cancelled {
-            try await pool.query("SELECT pg_notify(\(ResolutionEngine.deliveriesChannel), '')")
+        guard try rows[0].decode(Int.self, at: 0) > 0 else {
+            // Why not: read after the update, so a lease a claim took meanwhile is seen.
+            let leased = try await pool.query(
+                "SELECT leased_until FROM deliveries WHERE delivery_id = \(deliveryID) AND status = 'pending' AND leased_until > now()"
+            )
+            if let until = try leased.first?.decode(Date.self, at: 0) { return .beingSent(until: until) }
+            return .notPending
         }
-        return cancelled
+        try await pool.query("SELECT pg_notify(\(ResolutionEngine.deliveriesChannel), '')")
+        return .cancelled
     }
 
     /// Sends the events that occurred in `[since, until)` to `endpoint` again, as new deliveries

@@ -59,17 +59,16 @@ public struct WebhookEndpointView: Encodable, Sendable {
 /// The secret of an endpoint, in Standard Webhooks form: `whsec_` + base64 of the key bytes.
 public struct WebhookSecret: Sendable, Equatable, CustomStringConvertible {
     public let text: String
-
-    /// The raw HMAC key.
-    public var key: [UInt8] {
-        guard text.hasPrefix("whsec_"), let data = Data(base64Encoded: String(text.dropFirst(6))) else {
-            return Array(text.utf8)
-        }
-        return [UInt8](data)
-    }
+    /// The raw HMAC key, decoded once (every delivery attempt signs with it).
+    public let key: [UInt8]
 
     public init(text: String) {
         self.text = text
+        if text.hasPrefix("whsec_"), let data = Data(base64Encoded: String(text.dropFirst(6))) {
+            self.key = [UInt8](data)
+        } else {
+            self.key = Array(text.utf8)
+        }
     }
 
     /// A new random secret of 32 bytes.

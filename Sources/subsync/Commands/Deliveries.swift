@@ -102,7 +102,9 @@ extension Deliveries {
                 An account's events reach an endpoint in sequence order: while one delivery is \
                 retrying, the account's later events to that endpoint wait behind it. Cancelling it \
                 lets them go (the receiver then never gets that event from this delivery; \
-                `deliveries retry ID` sends it again later, after the ones that went meanwhile).
+                `deliveries retry ID` sends it again later, after the ones that went meanwhile). \
+                A delivery a delivery loop is sending at that very moment is not cancelled (exit \
+                75, nothing changed): cancel it once that attempt is recorded.
 
                 Example:
                   subsync deliveries cancel 1234
@@ -115,15 +117,23 @@ extension Deliveries {
         func run() async throws {
             let pool = try database.makePool(size: 1, logger: Logger(label: "subsync.deliveries"))
             defer { Task { await pool.close() } }
-            let cancelled: Bool
+            let outcome: DeliveryStore.CancelOutcome
             do {
-                cancelled = try await DeliveryStore(pool: pool).cancel(deliveryID: id)
+                outcome = try await DeliveryStore(pool: pool).cancel(deliveryID: id)
             } catch {
                 throw failureExitCode(for: error)
             }
-            guard cancelled else {
+            switch outcome {
+            case .cancelled:
+                break
+            case .notPending:
                 printError("no pending delivery \(id) (unknown, or already succeeded, dead or cancelled)")
                 throw ExitCodes.notFound
+            case .beingSent(let until):
+                printError(
+                    "delivery \(id) is being sent right now (its lease ends by \(ISO8601DateFormatter().string(from: until))); "
+                        + "nothing changed: cancel it again once that attempt is recorded")
+                throw ExitCodes.temporaryFailure
             }
             if json { try printJSON(["cancelled": id]) } else { print("delivery \(id) cancelled") }
         }

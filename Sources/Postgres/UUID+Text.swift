@@ -1,0 +1,54 @@
+import Foundation
+
+extension UUID {
+    /// The UUID as PostgreSQL writes it and as subsync shows ids (README, "Ids"): lowercase,
+    /// hyphenated. Written from a table: Foundation's `uuidString` formats through `snprintf`,
+    /// which was a few per cent of a delivery loop's CPU (perf, docs/PERFORMANCE.md item 24).
+    public var lowercasedText: String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(36)
+        appendLowercasedText(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends ``lowercasedText``'s bytes to `bytes`.
+    public func appendLowercasedText(to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: uuid) { raw in
+            for (index, byte) in raw.enumerated() {
+                if index == 4 || index == 6 || index == 8 || index == 10 { bytes.append(UInt8(ascii: "-")) }
+                HexText.append(byte, to: &bytes)
+            }
+        }
+    }
+
+    /// Parses the hyphenated form (8-4-4-4-12 hex digits, either case), as PostgreSQL sends a
+    /// `uuid`; nil for anything else. Foundation's `UUID(uuidString:)` parses through `sscanf`.
+    public init?(hyphenatedText text: UnsafeBufferPointer<UInt8>) {
+        guard text.count == 36 else { return nil }
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let parsed = withUnsafeMutableBytes(of: &value) { out -> Bool in
+            var position = 0
+            for index in 0..<16 {
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    guard text[position] == UInt8(ascii: "-") else { return false }
+                    position += 1
+                }
+                guard let high = Self.hexValue(text[position]), let low = Self.hexValue(text[position + 1]) else { return false }
+                out[index] = high << 4 | low
+                position += 2
+            }
+            return true
+        }
+        guard parsed else { return nil }
+        self.init(uuid: value)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
