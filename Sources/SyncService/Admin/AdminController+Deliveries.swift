@@ -44,12 +44,13 @@ extension AdminController {
                 case .cancelled:
                     break
                 case .notPending:
-                    throw APIError(.conflict, code: "delivery_not_pending", message: "only a pending delivery can be cancelled (this one is \(delivery.status))")
+                    let status = try await deliveries.summary(deliveryID: delivery.deliveryID)?.status ?? delivery.status
+                    throw APIError(.conflict, code: "delivery_not_pending", message: "only a pending delivery can be cancelled (this one is \(status))")
                 case .beingSent(let until):
                     throw APIError(
                         .conflict, code: "delivery_being_sent",
-                        message: "a delivery loop is sending this delivery right now (its lease ends by \(RFC3339.format(until))); "
-                            + "cancel it once that attempt is recorded")
+                        message: "a delivery loop has this delivery out (claimed, maybe on the wire; its lease ends by \(RFC3339.format(until))); "
+                            + "cancel it once that loop has recorded its attempt")
                 }
             }
         }

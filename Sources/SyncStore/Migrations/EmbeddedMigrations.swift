@@ -1132,10 +1132,9 @@ $$;
 --
 -- What the index answered, "is any delivery of this stream out with a sender?", is asked of the
 -- stream's pending deliveries instead (deliveries_pending_by_stream, sql/0005: a stream's
--- pending set, usually a few rows). A delivery that stops being pending while it is out is one
--- an operator cancelled (a sender's own record clears the lease with the status): `cancel`
--- holds what waits behind it until that lease ends, and the sender's record lets it go
--- (DeliveryStore.cancel), so the stream stays closed to other senders as before.
+-- pending set). A leased delivery stays pending until its sender records it (which clears the
+-- lease with the status): an operator's `cancel` refuses a delivery that is out
+-- (DeliveryStore.cancel), and deleting its endpoint ends its stream.
 --
 -- One DO block, each EXECUTE a statement of its own for Citus (README, "Migrations"). The
 -- delivery claim Citus runs (sql/0014) asks the same question from sql/0027: in a file of its

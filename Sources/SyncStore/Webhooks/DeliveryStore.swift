@@ -301,7 +301,7 @@ public struct DeliveryStore: Sendable {
                     \(results.map(\.statusCode))::int[], \(results.map(\.error))::text[]
                 ) AS v(account_id, delivery_id, status, attempt, next_at, code, error)
                 WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id
-                  AND d.status = 'pending' -- an operator may have cancelled it meanwhile
+                  AND d.status = 'pending' -- its endpoint was deleted meanwhile, or its lease ran out and it was cancelled
                 """
             )
             // What waits behind each stream's last attempt: held until a retry, or let go.
@@ -574,9 +574,10 @@ public struct DeliveryStore: Sendable {
         case cancelled
         /// There is no pending delivery with that id.
         case notPending
-        /// A sender has the delivery out (leased) until `until`: it may be on the wire right now.
-        /// Nothing changed; once that sender has recorded its attempt (or the lease has run out),
-        /// a cancel can take effect.
+        /// A delivery loop has the delivery out (claimed, leased until `until`): it may be on the
+        /// wire now, or waiting behind earlier deliveries of its stream in that loop's round.
+        /// Nothing changed; once that loop has recorded its round (or the lease has run out: a
+        /// loop that died), a cancel can take effect.
         case beingSent(until: Date)
     }
 
@@ -587,28 +588,32 @@ public struct DeliveryStore: Sendable {
     /// stream's *pending* deliveries (sql/0026), so a delivery cancelled in flight would let a
     /// second sender take what follows it (a new event, a replay, a retry) while the first may
     /// still be sending it. That answer is ``CancelOutcome/beingSent(until:)``, and nothing
-    /// changes; a sender's round takes milliseconds to one attempt's timeout per delivery.
+    /// changes. A loop's round usually takes milliseconds; with a slow receiver, up to the lease.
     public func cancel(deliveryID: Int64) async throws -> CancelOutcome {
-        let rows = try await pool.query(
-            """
-            WITH cancelled AS (
-                UPDATE deliveries SET status = 'cancelled', completed_at = now(), last_error = 'cancelled by an operator'
-                WHERE delivery_id = \(deliveryID) AND status = 'pending' AND (leased_until IS NULL OR leased_until <= now())
-                RETURNING account_id, endpoint_id, event_sequence, delivery_id
-            ), \(unescaped: Self.releaseFollowers(of: "cancelled"))
-            SELECT count(*) FROM cancelled
-            """
-        )
-        guard try rows[0].decode(Int.self, at: 0) > 0 else {
-            // Why not: read after the update, so a lease a claim took meanwhile is seen.
-            let leased = try await pool.query(
-                "SELECT leased_until FROM deliveries WHERE delivery_id = \(deliveryID) AND status = 'pending' AND leased_until > now()"
+        // A lease that ends, or a sender that records, between the update and the look at why
+        // it did nothing is looked at again: at most a few times, as each needs a claim between.
+        for _ in 0..<3 {
+            let rows = try await pool.query(
+                """
+                WITH cancelled AS (
+                    UPDATE deliveries SET status = 'cancelled', completed_at = now(), last_error = 'cancelled by an operator'
+                    WHERE delivery_id = \(deliveryID) AND status = 'pending' AND (leased_until IS NULL OR leased_until <= now())
+                    RETURNING account_id, endpoint_id, event_sequence, delivery_id
+                ), \(unescaped: Self.releaseFollowers(of: "cancelled"))
+                SELECT count(*) FROM cancelled
+                """
             )
-            if let until = try leased.first?.decode(Date.self, at: 0) { return .beingSent(until: until) }
-            return .notPending
+            if try rows[0].decode(Int.self, at: 0) > 0 {
+                try await pool.query("SELECT pg_notify(\(ResolutionEngine.deliveriesChannel), '')")
+                return .cancelled
+            }
+            let now = try await pool.query(
+                "SELECT status = 'pending', CASE WHEN leased_until > now() THEN leased_until END FROM deliveries WHERE delivery_id = \(deliveryID)"
+            )
+            guard let row = now.first, try row.decode(Bool.self, at: 0) else { return .notPending }
+            if let until = try row.decode(Date?.self, at: 1) { return .beingSent(until: until) }
         }
-        try await pool.query("SELECT pg_notify(\(ResolutionEngine.deliveriesChannel), '')")
-        return .cancelled
+        return .notPending
     }
 
     /// Sends the events that occurred in `[since, until)` to `endpoint` again, as new deliveries

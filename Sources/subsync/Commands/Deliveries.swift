@@ -131,8 +131,8 @@ extension Deliveries {
                 throw ExitCodes.notFound
             case .beingSent(let until):
                 printError(
-                    "delivery \(id) is being sent right now (its lease ends by \(ISO8601DateFormatter().string(from: until))); "
-                        + "nothing changed: cancel it again once that attempt is recorded")
+                    "delivery \(id) is out with a delivery loop (claimed, maybe on the wire; its lease ends by "
+                        + "\(ISO8601DateFormatter().string(from: until))); nothing changed: cancel it again once that loop has recorded its attempt")
                 throw ExitCodes.temporaryFailure
             }
             if json { try printJSON(["cancelled": id]) } else { print("delivery \(id) cancelled") }
