@@ -466,6 +466,40 @@ struct WebhookOrderTests {
         }
     }
 
+    @Test("a sender that outlived its lease records its attempts but leaves the stream to the sender that claimed it after")
+    func staleSenderLeavesTheNewLeaseAlone() async throws {
+        try await TestEnvironment.withFresh { env in
+            let store = DeliveryStore(pool: env.pool)
+            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            try await Self.addDeliveries(env, endpoint: endpoint.id, account: "eve", 1...2)
+            func succeeded(_ claimed: DeliveryStore.Claimed) -> DeliveryStore.AttemptResult {
+                DeliveryStore.AttemptResult(
+                    accountID: claimed.accountID, deliveryID: claimed.deliveryID, endpointID: claimed.endpointID,
+                    eventSequence: claimed.eventSequence, attempt: claimed.attempts + 1, outcome: .succeeded, nextAttemptAt: Date(),
+                    statusCode: 200, latencyMilliseconds: 1, error: nil, responseExcerpt: nil, attemptedAt: Date())
+            }
+            // A claims, stalls past its lease; B claims the stream again.
+            let now = Date()
+            let a = try await store.claimDue(limit: 10, lease: 60, now: now)
+            let b = try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(61))
+            #expect(a.map(\.eventSequence) == [1, 2] && b.map(\.eventSequence) == [1, 2])
+            // A wakes up: its attempts are logged, but the deliveries are B's to record, and
+            // neither its record nor its release ends B's lease.
+            try await store.record(a.map(succeeded), lease: a[0].leasedUntil, disableAfter: 86_400)
+            try await store.release(a)
+            let rows = try await env.pool.query(
+                "SELECT status, leased_until FROM deliveries WHERE account_id = 'eve' ORDER BY event_sequence"
+            ).map { (try $0.decode(String.self, at: 0), try $0.decode(Date?.self, at: 1)) }
+            #expect(rows.map(\.0) == ["pending", "pending"])
+            #expect(rows.allSatisfy { $0.1.map { abs($0.timeIntervalSince(b[0].leasedUntil)) < 0.001 } ?? false }, "B's lease stands")
+            #expect(try await env.scalar("SELECT count(*) FROM delivery_attempts WHERE account_id = 'eve'") == 2)
+            #expect(try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(62)).isEmpty)
+            // B records: done.
+            try await store.record(b.map(succeeded), lease: b[0].leasedUntil, disableAfter: 86_400)
+            #expect(try await env.scalar("SELECT count(*) FROM deliveries WHERE account_id = 'eve' AND status = 'succeeded' AND leased_until IS NULL") == 2)
+        }
+    }
+
     @Test("two processes' delivery loops against flaky endpoints: every stream complete and in order", arguments: [1, 2])
     func concurrentSendersKeepOrder(round: Int) async throws {
         let receiver = try await WebhookReceiver()

@@ -159,7 +159,7 @@ public struct DeliveryWorker: Service {
             }
             return (all, unsent)
         }
-        try await record(results)
+        try await record(results, lease: claimed[0].leasedUntil)
         if !unsent.isEmpty {
             try await store.release(unsent)
         }
@@ -171,10 +171,10 @@ public struct DeliveryWorker: Service {
     /// row the database refuses fails only itself, and that one is recorded without the
     /// receiver's text. Nothing a receiver answers can keep other deliveries from being recorded
     /// (and so from being sent again after the lease).
-    func record(_ results: [DeliveryStore.AttemptResult]) async throws {
+    func record(_ results: [DeliveryStore.AttemptResult], lease: Date? = nil) async throws {
         let now = clock.now()
         do {
-            try await store.record(results, disableAfter: configuration.disableAfter, now: now)
+            try await store.record(results, lease: lease, disableAfter: configuration.disableAfter, now: now)
             return
         } catch let error as PostgresError where error.isConnectionLoss || error.isRemoteNodeFailure || error.kind == .poolTimeout || error.kind == .closed {
             throw error
@@ -184,7 +184,7 @@ public struct DeliveryWorker: Service {
         // `results` holds each stream's attempts in sequence order, as its sender made them.
         for result in results {
             do {
-                try await store.record([result], disableAfter: configuration.disableAfter, now: now)
+                try await store.record([result], lease: lease, disableAfter: configuration.disableAfter, now: now)
             } catch let error as PostgresError where error.isConnectionLoss || error.isRemoteNodeFailure || error.kind == .poolTimeout || error.kind == .closed {
                 throw error
             } catch {
@@ -195,7 +195,7 @@ public struct DeliveryWorker: Service {
                 var bare = result
                 bare.responseExcerpt = nil
                 bare.error = "the attempt's response could not be recorded"
-                try await store.record([bare], disableAfter: configuration.disableAfter, now: now)
+                try await store.record([bare], lease: lease, disableAfter: configuration.disableAfter, now: now)
             }
         }
     }
