@@ -310,14 +310,8 @@ public struct JSONReader {
         var value: UInt32 = 0
         for _ in 0..<4 {
             guard let byte = next() else { throw error("short \\u escape") }
-            let digit: UInt32
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
-            default: throw error("invalid \\u escape")
-            }
-            value = value << 4 | digit
+            guard let digit = HexText.value(of: byte) else { throw error("invalid \\u escape") }
+            value = value << 4 | UInt32(digit)
         }
         return value
     }

@@ -116,20 +116,11 @@ extension Data: PostgresDecodable {
         var data = Data(capacity: (text.count - 2) / 2)
         var index = 2
         while index < text.count {
-            guard let high = hexValue(text[index]), let low = hexValue(text[index + 1]) else { throw failure(text) }
+            guard let high = HexText.value(of: text[index]), let low = HexText.value(of: text[index + 1]) else { throw failure(text) }
             data.append(high << 4 | low)
             index += 2
         }
         return data
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case 0x30...0x39: byte - 0x30
-        case 0x61...0x66: byte - 0x61 + 10
-        case 0x41...0x46: byte - 0x41 + 10
-        default: nil
-        }
     }
 }
 

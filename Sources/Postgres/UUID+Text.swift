@@ -33,7 +33,7 @@ extension UUID {
                     guard text[position] == UInt8(ascii: "-") else { return false }
                     position += 1
                 }
-                guard let high = Self.hexValue(text[position]), let low = Self.hexValue(text[position + 1]) else { return false }
+                guard let high = HexText.value(of: text[position]), let low = HexText.value(of: text[position + 1]) else { return false }
                 out[index] = high << 4 | low
                 position += 2
             }
@@ -41,14 +41,5 @@ extension UUID {
         }
         guard parsed else { return nil }
         self.init(uuid: value)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }

@@ -63,6 +63,8 @@ public struct DeliveryStore: Sendable {
     public func claimDue(limit: Int, lease: TimeInterval, partition: (index: Int, count: Int) = (0, 1), now: Date = Date()) async throws -> [Claimed] {
         // Heads are limited by `limit`; followers by `limit` in all and by
         // `maximumFollowersPerStream` per head, so a claim reads at most limit × (1 + that).
+        // One value for the whole claim: what `record` and `release` compare the rows with.
+        let leasedUntil = now.addingTimeInterval(lease)
         let rows: QueryResult
         if try await topology.isCitus(pool) {
             // `subsync_claim_deliveries` (sql/0014) finds the heads without locks and leases each
@@ -72,12 +74,12 @@ public struct DeliveryStore: Sendable {
             rows = try await pool.preparedQuery(
                 """
                 SELECT * FROM subsync_claim_deliveries(
-                    \(limit), \(min(limit, Self.maximumFollowersPerStream)), \(now), \(now.addingTimeInterval(lease)),
+                    \(limit), \(min(limit, Self.maximumFollowersPerStream)), \(now), \(leasedUntil),
                     \(partition.index), \(partition.count))
                 ORDER BY account_id, endpoint_id, event_sequence, delivery_id
                 """
             )
-            return try claimed(from: rows, leasedUntil: now.addingTimeInterval(lease))
+            return try claimed(from: rows, leasedUntil: leasedUntil)
         }
         rows = try await pool.preparedQuery(
             """
@@ -133,7 +135,7 @@ public struct DeliveryStore: Sendable {
                 UNION ALL
                 SELECT account_id, delivery_id FROM followers
             ), leased AS (
-                UPDATE deliveries d SET leased_until = \(now.addingTimeInterval(lease))
+                UPDATE deliveries d SET leased_until = \(leasedUntil)
                 FROM claimed c WHERE d.account_id = c.account_id AND d.delivery_id = c.delivery_id AND d.status = 'pending'
                 RETURNING d.account_id, d.delivery_id, d.endpoint_id, d.event_id, d.event_sequence, d.attempts
             )
@@ -147,7 +149,7 @@ public struct DeliveryStore: Sendable {
             ORDER BY l.account_id, l.endpoint_id, l.event_sequence, l.delivery_id
             """
         )
-        return try claimed(from: rows, leasedUntil: now.addingTimeInterval(lease))
+        return try claimed(from: rows, leasedUntil: leasedUntil)
     }
 
     /// The claimed deliveries of either claim's rows. A claim's rows share a few endpoints, so
@@ -356,7 +358,7 @@ public struct DeliveryStore: Sendable {
                     """
                     UPDATE deliveries f SET leased_until = NULL
                     FROM unnest(
-                        \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[], \(Array(leases.prefix(lasts.count)))::timestamptz[]
+                        \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[], \([Date?](repeating: lease, count: lasts.count))::timestamptz[]
                     ) AS v(account_id, endpoint_id, lease)
                     WHERE f.account_id = v.account_id AND f.endpoint_id = v.endpoint_id AND f.status = 'pending'
                       AND f.leased_until IS NOT NULL AND (v.lease IS NULL OR f.leased_until = v.lease)
@@ -367,7 +369,7 @@ public struct DeliveryStore: Sendable {
                     """
                     UPDATE deliveries f SET leased_until = NULL
                     FROM unnest(
-                        \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[], \(Array(leases.prefix(lasts.count)))::timestamptz[]
+                        \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[], \([Date?](repeating: lease, count: lasts.count))::timestamptz[]
                     ) AS v(account_id, endpoint_id, lease)
                     CROSS JOIN LATERAL (
                         SELECT x.account_id, x.delivery_id FROM deliveries x
