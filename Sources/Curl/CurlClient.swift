@@ -65,7 +65,7 @@ public final class CurlClient: Sendable {
         let queue = self.queue
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                guard transfer.attach(continuation) else { return }
+                guard transfer.attach(.single(continuation)) else { return }
                 if !queue.submit(transfer) {
                     transfer.finish(.failure(CurlError.shutDown))
                 }
@@ -74,6 +74,52 @@ public final class CurlClient: Sendable {
             if transfer.markCancelled() {
                 queue.cancel(transfer)
             }
+        }
+    }
+
+    /// Sends every request at once, in one hand-over to the loop thread, and returns when each
+    /// has an answer or has failed: the outcomes in the order of `requests`, each as `execute`
+    /// would have returned or thrown it, with its time from submission. Requests to one host
+    /// still go at most `maximumConnectionsPerHost` at a time, the rest waiting in the loop's
+    /// queue. Cancelling the calling task removes every transfer not yet finished (they fail
+    /// with `CancellationError`).
+    ///
+    /// Cheaper than a task calling `execute` per request: the caller is resumed once for the
+    /// batch, not once per answer.
+    public func executeAll(_ requests: [CurlRequest]) async -> [CurlOutcome] {
+        guard !requests.isEmpty else { return [] }
+        let batch = CurlBatch(count: requests.count, started: .now)
+        var valid: [(transfer: CurlTransfer, slot: Int)] = []
+        valid.reserveCapacity(requests.count)
+        for (index, request) in requests.enumerated() {
+            do {
+                try Self.validate(request)
+            } catch {
+                batch.complete(index, with: .failure(error))
+                continue
+            }
+            valid.append(
+                (CurlTransfer(request: request, addressGuard: configuration.addressGuard, userAgent: configuration.userAgent), index))
+        }
+        let transfers = valid.map(\.transfer)
+        let slots = valid.map(\.slot)
+        let queue = self.queue
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                batch.attach(continuation)
+                var submitted: [CurlTransfer] = []
+                submitted.reserveCapacity(transfers.count)
+                for (transfer, slot) in zip(transfers, slots) where transfer.attach(.batch(batch, index: slot)) {
+                    submitted.append(transfer)
+                }
+                if !queue.submit(contentsOf: submitted) {
+                    for transfer in submitted {
+                        transfer.finish(.failure(CurlError.shutDown))
+                    }
+                }
+            }
+        } onCancel: {
+            queue.cancel(contentsOf: transfers.filter { $0.markCancelled() })
         }
     }
 

@@ -24,6 +24,12 @@ final class CurlSubmissionQueue: Sendable {
         var submitted: [CurlTransfer] = []
         var cancelled: [CurlTransfer] = []
         var isShutDown = false
+
+        /// Nothing queued since the loop last took the batch. Only the first transfer queued
+        /// after a `take` wakes the loop: the loop takes everything queued before it sleeps
+        /// again, and a wake-up raised while it is awake makes its next poll return at once,
+        /// so one `curl_multi_wakeup` (a write to the handle's wake-up pipe) per batch is enough.
+        var isEmpty: Bool { submitted.isEmpty && cancelled.isEmpty }
     }
 
     private struct State {
@@ -40,20 +46,34 @@ final class CurlSubmissionQueue: Sendable {
 
     /// Queues a transfer for the loop. False when the client is shut down.
     func submit(_ transfer: CurlTransfer) -> Bool {
+        submit(contentsOf: CollectionOfOne(transfer))
+    }
+
+    /// Queues transfers for the loop, in one hand-over. False when the client is shut down (then
+    /// none is queued).
+    func submit(contentsOf transfers: some Collection<CurlTransfer>) -> Bool {
         state.withLock { state in
             guard !state.batch.isShutDown, let multi = state.multi else { return false }
-            state.batch.submitted.append(transfer)
-            curl_multi_wakeup(multi.pointer)
+            guard !transfers.isEmpty else { return true }
+            let wake = state.batch.isEmpty
+            state.batch.submitted.append(contentsOf: transfers)
+            if wake { curl_multi_wakeup(multi.pointer) }
             return true
         }
     }
 
     /// Asks the loop to drop a transfer. After shutdown the loop fails it with `.shutDown` anyway.
     func cancel(_ transfer: CurlTransfer) {
+        cancel(contentsOf: CollectionOfOne(transfer))
+    }
+
+    /// Asks the loop to drop transfers, in one hand-over.
+    func cancel(contentsOf transfers: some Collection<CurlTransfer>) {
         state.withLock { state in
-            guard !state.batch.isShutDown, let multi = state.multi else { return }
-            state.batch.cancelled.append(transfer)
-            curl_multi_wakeup(multi.pointer)
+            guard !state.batch.isShutDown, let multi = state.multi, !transfers.isEmpty else { return }
+            let wake = state.batch.isEmpty
+            state.batch.cancelled.append(contentsOf: transfers)
+            if wake { curl_multi_wakeup(multi.pointer) }
         }
     }
 

@@ -1,10 +1,10 @@
 import CCurl
 
-/// One request from `execute` to its answer: the continuation, the easy handle and what the
-/// libcurl callbacks collect.
+/// One request from `execute` (or one of an `executeAll` batch) to its answer: who is told it,
+/// the easy handle and what the libcurl callbacks collect.
 ///
 /// `@unchecked Sendable`: the object crosses from the calling task to the loop thread once (through
-/// the client's locked submission queue). Its lifecycle state and continuation sit behind `state`,
+/// the client's locked submission queue). Its lifecycle state and completion sit behind `state`,
 /// a lock, because `execute`'s cancellation handler touches them from any thread. Every other
 /// stored property (`easy`, the header list, the error buffer, the response being collected) is
 /// touched only by the loop thread — in `start`, in the libcurl callbacks, which libcurl runs
@@ -15,15 +15,28 @@ final class CurlTransfer: @unchecked Sendable {
         case created
         /// In the loop's queue or in flight.
         case submitted
-        /// The caller's task was cancelled; the continuation is resumed (or will be by `attach`).
+        /// The caller's task was cancelled; its caller is told (or will be by `attach`).
         case cancelled
-        /// The continuation has been resumed.
+        /// The caller has been told the outcome.
         case finished
+    }
+
+    /// Who is told the outcome: the task of one `execute`, or one slot of an `executeAll` batch.
+    enum Completion {
+        case single(CheckedContinuation<CurlResponse, any Error>)
+        case batch(CurlBatch, index: Int)
+
+        func deliver(_ result: Result<CurlResponse, any Error>) {
+            switch self {
+            case .single(let continuation): continuation.resume(with: result)
+            case .batch(let batch, let index): batch.complete(index, with: result)
+            }
+        }
     }
 
     private struct State {
         var phase: Phase = .created
-        var continuation: CheckedContinuation<CurlResponse, any Error>?
+        var completion: Completion?
     }
 
     /// Collected response headers stop growing past this many bytes (libcurl caps a single line at 100 KiB).
@@ -67,24 +80,24 @@ final class CurlTransfer: @unchecked Sendable {
 
     // MARK: - Lifecycle (any thread)
 
-    /// Stores the continuation of `execute`. Returns false when the task was already cancelled,
-    /// in which case the continuation has been resumed with `CancellationError`.
-    func attach(_ continuation: CheckedContinuation<CurlResponse, any Error>) -> Bool {
+    /// Stores who is told the outcome. Returns false when the task was already cancelled, in
+    /// which case `completion` has been told `CancellationError`.
+    func attach(_ completion: Completion) -> Bool {
         let alreadyCancelled = state.withLock { state -> Bool in
             guard state.phase == .created else { return true }
             state.phase = .submitted
-            state.continuation = continuation
+            state.completion = completion
             return false
         }
         if alreadyCancelled {
-            continuation.resume(throwing: CancellationError())
+            completion.deliver(.failure(CancellationError()))
             return false
         }
         return true
     }
 
     /// Marks the transfer cancelled. Returns true when it had been handed to the loop, which must
-    /// then be told (it removes the easy handle and resumes the continuation).
+    /// then be told (it removes the easy handle and tells the caller).
     func markCancelled() -> Bool {
         state.withLock { state in
             switch state.phase {
@@ -105,15 +118,15 @@ final class CurlTransfer: @unchecked Sendable {
         state.withLock { $0.phase == .submitted }
     }
 
-    /// Resumes the caller with `result`. Only the first call has an effect.
+    /// Tells the caller `result`. Only the first call has an effect.
     func finish(_ result: Result<CurlResponse, any Error>) {
-        let continuation = state.withLock { state in
+        let completion = state.withLock { state in
             state.phase = .finished
-            let continuation = state.continuation
-            state.continuation = nil
-            return continuation
+            let completion = state.completion
+            state.completion = nil
+            return completion
         }
-        continuation?.resume(with: result)
+        completion?.deliver(result)
     }
 
     // MARK: - The easy handle (loop thread)

@@ -522,6 +522,114 @@ struct CurlClientTests {
         }
     }
 
+    @Test("executeAll: outcomes in request order, each as execute would give it; the per-host limit holds")
+    func executeAllOutcomes() async throws {
+        let closed = try TestServer.closedPort()
+        try await TestServer.run { port, recorder in
+            let client = loopbackClient(maximumConcurrentTransfers: 64, maximumConnectionsPerHost: 3)
+            defer { client.shutdown() }
+            var requests = (0..<40).map { index in
+                CurlRequest(url: "http://127.0.0.1:\(port)/echo", body: Array("request \(index)".utf8))
+            }
+            requests.insert(CurlRequest(url: "ftp://127.0.0.1:\(port)/echo"), at: 5)
+            requests.insert(CurlRequest(url: "http://127.0.0.1:\(closed)/", method: "GET"), at: 17)
+            requests.insert(CurlRequest(url: "http://127.0.0.1:\(port)/status/500", method: "GET"), at: 30)
+            requests += (0..<9).map { _ in CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=100", method: "GET") }
+            let outcomes = await client.executeAll(requests)
+            #expect(outcomes.count == requests.count)
+            var echoed = 0
+            for (request, outcome) in zip(requests, outcomes) {
+                switch outcome.result {
+                case .success(let response) where request.url.hasSuffix("/echo"):
+                    #expect(response.status == 200)
+                    #expect(response.body == request.body, "answers stay in their request's slot")
+                    echoed += 1
+                case .success(let response) where request.url.contains("/slow"):
+                    #expect(response.status == 200)
+                case .success(let response):
+                    #expect(request.url.hasSuffix("/status/500"))
+                    #expect(response.status == 500)
+                case .failure(let error as CurlError) where request.url.hasPrefix("ftp:"):
+                    guard case .invalidURL = error else {
+                        Issue.record("the ftp URL failed with \(error)")
+                        continue
+                    }
+                case .failure(let error as CurlError):
+                    guard case .couldNotConnect = error else {
+                        Issue.record("expected .couldNotConnect, got \(error) for \(request.url)")
+                        continue
+                    }
+                    #expect(request.url.contains(":\(closed)/"))
+                case .failure(let error):
+                    Issue.record("unexpected failure \(error) for \(request.url)")
+                }
+                #expect(outcome.elapsed < .seconds(60))
+            }
+            #expect(echoed == 40)
+            #expect(recorder.hits("echo") == 40)
+            #expect(recorder.hits("slow") == 9)
+            #expect((1...3).contains(recorder.mostAtOnce), "never more than three at once: \(recorder.mostAtOnce)")
+
+            // Nothing to send, nothing to wait for; only invalid requests: answered at once.
+            #expect(await client.executeAll([]).isEmpty)
+            let invalid = await client.executeAll([CurlRequest(url: ""), CurlRequest(url: "http://127.0.0.1:\(port)/", method: "BAD METHOD")])
+            #expect(invalid.count == 2)
+            #expect(invalid.allSatisfy { if case .failure(is CurlError) = $0.result { true } else { false } })
+        }
+    }
+
+    @Test("executeAll: cancelling the calling task fails every unfinished transfer at once; shutdown fails the rest")
+    func executeAllCancellationAndShutdown() async throws {
+        try await TestServer.run { port, recorder in
+            let client = loopbackClient(maximumConnectionsPerHost: 2)
+            defer { client.shutdown() }
+            let clock = ContinuousClock()
+            // Two in flight, two waiting for a slot.
+            let requests = (0..<4).map { _ in CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=30000", method: "GET") }
+            let task = Task { await client.executeAll(requests) }
+            while recorder.hits("slow") < 2 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let cancelledAt = clock.now
+            task.cancel()
+            let outcomes = await task.value
+            #expect(clock.now - cancelledAt < .seconds(20), "long before the server's answers at 30 s")
+            #expect(outcomes.count == 4)
+            for outcome in outcomes {
+                #expect(throws: CancellationError.self) { try outcome.result.get() }
+            }
+            #expect(recorder.hits("slow") == 2, "the two waiting for a slot were never sent")
+
+            // Cancelled before anything was handed to the loop.
+            let early = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return await client.executeAll([CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET")])
+            }
+            let earlyOutcomes = await early.value
+            #expect(earlyOutcomes.count == 1)
+            #expect(throws: CancellationError.self) { try earlyOutcomes[0].result.get() }
+
+            // The client goes on working; then shutdown fails a batch in flight, and later ones.
+            let ok = await client.executeAll([CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET")])
+            #expect((try? ok[0].result.get().status) == 200)
+            let slowBefore = recorder.hits("slow")
+            let inFlight = Task {
+                await client.executeAll((0..<3).map { _ in CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=30000", method: "GET") })
+            }
+            while recorder.hits("slow") < slowBefore + 2 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let shutAt = clock.now
+            client.shutdown()
+            for outcome in await inFlight.value {
+                #expect(throws: CurlError.shutDown) { try outcome.result.get() }
+            }
+            #expect(clock.now - shutAt < .seconds(20))
+            let after = await client.executeAll([CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET")])
+            #expect(throws: CurlError.shutDown) { try after[0].result.get() }
+        }
+    }
+
     @Test("errors describe themselves")
     func errorDescriptions() {
         #expect(CurlError.shutDown.description.contains("shut down"))

@@ -92,6 +92,7 @@ struct TestEnvironment: Sendable {
         authenticator: Authenticator? = nil,
         adMobKeys: AdMobKeys? = nil,
         adMobAdUnits: Set<String> = [],
+        pollInterval: Duration = .milliseconds(200),
         port: Int = 0
     ) -> some ApplicationProtocol {
         var configuration = ServiceConfiguration(port: port)
@@ -113,7 +114,7 @@ struct TestEnvironment: Sendable {
         configuration.webhookDisableAfter = webhookDisableAfter
         configuration.workers = workers
         configuration.batchSize = batchSize
-        configuration.pollInterval = .milliseconds(200)
+        configuration.pollInterval = pollInterval
         configuration.sweepInterval = sweepInterval
         // HummingbirdTesting's live client pipelines every request of a test on one connection;
         // on a busy core the requests queued behind a slow one can wait longer than the 15 s

@@ -255,6 +255,47 @@ struct WebhookDeliveryTests {
         }
     }
 
+    @Test("one listening connection per process wakes its resolution workers and every delivery loop")
+    func oneListenerWakesEveryPart() async throws {
+        let receiver = try await WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (endpointID, _) = try await endpoint(env, receiver, "/ok")
+            // A process that resolves and delivers but polls once an hour (and sweeps once an
+            // hour): once its parts are waiting, only a NOTIFY can wake them. Reports come
+            // through another process, as from a second `serve`.
+            let back = env.application(
+                workers: 2, sweepInterval: .seconds(3600), deliveryWorkers: 3, webhookGuard: Self.loopback, pollInterval: .seconds(3600))
+            let front = env.application(workers: 0)
+            try await back.test(.live) { _ in
+                let listening = """
+                    SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'
+                    """
+                try await waitUntil { try await env.scalar(listening) == 1 }
+                // One connection for the two workers and the three loops (each part had its own).
+                #expect(try await env.scalar(listening) == 1)
+                // The parts' first rounds, which ran at start, found nothing and they now wait.
+                try await Task.sleep(for: .seconds(1))
+                try await front.test(.router) { client in
+                    let result = try await client.sync(
+                        account: "nora", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("n1")]).data,
+                        waitMilliseconds: nil)
+                    #expect(result.status == .accepted)
+                }
+                var succeeded = 0
+                try await waitUntil {
+                    succeeded = try await env.pool.query(
+                        "SELECT count(*) FROM deliveries WHERE account_id = 'nora' AND endpoint_id = \(endpointID) AND status = 'succeeded'"
+                    )[0].decode(Int.self, at: 0)
+                    return succeeded > 0
+                }
+                #expect(succeeded > 0, "the report was resolved and its webhook sent within the wait, not at the next poll")
+                #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'nora' AND status = 'pending'") == 0)
+                let entries = try await receiver.waitFor { $0.contains { $0.body?.data.accountID == "nora" } }
+                #expect(entries.contains { $0.body?.data.accountID == "nora" && !$0.verifiedBy.isEmpty })
+            }
+        }
+    }
+
     @Test("500 then success on retry; the webhook-id stays the same")
     func retriesAfterServerError() async throws {
         let receiver = try await WebhookReceiver()

@@ -12,7 +12,7 @@ import SyncStore
 /// What the application needs from outside: the database, the catalogue, credentials, metrics.
 public struct ServiceDependencies: Sendable {
     public var pool: ConnectionPool
-    /// Used by the workers' NOTIFY listener (a connection outside the pool).
+    /// Used by the process's NOTIFY listener (`NotificationForwarder`, a connection outside the pool).
     public var connectionConfiguration: ConnectionConfiguration
     public var catalogue: Catalogue
     public var authenticator: Authenticator
@@ -144,6 +144,15 @@ public func buildApplication(
     ConsoleController(enabled: dependencies.authenticator.adminKey != nil).addRoutes(to: router)
 
     var services: [any Service] = [DatabaseService(pool: pool, logger: logger)]
+    // One listening connection for the process: new reports wake the resolution workers, new
+    // deliveries every delivery loop.
+    let deliveryWakeups = WakeSignal()
+    var routes: [String: WakeSignal] = [:]
+    if configuration.workers > 0 { routes[ReportInbox.channel] = arrivals }
+    if configuration.deliveryWorkers > 0 { routes[ResolutionEngine.deliveriesChannel] = deliveryWakeups }
+    if !routes.isEmpty {
+        services.append(NotificationForwarder(configuration: dependencies.connectionConfiguration, routes: routes, logger: logger))
+    }
     if let keys = dependencies.adMobKeys {
         services.append(AdMobKeyRefresher(keys: keys, clock: dependencies.clock))
     }
@@ -151,7 +160,7 @@ public func buildApplication(
         services.append(
             WorkerPool(
                 engine: engine,
-                listenerConfiguration: dependencies.connectionConfiguration,
+                listenerConfiguration: nil,
                 workers: configuration.workers,
                 batchSize: configuration.batchSize,
                 pollInterval: configuration.pollInterval,
@@ -182,7 +191,8 @@ public func buildApplication(
                 DeliveryWorker(
                     store: DeliveryStore(pool: pool, sealer: configuration.secretSealer),
                     client: CurlClient(configuration: .init(addressGuard: configuration.webhookAddressGuard)),
-                    listenerConfiguration: dependencies.connectionConfiguration,
+                    listenerConfiguration: nil,
+                    wakeups: deliveryWakeups,
                     configuration: delivery,
                     clock: dependencies.clock,
                     logger: logger

@@ -13,8 +13,10 @@ import SyncStore
 /// them concurrently across streams (an account's deliveries to one endpoint) but one after
 /// another within a stream, in sequence order, stopping a stream at its first failure, and
 /// records the results in one transaction. A stream's next event is never sent before the
-/// previous one succeeded, died or was cancelled, whichever process sends it. Wakes on NOTIFY from the resolution workers and polls as a
-/// fallback. Signing, retries, 410 and endpoint health follow DESIGN §4.
+/// previous one succeeded, died or was cancelled, whichever process sends it. Wakes on NOTIFY
+/// from the resolution workers (`wakeups`, raised by the process's ``NotificationForwarder``, or
+/// by a listening connection of the loop's own when it is given `listenerConfiguration`) and
+/// polls as a fallback. Signing, retries, 410 and endpoint health follow DESIGN §4.
 public struct DeliveryWorker: Service {
     public struct Configuration: Sendable {
         public var batchSize: Int = 500
@@ -47,7 +49,8 @@ public struct DeliveryWorker: Service {
 
     let store: DeliveryStore
     let client: CurlClient
-    let listenerConfiguration: ConnectionConfiguration
+    /// A listening connection of the loop's own; nil when something else raises `wakeups`.
+    let listenerConfiguration: ConnectionConfiguration?
     let configuration: Configuration
     /// Attempt times, the retry schedule, leases and the hold interval.
     let clock: any ServiceClock
@@ -57,7 +60,8 @@ public struct DeliveryWorker: Service {
     public init(
         store: DeliveryStore,
         client: CurlClient,
-        listenerConfiguration: ConnectionConfiguration,
+        listenerConfiguration: ConnectionConfiguration?,
+        wakeups: WakeSignal = WakeSignal(),
         configuration: Configuration,
         clock: any ServiceClock = SystemClock(),
         logger: Logger
@@ -67,14 +71,19 @@ public struct DeliveryWorker: Service {
         self.client = client
         self.listenerConfiguration = listenerConfiguration
         self.configuration = configuration
-        self.wakeups = WakeSignal()
+        self.wakeups = wakeups
         self.logger = logger
     }
 
     public func run() async throws {
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
-                group.addTask { await listen() }
+                if let listenerConfiguration {
+                    group.addTask {
+                        await wakeups.forwardNotifications(
+                            from: listenerConfiguration, channels: [ResolutionEngine.deliveriesChannel], logger: logger)
+                    }
+                }
                 group.addTask { await deliverLoop() }
             }
         }
@@ -133,7 +142,13 @@ public struct DeliveryWorker: Service {
         let (results, unsent) = await withTaskGroup(
             of: (attempted: [DeliveryStore.AttemptResult], unsent: [DeliveryStore.Claimed]).self
         ) { taskGroup in
-            for group in groups {
+            // Streams of one delivery go out as one batch (no order to keep among them); longer
+            // streams each in a task of their own, one attempt after another.
+            let singles = groups.filter { $0.count == 1 }.map { $0[0] }
+            if !singles.isEmpty {
+                taskGroup.addTask { await attemptAll(singles, startBy: startBy) }
+            }
+            for group in groups where group.count > 1 {
                 taskGroup.addTask {
                     // A stream stops at its first failure: what follows waits for that retry
                     // (`record` holds it back), so the receiver never sees a later event first.
@@ -212,12 +227,49 @@ public struct DeliveryWorker: Service {
     func attempt(
         _ delivery: DeliveryStore.Claimed, keys: [WebhookSigner.Key], startBy: ContinuousClock.Instant
     ) async -> DeliveryStore.AttemptResult? {
-        let attemptNumber = delivery.attempts + 1
         let now = clock.now()
+        let request = request(for: delivery, keys: keys, startBy: startBy, now: now)
+        let started = ContinuousClock.now
+        let answer: Result<CurlResponse, any Error>
+        do {
+            answer = .success(try await client.execute(request))
+        } catch {
+            answer = .failure(error)
+        }
+        return result(of: CurlOutcome(result: answer, elapsed: ContinuousClock.now - started), for: delivery, attemptedAt: now)
+    }
+
+    /// The first (and only) attempts of streams of one delivery each, sent as one batch: the
+    /// round is resumed once for all of them rather than a task per delivery (the common case:
+    /// one event per account and endpoint in a round). Returns their results and the deliveries
+    /// not sent (see ``attempt(_:keys:startBy:)``).
+    func attemptAll(
+        _ deliveries: [(delivery: DeliveryStore.Claimed, keys: [WebhookSigner.Key])], startBy: ContinuousClock.Instant
+    ) async -> (attempted: [DeliveryStore.AttemptResult], unsent: [DeliveryStore.Claimed]) {
+        let now = clock.now()
+        let outcomes = await client.executeAll(
+            deliveries.map { request(for: $0.delivery, keys: $0.keys, startBy: startBy, now: now) })
+        var attempted: [DeliveryStore.AttemptResult] = []
+        var unsent: [DeliveryStore.Claimed] = []
+        attempted.reserveCapacity(deliveries.count)
+        for (entry, outcome) in zip(deliveries, outcomes) {
+            if let result = result(of: outcome, for: entry.delivery, attemptedAt: now) {
+                attempted.append(result)
+            } else {
+                unsent.append(entry.delivery)
+            }
+        }
+        return (attempted, unsent)
+    }
+
+    /// The signed request of an attempt at `delivery` made at `now`.
+    private func request(
+        for delivery: DeliveryStore.Claimed, keys: [WebhookSigner.Key], startBy: ContinuousClock.Instant, now: Date
+    ) -> CurlRequest {
         let timestamp = Int(now.timeIntervalSince1970)
         let body = WebhookSigner.body(type: delivery.eventType, occurredAt: delivery.occurredAt, payload: delivery.payload)
         let eventID = delivery.eventID.lowercasedText
-        let request = CurlRequest(
+        return CurlRequest(
             url: delivery.url,
             method: "POST",
             headers: [
@@ -232,26 +284,33 @@ public struct DeliveryWorker: Service {
             maximumResponseBytes: 4096,
             startBy: startBy
         )
-        let started = ContinuousClock.now
+    }
+
+    /// What an attempt made at `now` comes to: its outcome, the next attempt's time, what is
+    /// recorded of the answer. Nil when it was not sent (`CurlError.notStarted`).
+    private func result(
+        of answer: CurlOutcome, for delivery: DeliveryStore.Claimed, attemptedAt now: Date
+    ) -> DeliveryStore.AttemptResult? {
+        let attemptNumber = delivery.attempts + 1
         var statusCode: Int?
         var failure: String?
         var excerpt: String?
         var retryAfter: TimeInterval?
-        do {
-            let response = try await client.execute(request)
+        switch answer.result {
+        case .success(let response):
             statusCode = response.status
             excerpt = String(decoding: response.body.prefix(4096), as: UTF8.self)
             if response.status == 429 || response.status == 503 {
                 retryAfter = RetrySchedule.retryAfter(response.header("retry-after"), now: now)
             }
-        } catch CurlError.notStarted {
+        case .failure(CurlError.notStarted):
             return nil
-        } catch {
+        case .failure(let error):
             self.logger.debug("webhook transfer failed", metadata: ["endpoint": "\(delivery.endpointID)", "error": "\(error)"])
             // CurlError descriptions name the address and the failure, never the secret.
             failure = String(describing: error)
         }
-        let elapsed = ContinuousClock.now - started
+        let elapsed = answer.elapsed
         let latency = Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
 
         let outcome: DeliveryStore.AttemptResult.Outcome
@@ -289,10 +348,6 @@ public struct DeliveryWorker: Service {
             responseExcerpt: excerpt,
             attemptedAt: now
         )
-    }
-
-    private func listen() async {
-        await wakeups.forwardNotifications(from: listenerConfiguration, channels: [ResolutionEngine.deliveriesChannel], logger: logger)
     }
 }
 

@@ -49,13 +49,28 @@ public actor WakeSignal {
 
 extension WakeSignal {
     /// Listens on `channels` over a dedicated connection and raises this signal for every
-    /// notification, until the task is cancelled. A lost connection is retried every second;
-    /// the short wait keeps shutdown prompt (a blocking wait cannot be cancelled).
+    /// notification, until the task is cancelled.
     func forwardNotifications(from configuration: ConnectionConfiguration, channels: [String], logger: Logger) async {
-        let listener = NotificationListener(configuration: configuration, channels: channels, logger: logger)
+        await Self.forwardNotifications(
+            from: configuration, routes: Dictionary(channels.map { ($0, self) }, uniquingKeysWith: { first, _ in first }), logger: logger)
+    }
+
+    /// Listens on the channels of `routes` over one dedicated connection and raises each
+    /// notification's signal (once per wait, however many arrived), until the task is cancelled.
+    /// A lost connection is retried every second; the short wait keeps shutdown prompt (a
+    /// blocking wait cannot be cancelled).
+    static func forwardNotifications(from configuration: ConnectionConfiguration, routes: [String: WakeSignal], logger: Logger) async {
+        let listener = NotificationListener(configuration: configuration, channels: routes.keys.sorted(), logger: logger)
         while !Task.isCancelled {
             do {
-                if try await !listener.wait(timeout: .seconds(1)).isEmpty { signal() }
+                let channels = Set(try await listener.wait(timeout: .seconds(1)).map(\.channel))
+                // Distinct signals only: two channels may raise the same one.
+                var raised: [ObjectIdentifier] = []
+                for channel in channels.sorted() {
+                    guard let signal = routes[channel], !raised.contains(ObjectIdentifier(signal)) else { continue }
+                    raised.append(ObjectIdentifier(signal))
+                    await signal.signal()
+                }
             } catch {
                 try? await Task.sleep(for: .seconds(1))
             }

@@ -8,13 +8,16 @@ import SyncStore
 /// Resolution workers: each claims a batch of pending reports, resolves their accounts and
 /// commits state, events and deliveries in one transaction (``ResolutionEngine``).
 ///
-/// Workers wake on NOTIFY (one listening connection per process, outside the pool), on a
-/// signal from this process's sync handler, and at least every `pollInterval` as a fallback,
+/// Workers wake on NOTIFY (`arrivals`, raised by the process's one listening connection, a
+/// ``NotificationForwarder`` outside the pool, or by the pool's own listener when it is given
+/// `listenerConfiguration`), on a signal from this process's sync handler, and at least every `pollInterval` as a fallback,
 /// since notifications sent while the listener reconnects are lost. A worker whose batch was
 /// full goes straight on to the next. On graceful shutdown, batches in flight finish and commit.
 public struct WorkerPool: Service {
     let engine: ResolutionEngine
-    let listenerConfiguration: ConnectionConfiguration
+    /// A listening connection of the pool's own; nil when a ``NotificationForwarder`` raises
+    /// `arrivals`.
+    let listenerConfiguration: ConnectionConfiguration?
     let workers: Int
     let batchSize: Int
     let pollInterval: Duration
@@ -26,7 +29,7 @@ public struct WorkerPool: Service {
 
     public init(
         engine: ResolutionEngine,
-        listenerConfiguration: ConnectionConfiguration,
+        listenerConfiguration: ConnectionConfiguration?,
         workers: Int,
         batchSize: Int,
         pollInterval: Duration,
@@ -49,7 +52,11 @@ public struct WorkerPool: Service {
         logger.info("resolution workers starting", metadata: ["workers": "\(workers)", "batch": "\(batchSize)"])
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
-                group.addTask { await listen() }
+                if let listenerConfiguration {
+                    group.addTask {
+                        await arrivals.forwardNotifications(from: listenerConfiguration, channels: [ReportInbox.channel], logger: logger)
+                    }
+                }
                 for index in 0..<workers {
                     group.addTask { await work(index) }
                 }
@@ -81,10 +88,6 @@ public struct WorkerPool: Service {
             // holder is usually another batch, about 0.1 s) rather than at the next poll.
             return DrainRound(handled: outcome.reportsResolved, lookAgainAfter: .milliseconds(50))
         }
-    }
-
-    private func listen() async {
-        await arrivals.forwardNotifications(from: listenerConfiguration, channels: [ReportInbox.channel], logger: logger)
     }
 }
 
