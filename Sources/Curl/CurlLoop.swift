@@ -205,8 +205,12 @@ final class CurlLoop {
 
     private func startWaiting() {
         while active.count < maximumConcurrentTransfers, let transfer = waiting.next() {
-            guard transfer.isWanted else {  // cancelled while it waited; already resumed
+            guard transfer.isWanted else {
+                // Cancelled while it waited. Its caller is normally told by the loop's `cancel`,
+                // which follows; told here too (only the first `finish` counts), in case a
+                // shutdown comes between the cancellation and its hand-over to the loop.
                 waiting.finished(transfer)
+                transfer.finish(.failure(CancellationError()))
                 continue
             }
             if let startBy = transfer.request.startBy, ContinuousClock.now > startBy {

@@ -546,6 +546,7 @@ struct CurlClientTests {
                     echoed += 1
                 case .success(let response) where request.url.contains("/slow"):
                     #expect(response.status == 200)
+                    #expect(outcome.elapsed >= .milliseconds(100), "from submission to its answer, the server's 100 ms included")
                 case .success(let response):
                     #expect(request.url.hasSuffix("/status/500"))
                     #expect(response.status == 500)

@@ -94,4 +94,57 @@ struct DeliveryLeaseTests {
 
         }
     }
+
+    @Test("a round cut short (the loop stopping) counts no attempt for what it had out or queued, and gives the streams back")
+    func cancelledRoundCountsNoAttempt() async throws {
+        try await TestEnvironment.withFresh { env in
+            let receiver = try await WebhookReceiver()
+            defer { receiver.stop() }
+            // The receiver takes 30 s a request: nothing is answered before the round is cut.
+            let (endpoint, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/slow/30000"), eventTypes: nil)
+            try await receiver.setSecrets([secret.text])
+            let streams = 6
+            try await env.pool.query(
+                """
+                INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
+                SELECT 'cut-' || a, 1, id, 'entitlement.renewed', now(), json_build_object('id', id, 'account_id', 'cut-' || a, 'sequence', 1)
+                FROM generate_series(1, \(streams)) a, LATERAL (SELECT gen_random_uuid() AS id) generated
+                """
+            )
+            try await env.pool.query(
+                "INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id) SELECT account_id, \(endpoint.id), sequence, event_id FROM events"
+            )
+            var configuration = DeliveryWorker.Configuration()
+            configuration.totalTimeout = .seconds(60)
+            configuration.lease = 600
+            configuration.schedule = RetrySchedule(delays: [3_600])
+            // Two out at a time, four waiting in the HTTP loop's queue.
+            let worker = DeliveryWorker(
+                store: DeliveryStore(pool: env.pool),
+                client: CurlClient(configuration: .init(addressGuard: WebhookOrderTests.loopback ?? .publicOnly, maximumConnectionsPerHost: 2)),
+                listenerConfiguration: nil,
+                configuration: configuration,
+                logger: env.logger
+            )
+            let round = Task { try await worker.deliverBatch() }
+            // The claim leased every stream; then the round is cut, as a graceful shutdown does.
+            _ = try await waitUntil {
+                try await env.scalar("SELECT count(*) FROM deliveries WHERE leased_until IS NOT NULL") == streams
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            let cutAt = ContinuousClock.now
+            round.cancel()
+            #expect(try await round.value == streams)
+            #expect(ContinuousClock.now - cutAt < .seconds(25), "the round ended long before the receiver's 30 s")
+
+            // No attempt recorded or counted, nothing retried later: every stream is due now, unleased.
+            #expect(try await env.scalar("SELECT count(*) FROM delivery_attempts") == 0)
+            let rows = try await env.pool.query(
+                "SELECT attempts, leased_until IS NULL, next_attempt_at <= now(), status FROM deliveries"
+            ).map { (try $0.decode(Int.self, at: 0), try $0.decode(Bool.self, at: 1), try $0.decode(Bool.self, at: 2), try $0.decode(String.self, at: 3)) }
+            #expect(rows.count == streams)
+            #expect(rows.allSatisfy { $0.0 == 0 && $0.1 && $0.2 && $0.3 == "pending" }, "\(rows)")
+            #expect(try await DeliveryStore(pool: env.pool).claimDue(limit: 100, lease: 60).count == streams)
+        }
+    }
 }

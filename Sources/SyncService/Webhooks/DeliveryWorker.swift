@@ -287,7 +287,8 @@ public struct DeliveryWorker: Service {
     }
 
     /// What an attempt made at `now` comes to: its outcome, the next attempt's time, what is
-    /// recorded of the answer. Nil when it was not sent (`CurlError.notStarted`).
+    /// recorded of the answer. Nil when it was not sent (`CurlError.notStarted`), or was
+    /// cancelled because the loop is shutting down: neither counts as an attempt.
     private func result(
         of answer: CurlOutcome, for delivery: DeliveryStore.Claimed, attemptedAt now: Date
     ) -> DeliveryStore.AttemptResult? {
@@ -303,7 +304,9 @@ public struct DeliveryWorker: Service {
             if response.status == 429 || response.status == 503 {
                 retryAfter = RetrySchedule.retryAfter(response.header("retry-after"), now: now)
             }
-        case .failure(CurlError.notStarted):
+        case .failure(CurlError.notStarted), .failure(is CancellationError):
+            // Not sent (or given up when the loop stopped): no attempt. The delivery's stream is
+            // given back (`release`, or `record` for what follows an attempt) and sent again.
             return nil
         case .failure(let error):
             self.logger.debug("webhook transfer failed", metadata: ["endpoint": "\(delivery.endpointID)", "error": "\(error)"])

@@ -48,7 +48,11 @@ public struct WorkerPool: Service {
     }
 
     public func run() async throws {
-        guard workers > 0 else { return }
+        // A service that returns ends the whole group: with no workers, wait for the shutdown.
+        guard workers > 0 else {
+            try? await gracefulShutdown()
+            return
+        }
         logger.info("resolution workers starting", metadata: ["workers": "\(workers)", "batch": "\(batchSize)"])
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
