@@ -13,25 +13,42 @@ import Testing
 /// lease needs.
 @Suite("Webhook leases: a receiver that does not answer")
 struct DeliveryLeaseTests {
+    /// `count` streams of one delivery each (accounts `name-1`, `name-2`, ...) to an endpoint at
+    /// `path` on the receiver, which is told its secret.
+    static func streams(_ count: Int, named name: String, to receiver: WebhookReceiver, path: String, in env: TestEnvironment) async throws {
+        let (endpoint, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url(path), eventTypes: nil)
+        try await receiver.setSecrets([secret.text])
+        try await env.pool.query(
+            """
+            INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
+            SELECT \(name) || '-' || a, 1, id, 'entitlement.renewed', now(), json_build_object('id', id, 'account_id', \(name) || '-' || a, 'sequence', 1)
+            FROM generate_series(1, \(count)) a, LATERAL (SELECT gen_random_uuid() AS id) generated
+            """
+        )
+        try await env.pool.query(
+            "INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id) SELECT account_id, \(endpoint.id), sequence, event_id FROM events"
+        )
+    }
+
+    /// A delivery loop whose HTTP client sends two requests at a time to a receiver.
+    static func worker(_ configuration: DeliveryWorker.Configuration, in env: TestEnvironment) -> DeliveryWorker {
+        DeliveryWorker(
+            store: DeliveryStore(pool: env.pool),
+            client: CurlClient(configuration: .init(addressGuard: WebhookOrderTests.loopback ?? .publicOnly, maximumConnectionsPerHost: 2)),
+            listenerConfiguration: nil,
+            configuration: configuration,
+            logger: env.logger
+        )
+    }
+
     @Test("attempts that could not start before the lease allowed are not sent, and their streams are given back at once")
     func unstartedStreamsAreGivenBack() async throws {
         try await TestEnvironment.withFresh { env in
             let receiver = try await WebhookReceiver()
             defer { receiver.stop() }
             // Every request takes the receiver 2.5 s; the sender gives up after 1 s.
-            let (endpoint, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/slow/2500"), eventTypes: nil)
-            try await receiver.setSecrets([secret.text])
             let streams = 24
-            try await env.pool.query(
-                """
-                INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
-                SELECT 'lease-' || a, 1, id, 'entitlement.renewed', now(), json_build_object('id', id, 'account_id', 'lease-' || a, 'sequence', 1)
-                FROM generate_series(1, \(streams)) a, LATERAL (SELECT gen_random_uuid() AS id) generated
-                """
-            )
-            try await env.pool.query(
-                "INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id) SELECT account_id, \(endpoint.id), sequence, event_id FROM events"
-            )
+            try await Self.streams(streams, named: "lease", to: receiver, path: "/slow/2500", in: env)
 
             // Two transfers at a time to the receiver, each held for its 1 s timeout: the queue
             // holds the rest. The lease (10 s) lets attempts start for 10 - 2 × 1 - 5 = 3 s.
@@ -41,13 +58,7 @@ struct DeliveryLeaseTests {
             configuration.lease = 10
             // A failed attempt is retried in an hour: only the streams given back are due after it.
             configuration.schedule = RetrySchedule(delays: [3_600])
-            let worker = DeliveryWorker(
-                store: DeliveryStore(pool: env.pool),
-                client: CurlClient(configuration: .init(addressGuard: WebhookOrderTests.loopback ?? .publicOnly, maximumConnectionsPerHost: 2)),
-                listenerConfiguration: env.connection,
-                configuration: configuration,
-                logger: env.logger
-            )
+            let worker = Self.worker(configuration, in: env)
             let claimedAt = Date()
             #expect(try await worker.deliverBatch() == streams)
 
@@ -101,31 +112,14 @@ struct DeliveryLeaseTests {
             let receiver = try await WebhookReceiver()
             defer { receiver.stop() }
             // The receiver takes 30 s a request: nothing is answered before the round is cut.
-            let (endpoint, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/slow/30000"), eventTypes: nil)
-            try await receiver.setSecrets([secret.text])
             let streams = 6
-            try await env.pool.query(
-                """
-                INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
-                SELECT 'cut-' || a, 1, id, 'entitlement.renewed', now(), json_build_object('id', id, 'account_id', 'cut-' || a, 'sequence', 1)
-                FROM generate_series(1, \(streams)) a, LATERAL (SELECT gen_random_uuid() AS id) generated
-                """
-            )
-            try await env.pool.query(
-                "INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id) SELECT account_id, \(endpoint.id), sequence, event_id FROM events"
-            )
+            try await Self.streams(streams, named: "cut", to: receiver, path: "/slow/30000", in: env)
             var configuration = DeliveryWorker.Configuration()
             configuration.totalTimeout = .seconds(60)
             configuration.lease = 600
             configuration.schedule = RetrySchedule(delays: [3_600])
             // Two out at a time, four waiting in the HTTP loop's queue.
-            let worker = DeliveryWorker(
-                store: DeliveryStore(pool: env.pool),
-                client: CurlClient(configuration: .init(addressGuard: WebhookOrderTests.loopback ?? .publicOnly, maximumConnectionsPerHost: 2)),
-                listenerConfiguration: nil,
-                configuration: configuration,
-                logger: env.logger
-            )
+            let worker = Self.worker(configuration, in: env)
             let round = Task { try await worker.deliverBatch() }
             // The claim leased every stream; then the round is cut, as a graceful shutdown does.
             _ = try await waitUntil {
