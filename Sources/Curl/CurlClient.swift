@@ -101,15 +101,14 @@ public final class CurlClient: Sendable {
             valid.append(
                 (CurlTransfer(request: request, addressGuard: configuration.addressGuard, userAgent: configuration.userAgent), index))
         }
-        let transfers = valid.map(\.transfer)
-        let slots = valid.map(\.slot)
+        let accepted = valid
         let queue = self.queue
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 batch.attach(continuation)
                 var submitted: [CurlTransfer] = []
-                submitted.reserveCapacity(transfers.count)
-                for (transfer, slot) in zip(transfers, slots) where transfer.attach(.batch(batch, index: slot)) {
+                submitted.reserveCapacity(accepted.count)
+                for (transfer, slot) in accepted where transfer.attach(.batch(batch, index: slot)) {
                     submitted.append(transfer)
                 }
                 if !queue.submit(contentsOf: submitted) {
@@ -119,7 +118,7 @@ public final class CurlClient: Sendable {
                 }
             }
         } onCancel: {
-            queue.cancel(contentsOf: transfers.filter { $0.markCancelled() })
+            queue.cancel(contentsOf: accepted.map(\.transfer).filter { $0.markCancelled() })
         }
     }
 

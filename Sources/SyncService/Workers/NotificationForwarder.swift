@@ -7,9 +7,8 @@ import ServiceLifecycle
 ///
 /// One connection for all of them, not one per part: `serve --workers 4` with four delivery
 /// loops listened on five connections, each a PostgreSQL backend held for the life of the
-/// process and started with it (about 5 ms of a core each on a 2-core machine,
-/// docs/PERFORMANCE.md item 26). A lost connection is opened again after a second; the parts
-/// poll meanwhile, since notifications sent while it is down are lost.
+/// process (docs/PERFORMANCE.md item 26). A lost connection is opened again after a second;
+/// the parts poll meanwhile, since notifications sent while it is down are lost.
 public struct NotificationForwarder: Service {
     let configuration: ConnectionConfiguration
     /// The signal raised for each channel.

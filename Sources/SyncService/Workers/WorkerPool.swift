@@ -10,8 +10,9 @@ import SyncStore
 ///
 /// Workers wake on NOTIFY (`arrivals`, raised by the process's one listening connection, a
 /// ``NotificationForwarder`` outside the pool, or by the pool's own listener when it is given
-/// `listenerConfiguration`), on a signal from this process's sync handler, and at least every `pollInterval` as a fallback,
-/// since notifications sent while the listener reconnects are lost. A worker whose batch was
+/// `listenerConfiguration`), on a signal from this process's sync handler, and at least every
+/// `pollInterval` as a fallback, since notifications sent while the listener reconnects are
+/// lost. A worker whose batch was
 /// full goes straight on to the next. On graceful shutdown, batches in flight finish and commit.
 public struct WorkerPool: Service {
     let engine: ResolutionEngine
