@@ -92,27 +92,22 @@ public struct DeliveryStore: Sendable {
                   -- not subqueries over other rows).
                   AND (d.leased_until IS NULL OR d.leased_until <= \(now))
                   AND mod(hashtext(d.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
-                  -- The stream's first pending delivery. Written as an ordered LIMIT 1, not as
-                  -- NOT EXISTS: with stale statistics the planner answered that anti-join with
-                  -- an index on endpoint_id, a scan of the whole pending set per candidate.
-                  AND d.delivery_id = (
-                      SELECT first.delivery_id FROM deliveries first
-                      WHERE first.account_id = d.account_id AND first.endpoint_id = d.endpoint_id AND first.status = 'pending'
-                      ORDER BY first.event_sequence, first.delivery_id
-                      LIMIT 1)
-                  -- Not while a sender has any of the stream's pending deliveries (one that
-                  -- an operator retried meanwhile, or one that a replay, a retry or a new event
-                  -- put beside the leased ones): the lease ends when that sender records, or
-                  -- expires. A leased delivery stays pending until its sender records it (an
-                  -- operator cannot cancel it meanwhile, see `cancel`), so the stream's pending
-                  -- set answers, through deliveries_pending_by_stream: no index holds
-                  -- leased_until, so that a lease is written in place (sql/0026). OFFSET 0
-                  -- keeps this a probe per candidate (as an anti-join over leased rows, the
-                  -- planner once took 1.1 s a claim with 500 streams in flight).
+                  -- The stream's first pending delivery, and not while a sender has any of the
+                  -- stream's pending deliveries (one that an operator retried meanwhile, or one
+                  -- that a replay, a retry or a new event put beside the leased ones): the lease
+                  -- ends when that sender records, or expires. One probe of the stream's pending
+                  -- set asks both (a probe each cost 12 % more claim, docs/PERFORMANCE.md item
+                  -- 27). A leased delivery stays pending until its sender records it (an operator
+                  -- cannot cancel it meanwhile, see `cancel`), so the pending set answers, through
+                  -- deliveries_pending_by_stream: no index holds leased_until, so that a lease is
+                  -- written in place (sql/0026). OFFSET 0 keeps this a probe per candidate: as an
+                  -- anti-join, with stale statistics, the planner once scanned the whole pending
+                  -- set per candidate, and once took 1.1 s a claim with 500 streams in flight.
                   AND NOT EXISTS (
-                      SELECT 1 FROM deliveries busy
-                      WHERE busy.endpoint_id = d.endpoint_id AND busy.account_id = d.account_id AND busy.status = 'pending'
-                        AND busy.leased_until > \(now)
+                      SELECT 1 FROM deliveries other
+                      WHERE other.endpoint_id = d.endpoint_id AND other.account_id = d.account_id AND other.status = 'pending'
+                        AND (other.leased_until > \(now)
+                             OR (other.event_sequence, other.delivery_id) < (d.event_sequence, d.delivery_id))
                       OFFSET 0)
                 ORDER BY d.next_attempt_at
                 LIMIT \(limit)
@@ -330,51 +325,66 @@ public struct DeliveryStore: Sendable {
                 lastOfStream[stream] = result
             }
             let lasts = Array(lastOfStream.values)
-            try await connection.preparedQuery(
-                """
-                UPDATE deliveries f SET next_attempt_at = v.until
-                FROM unnest(
-                    \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[],
-                    \(lasts.map(\.eventSequence))::bigint[], \(lasts.map(\.deliveryID))::bigint[],
-                    \(lasts.map { $0.outcome == .retry })::boolean[],
-                    \(lasts.map { $0.outcome == .retry ? $0.nextAttemptAt : now })::timestamptz[]
-                ) AS v(account_id, endpoint_id, event_sequence, delivery_id, hold, until)
-                WHERE f.endpoint_id = v.endpoint_id AND f.account_id = v.account_id AND f.status = 'pending'
-                  AND (f.event_sequence, f.delivery_id) > (v.event_sequence, v.delivery_id)
-                  AND (v.hold OR f.next_attempt_at > v.until)
-                """
-            )
-            // The sender is done with these streams: their leases end. The deliveries sent let go
-            // of theirs in the update above; what is still leased here was claimed behind a
-            // failure and not sent (an operator's `retry` leaves the delivery pending, and the
-            // update above records the attempt over it). Each stream's pending set is looked up
-            // through deliveries_pending_by_stream (the LATERAL ... OFFSET 0 keeps the lookup per
-            // stream), then updated by primary key (no other condition on `f`, so nothing invites
-            // a scan of it): joined directly, the planner compared every leased row with every
-            // stream, 500 ms for 500 streams with 2,000 rows leased (auto_explain). A leased
-            // delivery is always pending here: an operator cannot cancel it while it is out.
+            let holds = lasts.map { $0.outcome == .retry }
+            let untils = lasts.map { $0.outcome == .retry ? $0.nextAttemptAt : now }
+            let lastLeases = [Date?](repeating: lease, count: lasts.count)
+            // Then the sender is done with these streams: their leases end. The deliveries sent
+            // let go of theirs in the update above; what is still leased here was claimed behind
+            // a failure and not sent (an operator's `retry` leaves the delivery pending, and the
+            // update above records the attempt over it), so it follows the stream's last attempt,
+            // where the hold looks too. A leased delivery is always pending here: an operator
+            // cannot cancel it while it is out.
             if isCitus {
+                try await connection.preparedQuery(
+                    """
+                    UPDATE deliveries f SET next_attempt_at = v.until
+                    FROM unnest(
+                        \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[],
+                        \(lasts.map(\.eventSequence))::bigint[], \(lasts.map(\.deliveryID))::bigint[],
+                        \(holds)::boolean[], \(untils)::timestamptz[]
+                    ) AS v(account_id, endpoint_id, event_sequence, delivery_id, hold, until)
+                    WHERE f.endpoint_id = v.endpoint_id AND f.account_id = v.account_id AND f.status = 'pending'
+                      AND (f.event_sequence, f.delivery_id) > (v.event_sequence, v.delivery_id)
+                      AND (v.hold OR f.next_attempt_at > v.until)
+                    """
+                )
                 try await connection.preparedQuery(
                     """
                     UPDATE deliveries f SET leased_until = NULL
                     FROM unnest(
-                        \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[], \([Date?](repeating: lease, count: lasts.count))::timestamptz[]
+                        \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[], \(lastLeases)::timestamptz[]
                     ) AS v(account_id, endpoint_id, lease)
                     WHERE f.account_id = v.account_id AND f.endpoint_id = v.endpoint_id AND f.status = 'pending'
                       AND f.leased_until IS NOT NULL AND (v.lease IS NULL OR f.leased_until = v.lease)
                     """
                 )
             } else {
+                // Both in one statement, one probe of each stream's pending set after its last
+                // attempt (a statement each was two probes a stream, docs/PERFORMANCE.md item
+                // 27). The probe goes through deliveries_pending_by_stream (the LATERAL ...
+                // OFFSET 0 keeps it per stream), then rows are updated by primary key (no other
+                // condition on `f`, so nothing invites a scan of it): joined directly, the planner
+                // compared every leased row with every stream, 500 ms for 500 streams with 2,000
+                // rows leased (auto_explain). A row only let go of its lease keeps its
+                // next_attempt_at, so that update stays heap-only.
                 try await connection.preparedQuery(
                     """
-                    UPDATE deliveries f SET leased_until = NULL
+                    UPDATE deliveries f SET
+                        next_attempt_at = CASE WHEN l.hold OR f.next_attempt_at > l.until THEN l.until ELSE f.next_attempt_at END,
+                        leased_until = CASE WHEN l.ours THEN NULL ELSE f.leased_until END
                     FROM unnest(
-                        \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[], \([Date?](repeating: lease, count: lasts.count))::timestamptz[]
-                    ) AS v(account_id, endpoint_id, lease)
+                        \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[],
+                        \(lasts.map(\.eventSequence))::bigint[], \(lasts.map(\.deliveryID))::bigint[],
+                        \(holds)::boolean[], \(untils)::timestamptz[], \(lastLeases)::timestamptz[]
+                    ) AS v(account_id, endpoint_id, event_sequence, delivery_id, hold, until, lease)
                     CROSS JOIN LATERAL (
-                        SELECT x.account_id, x.delivery_id FROM deliveries x
+                        SELECT x.account_id, x.delivery_id, v.hold, v.until,
+                               x.leased_until IS NOT NULL AND (v.lease IS NULL OR x.leased_until = v.lease) AS ours
+                        FROM deliveries x
                         WHERE x.endpoint_id = v.endpoint_id AND x.account_id = v.account_id AND x.status = 'pending'
-                          AND x.leased_until IS NOT NULL AND (v.lease IS NULL OR x.leased_until = v.lease)
+                          AND (x.event_sequence, x.delivery_id) > (v.event_sequence, v.delivery_id)
+                          AND (v.hold OR x.next_attempt_at > v.until
+                               OR (x.leased_until IS NOT NULL AND (v.lease IS NULL OR x.leased_until = v.lease)))
                         OFFSET 0) AS l
                     WHERE f.account_id = l.account_id AND f.delivery_id = l.delivery_id
                     """
