@@ -227,6 +227,59 @@ struct PipelineTests {
         }
     }
 
+    @Test("the sweeper's safety net queues the accounts of the oldest pending reports that lost their queue entry, once, and only when they are old")
+    func stalledReportsAreQueuedAgain() async throws {
+        try await TestEnvironment.withFresh { env in
+            // In arrival order: "queued" keeps its entry; "lost" and "later" lose theirs, as a
+            // claim on Citus can take an entry before it sees the reports it stands for.
+            try await env.application(workers: 0).test(.router) { client in
+                for (account, id) in [("queued", "q1"), ("lost", "l1"), ("lost", "l2"), ("later", "t1")] {
+                    _ = try await client.sync(
+                        account: account, body: try SyncBody(device: "iphone", reports: [SyncAPITests.report(id)]).data, waitMilliseconds: nil)
+                }
+            }
+            try await env.pool.query("DELETE FROM account_work WHERE account_id IN ('lost', 'later')")
+            func queued() async throws -> [String] {
+                try await env.pool.query("SELECT account_id FROM account_work ORDER BY account_id").map { try $0.decode(String.self, at: 0) }
+            }
+
+            // Younger than `age`: nothing yet (a claim may still be on its way to them).
+            let now = ResolutionEngine(pool: env.pool, catalogue: .default, clock: ManualClock(start: Date()))
+            #expect(try await now.requeueStalledAccounts(age: 30) == 0)
+            #expect(try await queued() == ["queued"])
+
+            // A minute on, only the `limit` oldest pending reports are looked at: the two oldest
+            // are "queued" (which has its entry) and "lost", so "later" waits for a later sweep.
+            let later = ResolutionEngine(pool: env.pool, catalogue: .default, clock: ManualClock(start: Date().addingTimeInterval(60)))
+            #expect(try await later.requeueStalledAccounts(age: 30, limit: 2) == 1)
+            #expect(try await queued() == ["lost", "queued"])
+            #expect(try await later.requeueStalledAccounts(age: 30, limit: 10) == 1)
+            #expect(try await queued() == ["later", "lost", "queued"])
+            // Queued once: a second sweep adds nothing.
+            #expect(try await later.requeueStalledAccounts(age: 30, limit: 10) == 0)
+            #expect(try await queued() == ["later", "lost", "queued"])
+
+            // And the workers resolve them from there.
+            #expect(try await later.resolvePendingBatch(limit: 10).reportsResolved == 4)
+        }
+    }
+
+    @Test("the running parts name themselves in a few words, as the service group logs them, not as a dump of their catalogue and connections")
+    func servicesNameThemselvesShortly() async throws {
+        try await TestEnvironment.withFresh { env in
+            let pool = WorkerPool(
+                engine: ResolutionEngine(pool: env.pool, catalogue: .default), listenerConfiguration: env.connection,
+                workers: 3, batchSize: 250, pollInterval: .seconds(1), arrivals: WakeSignal(), resolutions: WakeSignal(), logger: env.logger)
+            var configuration = DeliveryWorker.Configuration()
+            configuration.partition = (index: 1, count: 4)
+            let worker = DeliveryLeaseTests.worker(configuration, in: env)
+            // `"\(service)"` is what swift-service-lifecycle names a service with.
+            #expect("\(pool)" == "WorkerPool(workers: 3, batch: 250)")
+            #expect("\(worker)" == "DeliveryWorker(partition: 1 of 4)")
+            #expect("\(MetricsSampler(pool: env.pool, logger: env.logger))" == "MetricsSampler")
+        }
+    }
+
     @Test("a batch does not wait for a new account that another transaction is creating; it queues it again")
     func accountBeingCreatedIsDeferred() async throws {
         try await TestEnvironment.withFresh { env in

@@ -102,14 +102,20 @@ extension ResolutionEngine {
     /// can see a submission's queue entry (on the coordinator) a moment before its reports (on a
     /// worker node, committed second by the two-phase commit) and let the entry go: this is what
     /// brings those reports back (sql/0014). The expiry sweeper runs it.
+    ///
+    /// It looks at the `limit` oldest pending reports only, then at their age: stalled reports
+    /// are the oldest pending ones. Filtered by age first, a fresh backlog (every report younger
+    /// than `age`) made it read the whole pending set each sweep, 21 ms for 40,000 reports while
+    /// workers drained them (docs/PERFORMANCE.md item 27).
     public func requeueStalledAccounts(age: TimeInterval = 5, limit: Int = 1000) async throws -> Int {
         try await pool.withConnection { connection in
             let stalled = try await connection.preparedQuery(
                 """
                 SELECT DISTINCT account_id FROM (
-                    SELECT account_id FROM reports
-                    WHERE status = 'pending' AND received_at <= \(clock.now().addingTimeInterval(-age))
+                    SELECT account_id, received_at FROM reports
+                    WHERE status = 'pending'
                     ORDER BY arrival LIMIT \(limit)) AS oldest
+                WHERE received_at <= \(clock.now().addingTimeInterval(-age))
                 """
             ).map { try $0.decode(String.self, at: 0) }
             guard !stalled.isEmpty else { return 0 }
