@@ -43,7 +43,7 @@ public struct MetricsSampler: Service {
                 """
                 SELECT
                     (SELECT count(*) FROM reports WHERE status = 'pending'),
-                    COALESCE(EXTRACT(EPOCH FROM now() - (SELECT received_at FROM reports WHERE status = 'pending' ORDER BY arrival LIMIT 1)), 0)::float8,
+                    COALESCE(EXTRACT(EPOCH FROM now() - (SELECT received_at FROM reports WHERE status = 'pending' AND arrival > 0 ORDER BY arrival LIMIT 1)), 0)::float8,
                     (SELECT count(*) FROM reports WHERE status = 'quarantined')
                 """
             )

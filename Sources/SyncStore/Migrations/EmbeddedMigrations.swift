@@ -1237,5 +1237,97 @@ $$;
 
 """####
         ),
+        Migration(
+            version: 28,
+            name: "0028_reports_pending_by_arrival",
+            sql: ####"""
+-- The index of pending reports in arrival order is only for the statements that ask for that
+-- order (docs/PERFORMANCE.md item 28).
+--
+-- `reports_pending` (arrival) WHERE status = 'pending' (sql/0001) matched every statement that
+-- names pending reports. A worker's claim (`status = 'pending' AND account_id = ANY($1)`) is
+-- meant to go through `reports_pending_by_account` (sql/0002), a few entries per account; but
+-- with statistics taken while few reports were pending (any database in its steady state,
+-- analyzed, then a backlog: devices syncing through an outage of the workers, an import), the
+-- planner took the arrival index for a small one and read all of it for every claim, filtering
+-- by account: each batch read the whole backlog, and a drain of 120,000 reports ran at 14,700
+-- reports/s instead of 36,500 (autovacuum analyzes again only after a tenth of the table has
+-- changed). Its replacement has a predicate no claim implies (`arrival > 0`; arrival is an
+-- identity from 1), so only the statements that write it use it: the sweeper's look at the
+-- oldest pending reports and the resolution lag.
+--
+-- Building it reads the whole table while writes wait (it holds a SHARE lock): on a large table
+-- create it beforehand with CREATE INDEX CONCURRENTLY (same name, same definition), and this
+-- migration only drops the old one. One DO block, each EXECUTE a statement of its own, for
+-- Citus, which propagates both to every shard (README, "Migrations").
+DO $$
+BEGIN
+    EXECUTE 'CREATE INDEX IF NOT EXISTS reports_pending_by_arrival ON reports (arrival) WHERE status = ''pending'' AND arrival > 0';
+    EXECUTE 'DROP INDEX IF EXISTS reports_pending';
+END
+$$;
+
+"""####
+        ),
+        Migration(
+            version: 29,
+            name: "0029_analyze_queues_often",
+            sql: ####"""
+-- Autovacuum analyzes the tables whose pending share swings (reports, deliveries, the claim
+-- queue) after 1 % of their rows and 1,000 more have changed, instead of 10 % and 50
+-- (docs/PERFORMANCE.md item 28).
+--
+-- The plans of the claims depend on how many rows are pending. In a steady state almost none
+-- are; a backlog (workers stopped while devices sync, an import, a replay of a month of events
+-- to a new endpoint) can be a few per cent of a large table, which the default thresholds let
+-- go unnoticed for as long as the backlog lasts. The statements are written to stay by key
+-- whatever the statistics (sql/0028; `DeliveryStore.record`), but the delivery claim's scan of
+-- due deliveries still reads every pending one when statistics say there are almost none. An
+-- analyze samples at most 30,000 rows, a few tens of milliseconds, and autovacuum looks at a
+-- table at most once a minute (autovacuum_naptime).
+--
+-- One DO block, each EXECUTE a statement of its own, for Citus, which applies the storage
+-- parameters to every shard (README, "Migrations"); running it twice changes nothing.
+DO $$
+BEGIN
+    EXECUTE 'ALTER TABLE reports SET (autovacuum_analyze_scale_factor = 0.01, autovacuum_analyze_threshold = 1000)';
+    EXECUTE 'ALTER TABLE deliveries SET (autovacuum_analyze_scale_factor = 0.01, autovacuum_analyze_threshold = 1000)';
+    EXECUTE 'ALTER TABLE account_work SET (autovacuum_analyze_scale_factor = 0.01, autovacuum_analyze_threshold = 1000)';
+END
+$$;
+
+"""####
+        ),
+        Migration(
+            version: 30,
+            name: "0030_deliveries_due_by_time",
+            sql: ####"""
+-- The index of due deliveries is only for the statements that read deliveries in due order
+-- (docs/PERFORMANCE.md item 28).
+--
+-- `deliveries_due` (next_attempt_at) WHERE status = 'pending' (sql/0001) matched every statement
+-- that names pending deliveries, as `deliveries_pending_by_stream` (sql/0005) does. The probes of
+-- one stream's pending deliveries (the claim's, the record's hold and release) are meant to go
+-- through the stream index, a few entries per stream; but with statistics taken while few
+-- deliveries were pending (a steady state analyzed, then a burst: a replay to a new endpoint, a
+-- busy hour), the planner took the due index for a small one and read all of it for every
+-- stream probed: recording 200 attempts read 600,000 index entries with 3,000 deliveries
+-- pending. Its replacement also requires `next_attempt_at IS NOT NULL` (always true: the column
+-- is NOT NULL), which every statement that wants the due order implies with its
+-- `next_attempt_at <= $now`, and which a probe of a stream does not.
+--
+-- Building it reads the whole table while writes wait (it holds a SHARE lock): on a large table
+-- create it beforehand with CREATE INDEX CONCURRENTLY (same name, same definition), and this
+-- migration only drops the old one. One DO block, each EXECUTE a statement of its own, for
+-- Citus, which propagates both to every shard (README, "Migrations").
+DO $$
+BEGIN
+    EXECUTE 'CREATE INDEX IF NOT EXISTS deliveries_due_by_time ON deliveries (next_attempt_at) WHERE status = ''pending'' AND next_attempt_at IS NOT NULL';
+    EXECUTE 'DROP INDEX IF EXISTS deliveries_due';
+END
+$$;
+
+"""####
+        ),
     ]
 }

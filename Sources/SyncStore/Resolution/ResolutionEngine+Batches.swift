@@ -113,7 +113,7 @@ extension ResolutionEngine {
                 """
                 SELECT DISTINCT account_id FROM (
                     SELECT account_id, received_at FROM reports
-                    WHERE status = 'pending'
+                    WHERE status = 'pending' AND arrival > 0 -- reports_pending_by_arrival (sql/0028)
                     ORDER BY arrival LIMIT \(limit)) AS oldest
                 WHERE received_at <= \(clock.now().addingTimeInterval(-age))
                 """
