@@ -10,7 +10,9 @@
 -- stream probed: recording 200 attempts read 600,000 index entries with 3,000 deliveries
 -- pending. Its replacement also requires `next_attempt_at IS NOT NULL` (always true: the column
 -- is NOT NULL), which every statement that wants the due order implies with its
--- `next_attempt_at <= $now`, and which a probe of a stream does not.
+-- `next_attempt_at <= $now`, and which the claim's and the record's probes of a stream do not.
+-- (The periodic hold's probes of a stream, `holdBlocked`, compare next_attempt_at too, and can
+-- still take it.)
 --
 -- Building it reads the whole table while writes wait (it holds a SHARE lock): on a large table
 -- create it beforehand with CREATE INDEX CONCURRENTLY (same name, same definition), and this

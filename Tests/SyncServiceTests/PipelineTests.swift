@@ -227,40 +227,46 @@ struct PipelineTests {
         }
     }
 
-    @Test("the sweeper's safety net queues the accounts of the oldest pending reports that lost their queue entry, once, and only when they are old")
+    @Test("the sweeper's safety net looks at the oldest pending reports by arrival, queues those that lost their queue entry once they are old, and only once")
     func stalledReportsAreQueuedAgain() async throws {
         try await TestEnvironment.withFresh { env in
-            // In arrival order: "queued" keeps its entry; "lost" and "later" lose theirs, as a
-            // claim on Citus can take an entry before it sees the reports it stands for.
+            // In arrival order: "queued" keeps its entry; "lost", "later" and "slow" lose theirs,
+            // as a claim on Citus can take an entry before it sees the reports it stands for.
+            // "slow" arrives last but was received an hour ago (its sync's transaction started
+            // then: received_at is the transaction's start).
             try await env.application(workers: 0).test(.router) { client in
-                for (account, id) in [("queued", "q1"), ("lost", "l1"), ("lost", "l2"), ("later", "t1")] {
+                for (account, id) in [("queued", "q1"), ("lost", "l1"), ("lost", "l2"), ("later", "t1"), ("slow", "s1")] {
                     _ = try await client.sync(
                         account: account, body: try SyncBody(device: "iphone", reports: [SyncAPITests.report(id)]).data, waitMilliseconds: nil)
                 }
             }
-            try await env.pool.query("DELETE FROM account_work WHERE account_id IN ('lost', 'later')")
+            try await env.pool.query("DELETE FROM account_work WHERE account_id IN ('lost', 'later', 'slow')")
+            try await env.pool.query("UPDATE reports SET received_at = received_at - interval '1 hour' WHERE account_id = 'slow'")
             func queued() async throws -> [String] {
                 try await env.pool.query("SELECT account_id FROM account_work ORDER BY account_id").map { try $0.decode(String.self, at: 0) }
             }
 
-            // Younger than `age`: nothing yet (a claim may still be on its way to them).
+            // Only the `limit` oldest by arrival are looked at, then their age: the four oldest
+            // are younger than `age` (a claim may still be on its way to them), so nothing yet,
+            // though "slow", fifth, is old.
             let now = ResolutionEngine(pool: env.pool, catalogue: .default, clock: ManualClock(start: Date()))
-            #expect(try await now.requeueStalledAccounts(age: 30) == 0)
+            #expect(try await now.requeueStalledAccounts(age: 30, limit: 4) == 0)
             #expect(try await queued() == ["queued"])
+            #expect(try await now.requeueStalledAccounts(age: 30, limit: 10) == 1)
+            #expect(try await queued() == ["queued", "slow"])
 
-            // A minute on, only the `limit` oldest pending reports are looked at: the two oldest
-            // are "queued" (which has its entry) and "lost", so "later" waits for a later sweep.
+            // A minute on, the two oldest are "queued" (which has its entry) and "lost"; then the rest.
             let later = ResolutionEngine(pool: env.pool, catalogue: .default, clock: ManualClock(start: Date().addingTimeInterval(60)))
             #expect(try await later.requeueStalledAccounts(age: 30, limit: 2) == 1)
-            #expect(try await queued() == ["lost", "queued"])
+            #expect(try await queued() == ["lost", "queued", "slow"])
             #expect(try await later.requeueStalledAccounts(age: 30, limit: 10) == 1)
-            #expect(try await queued() == ["later", "lost", "queued"])
+            #expect(try await queued() == ["later", "lost", "queued", "slow"])
             // Queued once: a second sweep adds nothing.
             #expect(try await later.requeueStalledAccounts(age: 30, limit: 10) == 0)
-            #expect(try await queued() == ["later", "lost", "queued"])
+            #expect(try await queued() == ["later", "lost", "queued", "slow"])
 
             // And the workers resolve them from there.
-            #expect(try await later.resolvePendingBatch(limit: 10).reportsResolved == 4)
+            #expect(try await later.resolvePendingBatch(limit: 10).reportsResolved == 5)
         }
     }
 

@@ -131,7 +131,10 @@ public struct DeliveryStore: Sendable {
                 SELECT account_id, delivery_id, 'pending'::text FROM followers
             ), leased AS (
                 -- By key, one probe per claimed row: the status is compared with a column of
-                -- the claimed rows, so the planner cannot start from the deliveries (see `record`).
+                -- the claimed rows, so the planner cannot start from the deliveries (see `record`;
+                -- with no condition of their own left, the one other plan is a hash join over all
+                -- of them, which it takes only for a table smaller than the claim's probes cost).
+                -- `claimed` must stay a UNION: from one SELECT the constant would be pulled in.
                 UPDATE deliveries d SET leased_until = \(leasedUntil)
                 FROM claimed c WHERE d.account_id = c.account_id AND d.delivery_id = c.delivery_id AND d.status = c.expected
                 RETURNING d.account_id, d.delivery_id, d.endpoint_id, d.event_id, d.event_sequence, d.attempts
@@ -378,20 +381,23 @@ public struct DeliveryStore: Sendable {
                 // condition on `f`, so nothing invites a scan of it): joined directly, the planner
                 // compared every leased row with every stream, 500 ms for 500 streams with 2,000
                 // rows leased (auto_explain). A row only let go of its lease keeps its
-                // next_attempt_at, so that update stays heap-only.
+                // next_attempt_at, so that update stays heap-only. Whether the lease is this
+                // claim's is decided on the row being updated (`f`, the version current when it is
+                // written), not on the probe's snapshot, so a lease written meanwhile by a claim
+                // after this one's ran out is left alone.
                 try await connection.preparedQuery(
                     """
                     UPDATE deliveries f SET
                         next_attempt_at = CASE WHEN l.hold OR f.next_attempt_at > l.until THEN l.until ELSE f.next_attempt_at END,
-                        leased_until = CASE WHEN l.ours THEN NULL ELSE f.leased_until END
+                        leased_until = CASE WHEN f.leased_until IS NOT NULL AND (l.lease IS NULL OR f.leased_until = l.lease)
+                                            THEN NULL ELSE f.leased_until END
                     FROM unnest(
                         \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[],
                         \(lasts.map(\.eventSequence))::bigint[], \(lasts.map(\.deliveryID))::bigint[],
                         \(holds)::boolean[], \(untils)::timestamptz[], \(lastLeases)::timestamptz[]
                     ) AS v(account_id, endpoint_id, event_sequence, delivery_id, hold, until, lease)
                     CROSS JOIN LATERAL (
-                        SELECT x.account_id, x.delivery_id, v.hold, v.until,
-                               x.leased_until IS NOT NULL AND (v.lease IS NULL OR x.leased_until = v.lease) AS ours
+                        SELECT x.account_id, x.delivery_id, v.hold, v.until, v.lease
                         FROM deliveries x
                         WHERE x.endpoint_id = v.endpoint_id AND x.account_id = v.account_id AND x.status = 'pending'
                           AND (x.event_sequence, x.delivery_id) > (v.event_sequence, v.delivery_id)
@@ -493,7 +499,8 @@ public struct DeliveryStore: Sendable {
             WITH front AS (
                 -- The window is taken over every partition and filtered after: with the filter
                 -- inside, the planner (which cannot estimate it) read the whole table and sorted
-                -- it, 330 ms at a million due deliveries against 41 ms through deliveries_due.
+                -- it, 330 ms at a million due deliveries against 41 ms through the due index
+                -- (deliveries_due_by_time since sql/0030).
                 -- Only deliveries of enabled endpoints, which claims read: those of a disabled
                 -- endpoint stay due and would fill the window for good.
                 SELECT f.account_id, f.delivery_id, f.endpoint_id FROM (
