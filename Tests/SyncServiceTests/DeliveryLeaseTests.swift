@@ -35,7 +35,6 @@ struct DeliveryLeaseTests {
         DeliveryWorker(
             store: DeliveryStore(pool: env.pool),
             client: CurlClient(configuration: .init(addressGuard: WebhookOrderTests.loopback ?? .publicOnly, maximumConnectionsPerHost: 2)),
-            listenerConfiguration: nil,
             configuration: configuration,
             logger: env.logger
         )

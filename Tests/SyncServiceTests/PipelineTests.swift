@@ -274,7 +274,7 @@ struct PipelineTests {
     func servicesNameThemselvesShortly() async throws {
         try await TestEnvironment.withFresh { env in
             let pool = WorkerPool(
-                engine: ResolutionEngine(pool: env.pool, catalogue: .default), listenerConfiguration: env.connection,
+                engine: ResolutionEngine(pool: env.pool, catalogue: .default),
                 workers: 3, batchSize: 250, pollInterval: .seconds(1), arrivals: WakeSignal(), resolutions: WakeSignal(), logger: env.logger)
             var configuration = DeliveryWorker.Configuration()
             configuration.partition = (index: 1, count: 4)

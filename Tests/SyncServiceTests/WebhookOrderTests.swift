@@ -586,13 +586,18 @@ struct WebhookOrderTests {
             let pools = (0..<2).map { _ in ConnectionPool(configuration: .init(connection: env.connection, maximumConnections: 4)) }
             var workers: [any Service] = []
             for pool in pools {
+                // Each "process" listens once for both of its loops, as `serve` does.
+                let wakeups = WakeSignal()
+                workers.append(
+                    NotificationForwarder(
+                        configuration: env.connection, routes: [ResolutionEngine.deliveriesChannel: wakeups], logger: env.logger))
                 for index in 0..<2 {
                     configuration.partition = (index, 2)
                     workers.append(
                         DeliveryWorker(
                             store: DeliveryStore(pool: pool),
                             client: CurlClient(configuration: .init(addressGuard: Self.loopback ?? .publicOnly)),
-                            listenerConfiguration: env.connection,
+                            wakeups: wakeups,
                             configuration: configuration,
                             logger: env.logger
                         )

@@ -160,7 +160,6 @@ public func buildApplication(
         services.append(
             WorkerPool(
                 engine: engine,
-                listenerConfiguration: nil,
                 workers: configuration.workers,
                 batchSize: configuration.batchSize,
                 pollInterval: configuration.pollInterval,
@@ -191,7 +190,6 @@ public func buildApplication(
                 DeliveryWorker(
                     store: DeliveryStore(pool: pool, sealer: configuration.secretSealer),
                     client: CurlClient(configuration: .init(addressGuard: configuration.webhookAddressGuard)),
-                    listenerConfiguration: nil,
                     wakeups: deliveryWakeups,
                     configuration: delivery,
                     clock: dependencies.clock,

@@ -14,8 +14,7 @@ import SyncStore
 /// another within a stream, in sequence order, stopping a stream at its first failure, and
 /// records the results in one transaction. A stream's next event is never sent before the
 /// previous one succeeded, died or was cancelled, whichever process sends it. Wakes on NOTIFY
-/// from the resolution workers (`wakeups`, raised by the process's ``NotificationForwarder``, or
-/// by a listening connection of the loop's own when it is given `listenerConfiguration`) and
+/// from the resolution workers (`wakeups`, raised by the process's ``NotificationForwarder``) and
 /// polls as a fallback. Signing, retries, 410 and endpoint health follow DESIGN §4.
 public struct DeliveryWorker: Service {
     public struct Configuration: Sendable {
@@ -49,8 +48,6 @@ public struct DeliveryWorker: Service {
 
     let store: DeliveryStore
     let client: CurlClient
-    /// A listening connection of the loop's own; nil when something else raises `wakeups`.
-    let listenerConfiguration: ConnectionConfiguration?
     let configuration: Configuration
     /// Attempt times, the retry schedule, leases and the hold interval.
     let clock: any ServiceClock
@@ -60,7 +57,6 @@ public struct DeliveryWorker: Service {
     public init(
         store: DeliveryStore,
         client: CurlClient,
-        listenerConfiguration: ConnectionConfiguration?,
         wakeups: WakeSignal = WakeSignal(),
         configuration: Configuration,
         clock: any ServiceClock = SystemClock(),
@@ -69,7 +65,6 @@ public struct DeliveryWorker: Service {
         self.clock = clock
         self.store = store
         self.client = client
-        self.listenerConfiguration = listenerConfiguration
         self.configuration = configuration
         self.wakeups = wakeups
         self.logger = logger
@@ -77,15 +72,7 @@ public struct DeliveryWorker: Service {
 
     public func run() async throws {
         await cancelWhenGracefulShutdown {
-            await withDiscardingTaskGroup { group in
-                if let listenerConfiguration {
-                    group.addTask {
-                        await wakeups.forwardNotifications(
-                            from: listenerConfiguration, channels: [ResolutionEngine.deliveriesChannel], logger: logger)
-                    }
-                }
-                group.addTask { await deliverLoop() }
-            }
+            await deliverLoop()
         }
         client.shutdown()
     }

@@ -48,13 +48,6 @@ public actor WakeSignal {
 }
 
 extension WakeSignal {
-    /// Listens on `channels` over a dedicated connection and raises this signal for every
-    /// notification, until the task is cancelled.
-    func forwardNotifications(from configuration: ConnectionConfiguration, channels: [String], logger: Logger) async {
-        await Self.forwardNotifications(
-            from: configuration, routes: Dictionary(channels.map { ($0, self) }, uniquingKeysWith: { first, _ in first }), logger: logger)
-    }
-
     /// Listens on the channels of `routes` over one dedicated connection and raises each
     /// notification's signal (once per wait, however many arrived), until the task is cancelled.
     /// A lost connection is retried every second; the short wait keeps shutdown prompt (a

@@ -9,16 +9,11 @@ import SyncStore
 /// commits state, events and deliveries in one transaction (``ResolutionEngine``).
 ///
 /// Workers wake on NOTIFY (`arrivals`, raised by the process's one listening connection, a
-/// ``NotificationForwarder`` outside the pool, or by the pool's own listener when it is given
-/// `listenerConfiguration`), on a signal from this process's sync handler, and at least every
-/// `pollInterval` as a fallback, since notifications sent while the listener reconnects are
-/// lost. A worker whose batch was
-/// full goes straight on to the next. On graceful shutdown, batches in flight finish and commit.
+/// ``NotificationForwarder`` outside the pool), on a signal from this process's sync handler,
+/// and at least every `pollInterval` as a fallback, since notifications sent while the listener
+/// reconnects are lost. A worker whose batch was full goes straight on to the next. On graceful shutdown, batches in flight finish and commit.
 public struct WorkerPool: Service {
     let engine: ResolutionEngine
-    /// A listening connection of the pool's own; nil when a ``NotificationForwarder`` raises
-    /// `arrivals`.
-    let listenerConfiguration: ConnectionConfiguration?
     let workers: Int
     let batchSize: Int
     let pollInterval: Duration
@@ -30,7 +25,6 @@ public struct WorkerPool: Service {
 
     public init(
         engine: ResolutionEngine,
-        listenerConfiguration: ConnectionConfiguration?,
         workers: Int,
         batchSize: Int,
         pollInterval: Duration,
@@ -39,7 +33,6 @@ public struct WorkerPool: Service {
         logger: Logger
     ) {
         self.engine = engine
-        self.listenerConfiguration = listenerConfiguration
         self.workers = workers
         self.batchSize = batchSize
         self.pollInterval = pollInterval
@@ -57,11 +50,6 @@ public struct WorkerPool: Service {
         logger.info("resolution workers starting", metadata: ["workers": "\(workers)", "batch": "\(batchSize)"])
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
-                if let listenerConfiguration {
-                    group.addTask {
-                        await arrivals.forwardNotifications(from: listenerConfiguration, channels: [ReportInbox.channel], logger: logger)
-                    }
-                }
                 for index in 0..<workers {
                     group.addTask { await work(index) }
                 }
