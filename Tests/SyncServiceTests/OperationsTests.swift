@@ -95,7 +95,7 @@ struct ReconcileTests {
             try await env.pool.query(
                 """
                 UPDATE transactions SET expires_at = '2031-01-01T00:00:00Z',
-                    aggregate = jsonb_set(aggregate, '{expires_at}', '"2031-01-01T00:00:00.000000Z"')
+                    aggregate = jsonb_set(aggregate::jsonb, '{expires_at}', '"2031-01-01T00:00:00.000000Z"')
                 WHERE account_id = 'ann' AND transaction_id = 't1'
                 """
             )
@@ -195,7 +195,7 @@ struct ReconcileTests {
             #expect(try await reconciler.reconcile(accounts: ["fay"], repair: false).differences == [])
             // It would be drift if the stored state said something else than the reports do.
             try await env.pool.query(
-                "UPDATE account_states SET state = jsonb_set(state, '{ads}', to_jsonb(NOT (state->>'ads')::boolean)) WHERE account_id = 'fay'")
+                "UPDATE account_states SET state = jsonb_set(state::jsonb, '{ads}', to_jsonb(NOT (state->>'ads')::boolean)) WHERE account_id = 'fay'")
             #expect(try await reconciler.reconcile(accounts: ["fay"], repair: false).differences.isEmpty == false)
         }
     }
@@ -211,9 +211,9 @@ struct ReconcileTests {
             // on the event sequence and quarantines reports, which is what reconcile is for but
             // would make this test about timing.)
             try await env.pool.query(
-                "UPDATE account_states SET state = jsonb_set(state, '{ads}', to_jsonb(NOT (state->>'ads')::boolean)) WHERE account_id IN ('acct-1', 'acct-2')"
+                "UPDATE account_states SET state = jsonb_set(state::jsonb, '{ads}', to_jsonb(NOT (state->>'ads')::boolean)) WHERE account_id IN ('acct-1', 'acct-2')"
             )
-            try await env.pool.query("UPDATE transactions SET aggregate = jsonb_set(aggregate, '{is_upgraded}', 'true') WHERE account_id = 'acct-3'")
+            try await env.pool.query("UPDATE transactions SET aggregate = jsonb_set(aggregate::jsonb, '{is_upgraded}', 'true') WHERE account_id = 'acct-3'")
             let reconciler = Reconciler(pool: env.pool, catalogue: .default)
             let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
             let inbox = ReportInbox(pool: env.pool)

@@ -301,7 +301,7 @@ struct PipelineTests {
             try await holder.execute(
                 script: """
                     SET idle_in_transaction_session_timeout = '60s'; BEGIN;
-                    SELECT count(*) FROM subsync_lock_accounts(ARRAY['newbie'], true, 'free', '{"placeholder": true}'::jsonb)
+                    SELECT count(*) FROM subsync_lock_account_states(ARRAY['newbie'], true, 'free', '{"placeholder": true}'::json)
                     """)
 
             let first: ResolutionEngine.Outcome
@@ -339,7 +339,7 @@ struct PipelineTests {
             let holder = try await Connection.connect(configuration: env.connection)
             try await holder.execute(script: "SET idle_in_transaction_session_timeout = '60s'; BEGIN")
             let reservation = try await holder.query(
-                "SELECT account_id, state IS NULL, last_sequence FROM subsync_lock_accounts_to_resolve(ARRAY['reserved'], true)")
+                "SELECT account_id, state IS NULL, last_sequence FROM subsync_lock_account_states_to_resolve(ARRAY['reserved'], true)")
             #expect(try reservation.map { "\(try $0.decode(String.self, at: 0))/\(try $0.decode(Bool.self, at: 1))/\(try $0.decode(Int.self, at: 2))" }
                 == ["reserved/true/0"])
             let ownView = try await holder.query("SELECT count(*) FROM account_states WHERE account_id = 'reserved'")
@@ -359,7 +359,7 @@ struct PipelineTests {
             try await waiter.execute(script: "SET lock_timeout = '60s'; BEGIN")
             let locking = Task {
                 try await waiter.query(
-                    "SELECT account_id, state->>'by' FROM subsync_lock_accounts(ARRAY['reserved']::text[], false, 'free', '{\"by\": \"waiter\"}'::jsonb)")
+                    "SELECT account_id, state->>'by' FROM subsync_lock_account_states(ARRAY['reserved']::text[], false, 'free', '{\"by\": \"waiter\"}'::json)")
             }
             let queued = try await waitUntil(seconds: 60) {
                 try await env.pool.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")[0].decode(Int.self, at: 0) == 1
@@ -390,12 +390,12 @@ struct PipelineTests {
                 try await creator.execute(
                     script: """
                         SET idle_in_transaction_session_timeout = '60s'; BEGIN;
-                        SELECT count(*) FROM subsync_lock_accounts(ARRAY['\(account)'], true, 'free', '{"by": "creator"}'::jsonb)
+                        SELECT count(*) FROM subsync_lock_account_states(ARRAY['\(account)'], true, 'free', '{"by": "creator"}'::json)
                         """)
                 try await waiter.execute(script: "SET lock_timeout = '60s'; BEGIN")
                 let locking = Task {
                     try await waiter.query(
-                        "SELECT account_id, state->>'by' FROM subsync_lock_accounts(ARRAY[\(account)]::text[], false, 'free', '{\"by\": \"waiter\"}'::jsonb)")
+                        "SELECT account_id, state->>'by' FROM subsync_lock_account_states(ARRAY[\(account)]::text[], false, 'free', '{\"by\": \"waiter\"}'::json)")
                 }
                 // The waiter is queued on the account's advisory lock, not on the row's insert.
                 let queued = try await waitUntil(seconds: 60) {
@@ -474,6 +474,53 @@ struct ResolutionEngineTests {
                 try await engine.resolve(accounts: ["round"], newReports: [:], origin: .sweeper, on: connection)
             }
             #expect(again.eventsWritten == 0)
+        }
+    }
+
+    /// States, aggregates and entitlement states are `json` (sql/0031): stored as the service
+    /// encoded them, byte for byte (`jsonb` reordered the keys and added spaces, and parsed every
+    /// document on write, docs/PERFORMANCE.md item 29), and compared as text, so a state that
+    /// did not change keeps its `updated_at`.
+    @Test("states, aggregates and entitlements are stored as the service's own JSON text, and an unchanged state keeps its updated_at")
+    func storedDocumentsAreTheServiceText() async throws {
+        try await TestEnvironment.withFresh { env in
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            let purchased = Date().addingTimeInterval(-86_400)
+            let reports = ["voip.premium.monthly", "voip.basic.pass.6m"].enumerated().map { index, product in
+                Report(
+                    reportID: "r\(index)", deviceID: "d", observedAt: purchased, productID: product,
+                    originalTransactionID: "t\(index)", transactionID: "t\(index)", purchasedAt: purchased,
+                    expiresAt: index == 0 ? purchased.addingTimeInterval(30 * 86_400) : nil)
+            }
+            _ = try await env.pool.withTransaction { connection in
+                try await engine.resolve(accounts: ["text"], newReports: ["text": reports], origin: .worker, on: connection)
+            }
+            /// Each stored document's type, and whether its text is what the service writes for
+            /// the value it decodes to.
+            func stored<T: Codable>(_ type: T.Type, _ sql: PostgresQuery) async throws -> [(type: String, same: Bool)] {
+                try await env.pool.query(sql).map { row in
+                    let text = try row.decode(String.self, at: 1)
+                    let value = try JSONDecoder.postgres.decode(T.self, from: Data(text.utf8))
+                    return (try row.decode(String.self, at: 0), try PostgresJSONEncoder.string(value) == text)
+                }
+            }
+            let states = try await stored(AccountState.self, "SELECT pg_typeof(state)::text, state::text FROM account_states WHERE account_id = 'text'")
+            let aggregates = try await stored(
+                TransactionAggregate.self, "SELECT pg_typeof(aggregate)::text, aggregate::text FROM transactions WHERE account_id = 'text'")
+            let entitlements = try await stored(
+                EntitlementState.self, "SELECT pg_typeof(state)::text, state::text FROM entitlements WHERE account_id = 'text'")
+            #expect(states.count == 1 && aggregates.count == 2 && entitlements.count == 2)
+            for document in states + aggregates + entitlements {
+                #expect(document.type == "json")
+                #expect(document.same, "a stored document is not the service's own text")
+            }
+            let updatedAt: PostgresQuery = "SELECT updated_at FROM account_states WHERE account_id = 'text'"
+            let before = try await env.pool.query(updatedAt)[0].decode(Date.self, at: 0)
+            _ = try await env.pool.withTransaction { connection in
+                try await engine.resolve(accounts: ["text"], newReports: [:], origin: .sweeper, on: connection)
+            }
+            let after = try await env.pool.query(updatedAt)[0].decode(Date.self, at: 0)
+            #expect(after == before)
         }
     }
 

@@ -58,7 +58,7 @@ import Testing
                 let functions: [(table: String, key: (Int) -> String, fill: (Int, Int) -> String, call: (String) -> String)] = [
                     ("account_states", { "'a-\($0)'" },
                      { "INSERT INTO account_states (account_id, tier, state) SELECT 'a-' || n, 'free', '{}' FROM generate_series(\($0), \($1)) n" },
-                     { "SELECT count(*) FROM subsync_lock_accounts(ARRAY[\($0)], false)" }),
+                     { "SELECT count(*) FROM subsync_lock_account_states(ARRAY[\($0)], false)" }),
                     ("transaction_owners", { "'a-\($0)'" },
                      { "INSERT INTO transaction_owners (original_transaction_id, account_id) SELECT 'a-' || n, 'x' FROM generate_series(\($0), \($1)) n" },
                      { "SELECT count(*) FROM subsync_lock_transaction_owners(ARRAY[\($0)])" }),
@@ -68,7 +68,7 @@ import Testing
                     // The claim's lock (sql/0025), on the same table with keys of its own.
                     ("account_states", { "'r-\($0)'" },
                      { "INSERT INTO account_states (account_id, tier, state) SELECT 'r-' || n, 'free', '{}' FROM generate_series(\($0), \($1)) n" },
-                     { "SELECT count(*) FROM subsync_lock_accounts_to_resolve(ARRAY[\($0)], false)" }),
+                     { "SELECT count(*) FROM subsync_lock_account_states_to_resolve(ARRAY[\($0)], false)" }),
                 ]
                 for function in functions {
                     let key = function.key

@@ -101,7 +101,7 @@ public struct Reconciler: Sendable {
                 """
                 INSERT INTO account_states (account_id, tier, state, last_sequence, resolved_at)
                 SELECT k.id, COALESCE(e.payload->'state'->>'tier', \(base.tier)),
-                       COALESCE((e.payload->'state')::jsonb, \(try JSONParameter(base))::jsonb), COALESCE(e.sequence, 0), '-infinity'
+                       COALESCE(e.payload->'state', \(try JSONParameter(base))::json), COALESCE(e.sequence, 0), '-infinity'
                 FROM unnest(\(accounts)::text[]) AS k(id)
                 LEFT JOIN LATERAL (
                     SELECT payload, sequence FROM events WHERE account_id = k.id ORDER BY sequence DESC LIMIT 1
@@ -240,7 +240,7 @@ public struct Reconciler: Sendable {
             """
             SELECT e.account_id, e.entitlement_id, e.status, e.expires_at, e.product_id, e.source_transaction_id,
                    e.will_renew, e.state::text,
-                   COALESCE(e.state = ANY(ARRAY(SELECT jsonb_array_elements(s.state->'entitlements'))), false)
+                   COALESCE(e.state::jsonb = ANY(ARRAY(SELECT jsonb_array_elements(s.state::jsonb->'entitlements'))), false)
             FROM entitlements e LEFT JOIN account_states s ON s.account_id = e.account_id
             WHERE e.account_id = ANY(\(accounts)::text[])
             """

@@ -357,7 +357,7 @@ public struct ResolutionEngine: Sendable {
                 account_id, transaction_id, original_transaction_id, product_id, expires_at,
                 grace_period_expires_at, revoked, is_upgraded, report_count, aggregate, updated_at
             )
-            SELECT a, t, o, p, e, g, r, u, c, j::jsonb, now() FROM unnest(
+            SELECT a, t, o, p, e, g, r, u, c, j::json, now() FROM unnest(
                 \(changed.map(\.accountID))::text[],
                 \(aggregates.map(\.transactionID))::text[],
                 \(aggregates.map(\.originalTransactionID))::text[],
@@ -406,11 +406,11 @@ public struct ResolutionEngine: Sendable {
                 """
                 UPDATE account_states AS s SET
                     tier = v.tier,
-                    state = v.state::jsonb,
+                    state = v.state::json,
                     last_sequence = v.last_sequence,
                     next_transition_at = v.next_transition_at,
                     resolved_at = \(resolvedAt),
-                    updated_at = CASE WHEN s.state = v.state::jsonb THEN s.updated_at ELSE \(resolvedAt)::timestamptz END
+                    updated_at = CASE WHEN s.state::text = v.state THEN s.updated_at ELSE \(resolvedAt)::timestamptz END
                 FROM unnest(
                     \(v.ids)::text[], \(v.tiers)::text[], \(v.states)::text[], \(v.sequences)::bigint[], \(v.transitions)::timestamptz[]
                 ) AS v(account_id, tier, state, last_sequence, next_transition_at)
@@ -425,7 +425,7 @@ public struct ResolutionEngine: Sendable {
             try await connection.preparedQuery(
                 """
                 INSERT INTO account_states (account_id, tier, state, last_sequence, next_transition_at, resolved_at, updated_at)
-                SELECT v.account_id, v.tier, v.state::jsonb, v.last_sequence, v.next_transition_at, \(resolvedAt), \(resolvedAt)
+                SELECT v.account_id, v.tier, v.state::json, v.last_sequence, v.next_transition_at, \(resolvedAt), \(resolvedAt)
                 FROM unnest(
                     \(v.ids)::text[], \(v.tiers)::text[], \(v.states)::text[], \(v.sequences)::bigint[], \(v.transitions)::timestamptz[]
                 ) AS v(account_id, tier, state, last_sequence, next_transition_at)
@@ -458,7 +458,7 @@ public struct ResolutionEngine: Sendable {
                 account_id, entitlement_id, status, expires_at, product_id, source_transaction_id,
                 will_renew, state, updated_at
             )
-            SELECT a, id, st, e, p, t, w, j::jsonb, now() FROM unnest(
+            SELECT a, id, st, e, p, t, w, j::json, now() FROM unnest(
                 \(entitlementAccounts)::text[],
                 \(entitlements.map(\.id))::text[],
                 \(entitlements.map(\.status.rawValue))::text[],
@@ -475,7 +475,7 @@ public struct ResolutionEngine: Sendable {
                 source_transaction_id = EXCLUDED.source_transaction_id,
                 will_renew = EXCLUDED.will_renew,
                 state = EXCLUDED.state,
-                updated_at = CASE WHEN entitlements.state = EXCLUDED.state THEN entitlements.updated_at ELSE EXCLUDED.updated_at END
+                updated_at = CASE WHEN entitlements.state::text = EXCLUDED.state::text THEN entitlements.updated_at ELSE EXCLUDED.updated_at END
             """
         )
     }
@@ -513,14 +513,14 @@ public struct ResolutionEngine: Sendable {
     }
 
     /// Locks the `account_states` rows of `sortedAccountIDs` that exist, in that order, through
-    /// `subsync_lock_accounts` (sql/0014, 0022, 0023): one statement per account, which Citus routes to one
+    /// `subsync_lock_account_states` (sql/0014, 0022, 0023, 0032): one statement per account, which Citus routes to one
     /// shard, where a multi-account `FOR UPDATE` is refused. With `skipLocked`, accounts another
     /// transaction holds are left out of the result.
     static func lockExisting(_ sortedAccountIDs: [String], skipLocked: Bool, on connection: Connection) async throws -> [String: LockedState] {
         try await lock(sortedAccountIDs, skipLocked: skipLocked, placeholder: nil, on: connection)
     }
 
-    /// `subsync_lock_accounts` (sql/0014, 0022, 0023): with a `placeholder`, missing rows are
+    /// `subsync_lock_account_states` (sql/0014, 0022, 0023, 0032): with a `placeholder`, missing rows are
     /// created with it first, one account at a time in the same order, each under an advisory
     /// lock on the account.
     private static func lock(
@@ -529,22 +529,22 @@ public struct ResolutionEngine: Sendable {
         let rows = try await connection.preparedQuery(
             """
             SELECT account_id, state, last_sequence, resolved_at
-            FROM subsync_lock_accounts(\(sortedAccountIDs)::text[], \(skipLocked),
-                                       \(placeholder?.tier)::text, \(try placeholder.map { try JSONParameter($0) })::jsonb)
+            FROM subsync_lock_account_states(\(sortedAccountIDs)::text[], \(skipLocked),
+                                             \(placeholder?.tier)::text, \(try placeholder.map { try JSONParameter($0) })::json)
             """
         )
         return try lockedStates(from: rows, reserved: nil)
     }
 
     /// ``lockStates(of:skipLocked:on:)`` for a worker's claim, through
-    /// `subsync_lock_accounts_to_resolve` (sql/0025): a missing account is reserved under its
+    /// `subsync_lock_account_states_to_resolve` (sql/0025, 0032): a missing account is reserved under its
     /// advisory lock instead of created with a placeholder, and ``writeStates`` inserts its row
     /// with its first resolved state, one row version instead of two.
     func lockStatesToResolve(of accountIDs: [String], skipLocked: Bool, on connection: Connection) async throws -> [String: LockedState] {
         let rows = try await connection.preparedQuery(
             """
             SELECT account_id, state, last_sequence, resolved_at
-            FROM subsync_lock_accounts_to_resolve(\(Array(Set(accountIDs)).sorted())::text[], \(skipLocked))
+            FROM subsync_lock_account_states_to_resolve(\(Array(Set(accountIDs)).sorted())::text[], \(skipLocked))
             """
         )
         return try Self.lockedStates(from: rows, reserved: Resolver.resolve(transactions: [], catalogue: catalogue, now: clock.now()))
