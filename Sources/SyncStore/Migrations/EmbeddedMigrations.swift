@@ -1378,8 +1378,10 @@ $$;
 -- result type cannot be replaced, and the earlier migrations must still run twice over this one
 -- (`scripts/citus` applies them again on a distributed cluster).
 --
--- The old names stay, as wrappers that cast to `jsonb`, for a process of an earlier release that
--- is still running while this one is deployed (README "Upgrading past sql/0031").
+-- The old names stay, as wrappers that cast to `jsonb`: the earlier migrations refer to them, and
+-- a process of an earlier release still running while this one is deployed locks through them
+-- (its resolution batches fail on the `json` columns all the same: README "Upgrading past
+-- sql/0031").
 CREATE OR REPLACE FUNCTION subsync_lock_account_states(
     account_ids text[], skip_locked boolean, placeholder_tier text DEFAULT NULL, placeholder_state json DEFAULT NULL)
 RETURNS TABLE (account_id text, state json, last_sequence bigint, resolved_at timestamptz)
@@ -1459,7 +1461,7 @@ BEGIN
 END
 $$;
 
--- The earlier names, for processes of an earlier release (same signatures and results as before).
+-- The earlier names (same signatures and results as before).
 CREATE OR REPLACE FUNCTION subsync_lock_accounts(
     account_ids text[], skip_locked boolean, placeholder_tier text DEFAULT NULL, placeholder_state jsonb DEFAULT NULL)
 RETURNS TABLE (account_id text, state jsonb, last_sequence bigint, resolved_at timestamptz)
