@@ -1380,8 +1380,8 @@ $$;
 --
 -- The old names stay, as wrappers that cast to `jsonb`: the earlier migrations refer to them, and
 -- a process of an earlier release still running while this one is deployed locks through them
--- (its resolution batches fail on the `json` columns all the same: README "Upgrading past
--- sql/0031").
+-- (its resolution batches fail on the `json` columns all the same: stop it before migrating,
+-- README "Upgrading past sql/0031").
 CREATE OR REPLACE FUNCTION subsync_lock_account_states(
     account_ids text[], skip_locked boolean, placeholder_tier text DEFAULT NULL, placeholder_state json DEFAULT NULL)
 RETURNS TABLE (account_id text, state json, last_sequence bigint, resolved_at timestamptz)
