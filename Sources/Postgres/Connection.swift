@@ -19,7 +19,7 @@ import Synchronization
 public final class Connection: @unchecked Sendable {
     private let queue: DispatchQueue
     private let handle: ConnectionHandle
-    private var preparedStatements: [String: String] = [:]
+    private var preparedStatements: [PreparedKey: String] = [:]
     private let session = Mutex(Session())
 
     /// What is read and set outside the queue.
@@ -35,6 +35,13 @@ public final class Connection: @unchecked Sendable {
         var idleOutsideTransaction = true
     }
     private static let preparedStatementLimit = 512
+
+    /// A prepared statement is its text and the parameter types it was prepared with: binds of
+    /// other declared types (an array that was NULL the first time) prepare it again.
+    private struct PreparedKey: Hashable {
+        var sql: String
+        var types: [UInt32]
+    }
     let logger: Logger
 
     /// The server process serving this connection (for `pg_terminate_backend` and logs).
@@ -74,15 +81,16 @@ public final class Connection: @unchecked Sendable {
     @discardableResult
     public func preparedQuery(_ query: PostgresQuery) async throws -> QueryResult {
         try await statementOnQueue { handle, connection in
-            if let name = connection.preparedStatements[query.sql] {
+            let key = PreparedKey(sql: query.sql, types: query.binds.map(\.declaredType))
+            if let name = connection.preparedStatements[key] {
                 return try handle.execute(query.sql, binds: query.binds, preparedName: name)
             }
             guard connection.preparedStatements.count < Self.preparedStatementLimit else {
                 return try handle.execute(query.sql, binds: query.binds, preparedName: nil)
             }
             let name = "subsync_\(connection.preparedStatements.count + 1)"
-            try handle.prepare(query.sql, name: name, parameterCount: query.binds.count)
-            connection.preparedStatements[query.sql] = name
+            try handle.prepare(query.sql, name: name, binds: query.binds)
+            connection.preparedStatements[key] = name
             return try handle.execute(query.sql, binds: query.binds, preparedName: name)
         }
     }

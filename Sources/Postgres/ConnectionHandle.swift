@@ -124,10 +124,14 @@ final class ConnectionHandle: @unchecked Sendable {
         return try check(sent == 1 ? try answer(pointer, timeout: answerTimeout) : nil)
     }
 
-    /// Prepares a statement with `count` untyped parameters (`PQsendPrepare`).
-    func prepare(_ sql: String, name: String, parameterCount: Int) throws {
+    /// Prepares a statement (`PQsendPrepare`) with the parameter types `binds` declare: a binary
+    /// value's type (`bytea`, an array type), 0 for text and NULL, whose type the server infers
+    /// from the statement. A prepared statement keeps those types, so the caller prepares a
+    /// statement again for binds that declare other types (``PostgresValue/declaredType``).
+    func prepare(_ sql: String, name: String, binds: [PostgresValue]) throws {
         let pointer = try openPointer()
-        let sent = PQsendPrepare(pointer, name, sql, Int32(parameterCount), nil)
+        let types = binds.map { Oid($0.declaredType) }
+        let sent = PQsendPrepare(pointer, name, sql, Int32(binds.count), types)
         _ = try check(sent == 1 ? try answer(pointer, timeout: answerTimeout) : nil)
     }
 
@@ -308,7 +312,7 @@ public struct PostgresNotification: Sendable, Hashable {
 
 /// Calls `body` with libpq's parameter arrays for `binds` (count, types, values, lengths,
 /// formats): text as NUL-terminated UTF-8 in text format with an unspecified type, bytes as
-/// `bytea` and arrays of strings as `text[]` in binary format. Every value is copied once, into
+/// `bytea` and arrays in binary format with their array type. Every value is copied once, into
 /// one allocation that lives for the call. Text holding a NUL byte, which PostgreSQL's `text`
 /// cannot, throws ``PostgresError/Kind/encoding`` before anything is sent.
 private func withParameters<T>(
@@ -326,16 +330,11 @@ private func withParameters<T>(
             break
         case .text(let text):
             total += text.utf8.count + 1
-        case .bytes(let bytes):
+        case .bytes(let bytes), .binaryArray(_, let bytes):
             total += bytes.count
             lengths[index] = Int32(bytes.count)
             formats[index] = 1
-            types[index] = 17  // bytea
-        case .textArray(let bytes):
-            total += bytes.count
-            lengths[index] = Int32(bytes.count)
-            formats[index] = 1
-            types[index] = 1009  // text[]
+            types[index] = bind.declaredType
         }
     }
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(total, 1), alignment: 1)
@@ -368,7 +367,7 @@ private func withParameters<T>(
                 throw PostgresError(.encoding, message: "parameter $\(index + 1) contains a NUL byte, which PostgreSQL text cannot hold")
             }
             values.append(placed)
-        case .bytes(let bytes), .textArray(let bytes):
+        case .bytes(let bytes), .binaryArray(_, let bytes):
             values.append(bytes.withUnsafeBytes { place($0, terminated: false) })
         }
     }

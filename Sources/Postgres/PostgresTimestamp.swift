@@ -46,13 +46,7 @@ enum PostgresTimestamp {
         guard interval.isFinite, abs(interval) < largestFormattableInterval else {
             return bytes.append(contentsOf: (interval > 0 ? "infinity" : "-infinity").utf8)
         }
-        var wholeSeconds = interval.rounded(.down)
-        var micros = Int64(((interval - wholeSeconds) * 1_000_000).rounded())
-        if micros >= 1_000_000 {
-            wholeSeconds += 1
-            micros -= 1_000_000
-        }
-        let unixSeconds = Int64(wholeSeconds) + referenceDateUnixSeconds
+        let (unixSeconds, micros) = split(interval)
         var days = unixSeconds / 86_400
         var secondsOfDay = unixSeconds % 86_400
         if secondsOfDay < 0 {
@@ -80,6 +74,38 @@ enum PostgresTimestamp {
         if rfc3339 { return bytes.append(UInt8(ascii: "Z")) }
         bytes.append(contentsOf: "+00".utf8)
         if year <= 0 { bytes.append(contentsOf: " BC".utf8) }
+    }
+
+    /// Whole Unix seconds and the microseconds after them (0 ..< 1,000,000) of a finite
+    /// interval since the reference date: the one rounding that the text and the binary form share.
+    private static func split(_ interval: TimeInterval) -> (unixSeconds: Int64, micros: Int64) {
+        var wholeSeconds = interval.rounded(.down)
+        var micros = Int64(((interval - wholeSeconds) * 1_000_000).rounded())
+        if micros >= 1_000_000 {
+            wholeSeconds += 1
+            micros -= 1_000_000
+        }
+        return (Int64(wholeSeconds) + referenceDateUnixSeconds, micros)
+    }
+
+    /// Seconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01.
+    private static let postgresEpochUnixSeconds: Int64 = 946_684_800
+
+    /// `timestamptz` in PostgreSQL's binary form (`timestamptz_recv`): microseconds since
+    /// 2000-01-01 UTC, rounded exactly as ``format(_:style:)`` rounds, so a date bound either way is
+    /// the same value on the server (leases are compared for equality). The infinities as in
+    /// ``append(_:style:to:)``; a date whose microseconds do not fit 64 bits is sent as a value
+    /// beyond PostgreSQL's range, which the server refuses, as it refuses such a date's text.
+    static func binary(_ date: Date) -> Int64 {
+        if date == .distantFuture { return .max }
+        if date == .distantPast { return .min }
+        let interval = date.timeIntervalSinceReferenceDate
+        guard interval.isFinite, abs(interval) < largestFormattableInterval else { return interval > 0 ? .max : .min }
+        let (unixSeconds, micros) = split(interval)
+        let (scaled, overflow) = (unixSeconds - postgresEpochUnixSeconds).multipliedReportingOverflow(by: 1_000_000)
+        let (total, overflowAgain) = scaled.addingReportingOverflow(micros)
+        guard !overflow, !overflowAgain else { return interval > 0 ? .max - 1 : .min + 1 }
+        return total
     }
 
     /// Parses `YYYY-MM-DD[( |T)HH:MM:SS[.ffffff]][(+|-)HH[:MM[:SS]]|Z][ BC]`.

@@ -4,16 +4,31 @@ import Foundation
 ///
 /// Text values are sent with an unspecified type (OID 0) so the server infers the type from
 /// the statement, exactly as for a literal; casts in SQL (`$1::uuid`) settle ambiguity.
-/// Bytes go in binary format as `bytea`; arrays of strings in binary format as `text[]`.
+/// Bytes go in binary format as `bytea`; arrays of strings, integers, booleans, ids, dates and
+/// doubles in binary format with their array type (``binaryArray(type:bytes:)``).
 public enum PostgresValue: Sendable, Hashable {
     case null
     case text(String)
     case bytes([UInt8])
-    /// A `text[]` in PostgreSQL's binary array format (`array_recv`): no quoting for the client
-    /// to write nor for the server to parse, which for arrays of JSON documents was most of the
-    /// cost of binding them. Bind it with a `::text[]` cast (`$1::text[]::uuid[]` for another
-    /// element type): the server reads the elements as `text`.
-    case textArray([UInt8])
+    /// An array in PostgreSQL's binary array format (`array_recv`) with its array type's OID
+    /// (`text[]`, `int8[]`, `bool[]`, `uuid[]`, `timestamptz[]`, `float8[]`): no text for the
+    /// client to write nor for the server to parse. For arrays of JSON documents that was most of
+    /// the cost of binding them; for numbers and dates, the server's `array_in` and the elements'
+    /// input functions (docs/PERFORMANCE.md item 30). The parameter has that type: a cast in SQL
+    /// converts from it (`$1::int[]` from `int8[]`, `$1::text[]::uuid[]` from `text[]`).
+    case binaryArray(type: UInt32, bytes: [UInt8])
+
+    /// A `text[]` in binary format.
+    public static func textArray(_ bytes: [UInt8]) -> PostgresValue { .binaryArray(type: 1009, bytes: bytes) }
+
+    /// The type the parameter is declared with (0: the server infers it from the statement).
+    var declaredType: UInt32 {
+        switch self {
+        case .null, .text: 0
+        case .bytes: 17  // bytea
+        case .binaryArray(let type, _): type
+        }
+    }
 }
 
 /// A Swift value that can be bound as a statement parameter.
@@ -70,49 +85,52 @@ extension Data: PostgresEncodable {
 }
 
 extension Array: PostgresEncodable where Element: PostgresArrayElement {
-    /// Arrays of strings go in binary format (``PostgresValue/textArray(_:)``); other arrays as
-    /// a PostgreSQL array literal (`{"a","b",NULL}`). Bind either with a cast such as
+    /// Arrays of elements with a binary form go in binary format (``PostgresValue/binaryArray(type:bytes:)``);
+    /// others as a PostgreSQL array literal (`{"a","b",NULL}`). Bind either with a cast such as
     /// `$1::text[]`, which also makes `unnest($1::text[], ...)` batch inserts possible.
     public var postgresValue: PostgresValue {
-        if Element.isText, let binary = binaryTextArray() { return binary }
+        if let types = Element.binaryArrayType, let binary = binaryArray(types) { return binary }
         return .text(literal())
     }
 
-    /// PostgreSQL's binary array format with `text` elements: dimensions, flags, element type,
-    /// then each element as a length (-1 for NULL) and its UTF-8 bytes, integers big-endian.
-    /// `nil` when an element holds a NUL byte, which `text` cannot: the literal then carries it
-    /// to the check that refuses it with a clear error before anything is sent.
-    private func binaryTextArray() -> PostgresValue? {
-        var size = 20
-        for element in self { size += 4 + (element.arrayElementText?.utf8.count ?? 0) }
+    /// PostgreSQL's binary array format (`array_send`): dimensions, flags, element type, then
+    /// each element as a length (-1 for NULL) and its bytes, integers big-endian. `nil` when a
+    /// string holds a NUL byte, which `text` cannot: the literal then carries it to the check
+    /// that refuses it with a clear error before anything is sent.
+    private func binaryArray(_ types: (element: UInt32, array: UInt32)) -> PostgresValue? {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(size)
+        bytes.reserveCapacity(20 + count * 12)
         func append(_ value: Int32) {
             Swift.withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
         }
-        let hasNull = contains { $0.arrayElementText == nil }
-        // An empty array has no dimensions, as `array_send` writes it.
+        // An empty array has no dimensions, as `array_send` writes it. The NULL flag is written
+        // once the elements are known.
         append(isEmpty ? 0 : 1)
-        append(hasNull ? 1 : 0)
-        append(25)  // text
+        append(0)
+        append(Int32(bitPattern: types.element))
         if !isEmpty {
             append(Int32(count))
             append(1)  // lower bound
         }
+        let isText = types.element == 25
+        var hasNull = false
         for element in self {
-            guard var text = element.arrayElementText else {
-                append(-1)
-                continue
+            let lengthAt = bytes.count
+            append(0)
+            let length: Int32
+            if element.appendBinaryElement(to: &bytes) {
+                if isText, bytes[(lengthAt + 4)...].contains(0) { return nil }
+                length = Int32(bytes.count - lengthAt - 4)
+            } else {
+                hasNull = true
+                length = -1
             }
-            let hasNUL = text.withUTF8 { utf8 -> Bool in
-                if let base = utf8.baseAddress, memchr(base, 0, utf8.count) != nil { return true }
-                append(Int32(utf8.count))
-                bytes.append(contentsOf: utf8)
-                return false
+            Swift.withUnsafeBytes(of: length.bigEndian) { source in
+                for index in 0..<4 { bytes[lengthAt + index] = source[index] }
             }
-            if hasNUL { return nil }
         }
-        return .textArray(bytes)
+        if hasNull { bytes[7] = 1 }
+        return .binaryArray(type: types.array, bytes: bytes)
     }
 
     /// The text form, `{"a","b",NULL}`.
@@ -175,13 +193,19 @@ public protocol PostgresArrayElement: Sendable {
     /// SQL NULL. The default goes through ``arrayElementText``; numbers, dates and ids write
     /// their bytes directly.
     func appendArrayElementText(to bytes: inout [UInt8]) -> Bool
-    /// Whether the elements are strings, which arrays bind in binary format as `text[]`
-    /// (``PostgresValue/textArray(_:)``); other elements go as an array literal.
-    static var isText: Bool { get }
+    /// The OIDs of the element type and of its array type, for arrays bound in PostgreSQL's
+    /// binary format (``PostgresValue/binaryArray(type:bytes:)``); `nil` binds arrays of this
+    /// element as a literal.
+    static var binaryArrayType: (element: UInt32, array: UInt32)? { get }
+    /// Appends the element's binary form (what its type's send function writes), or nothing and
+    /// returns false for SQL NULL. Called only when ``binaryArrayType`` is not `nil`.
+    func appendBinaryElement(to bytes: inout [UInt8]) -> Bool
 }
 
 extension PostgresArrayElement {
-    public static var isText: Bool { false }
+    public static var binaryArrayType: (element: UInt32, array: UInt32)? { nil }
+
+    public func appendBinaryElement(to bytes: inout [UInt8]) -> Bool { false }
 
     public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
         guard let text = arrayElementText else { return false }
@@ -197,12 +221,27 @@ private func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
     PostgresTimestamp.appendDigits(&bytes, value.magnitude, width: 1)
 }
 
+/// Appends `value` big-endian, as PostgreSQL's send functions write integers.
+private func appendBigEndian<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
+    withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+}
+
 extension String: PostgresArrayElement {
     public var arrayElementText: String? { self }
-    public static var isText: Bool { true }
+    public static var binaryArrayType: (element: UInt32, array: UInt32)? { (25, 1009) }  // text
+    public func appendBinaryElement(to bytes: inout [UInt8]) -> Bool {
+        var text = self
+        text.withUTF8 { bytes.append(contentsOf: $0) }
+        return true
+    }
 }
 extension Int64: PostgresArrayElement {
     public var arrayElementText: String? { String(self) }
+    public static var binaryArrayType: (element: UInt32, array: UInt32)? { (20, 1016) }  // int8
+    public func appendBinaryElement(to bytes: inout [UInt8]) -> Bool {
+        appendBigEndian(self, to: &bytes)
+        return true
+    }
     public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
         appendDecimal(self, to: &bytes)
         return true
@@ -210,6 +249,13 @@ extension Int64: PostgresArrayElement {
 }
 extension Int: PostgresArrayElement {
     public var arrayElementText: String? { String(self) }
+    /// `int8[]`: a statement that wants `int[]` casts (`$1::int[]`), which the server does
+    /// element by element, refusing a value out of its range.
+    public static var binaryArrayType: (element: UInt32, array: UInt32)? { (20, 1016) }  // int8
+    public func appendBinaryElement(to bytes: inout [UInt8]) -> Bool {
+        appendBigEndian(Int64(self), to: &bytes)
+        return true
+    }
     public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
         appendDecimal(Int64(self), to: &bytes)
         return true
@@ -220,12 +266,27 @@ extension Double: PostgresArrayElement {
         if case .text(let text) = postgresValue { return text }
         return nil
     }
+    public static var binaryArrayType: (element: UInt32, array: UInt32)? { (701, 1022) }  // float8
+    public func appendBinaryElement(to bytes: inout [UInt8]) -> Bool {
+        appendBigEndian(bitPattern, to: &bytes)
+        return true
+    }
 }
 extension Bool: PostgresArrayElement {
     public var arrayElementText: String? { self ? "t" : "f" }
+    public static var binaryArrayType: (element: UInt32, array: UInt32)? { (16, 1000) }  // bool
+    public func appendBinaryElement(to bytes: inout [UInt8]) -> Bool {
+        bytes.append(self ? 1 : 0)
+        return true
+    }
 }
 extension UUID: PostgresArrayElement {
     public var arrayElementText: String? { lowercasedText }
+    public static var binaryArrayType: (element: UInt32, array: UInt32)? { (2950, 2951) }  // uuid
+    public func appendBinaryElement(to bytes: inout [UInt8]) -> Bool {
+        withUnsafeBytes(of: uuid) { bytes.append(contentsOf: $0) }
+        return true
+    }
     public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
         appendLowercasedText(to: &bytes)
         return true
@@ -233,6 +294,11 @@ extension UUID: PostgresArrayElement {
 }
 extension Date: PostgresArrayElement {
     public var arrayElementText: String? { PostgresTimestamp.format(self) }
+    public static var binaryArrayType: (element: UInt32, array: UInt32)? { (1184, 1185) }  // timestamptz
+    public func appendBinaryElement(to bytes: inout [UInt8]) -> Bool {
+        appendBigEndian(PostgresTimestamp.binary(self), to: &bytes)
+        return true
+    }
     public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
         PostgresTimestamp.append(self, style: .postgres, to: &bytes)
         return true
@@ -240,7 +306,11 @@ extension Date: PostgresArrayElement {
 }
 extension Optional: PostgresArrayElement where Wrapped: PostgresArrayElement {
     public var arrayElementText: String? { self?.arrayElementText }
-    public static var isText: Bool { Wrapped.isText }
+    public static var binaryArrayType: (element: UInt32, array: UInt32)? { Wrapped.binaryArrayType }
+    public func appendBinaryElement(to bytes: inout [UInt8]) -> Bool {
+        guard let self else { return false }
+        return self.appendBinaryElement(to: &bytes)
+    }
     public func appendArrayElementText(to bytes: inout [UInt8]) -> Bool {
         guard let self else { return false }
         return self.appendArrayElementText(to: &bytes)

@@ -357,6 +357,82 @@ import Testing
         }
     }
 
+    /// Arrays of numbers, booleans, ids, dates and doubles go in binary format too, with their
+    /// array type (docs/PERFORMANCE.md item 30). A date bound in an array is the very value the
+    /// server makes of the same date bound alone (as text): leases are compared for equality.
+    /// The server's casts take the declared type to the statement's (`int8[]` to `int[]`,
+    /// refusing what does not fit), and a statement prepared with one declared type is prepared
+    /// again for another.
+    @Test func otherArraysInBinaryFormat() async throws {
+        var generator = SystemRandomNumberGenerator()
+        let dates: [Date] = [
+            .distantPast, .distantFuture, Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: -62_135_596_800.5),
+            Date(timeIntervalSince1970: 946_684_800), Date(timeIntervalSince1970: 946_684_799.9999995),
+            Date(timeIntervalSince1970: 1_764_000_000.0000005), Date(timeIntervalSince1970: -210_000_000_000.25),
+        ] + (0..<300).map { _ in Date(timeIntervalSince1970: Double.random(in: -70_000_000_000...300_000_000_000, using: &generator)) }
+        guard case .binaryArray(let dateType, _) = dates.postgresValue, case .binaryArray(let intType, _) = [1, 2].postgresValue,
+            case .binaryArray(let optionalType, _) = [UUID?.none].postgresValue
+        else {
+            Issue.record("arrays of dates, integers and ids are not bound in binary format")
+            return
+        }
+        #expect(dateType == 1185 && intType == 1016 && optionalType == 2951)
+        try await TestDatabase.withConnection { connection in
+            for date in dates {
+                let rows = try await connection.preparedQuery(
+                    "SELECT (\([date, date])::timestamptz[])[2] = \(date)::timestamptz, (\([date])::timestamptz[])[1]::text, \(date)::timestamptz::text")
+                let (inArray, alone) = (try rows[0].decode(String.self, at: 1), try rows[0].decode(String.self, at: 2))
+                #expect(try rows[0].decode(Bool.self, at: 0), "\(date.timeIntervalSince1970): \(inArray) against \(alone)")
+            }
+            // Beyond PostgreSQL's range: refused, as its text is, not stored as something else.
+            for date in [Date(timeIntervalSince1970: 9_300_000_000_000), Date(timeIntervalSince1970: 1e16), Date(timeIntervalSince1970: -1e16)] {
+                let error = await thrownError { _ = try await connection.preparedQuery("SELECT \([date])::timestamptz[]") }
+                #expect((error as? PostgresError)?.kind == .server, "\(date.timeIntervalSince1970)")
+                let alone = await thrownError { _ = try await connection.preparedQuery("SELECT \(date)::timestamptz") }
+                #expect((alone as? PostgresError)?.kind == .server, "\(date.timeIntervalSince1970) alone")
+            }
+            let ints: [Int?] = [.min, nil, -1, 0, .max]
+            let ids: [UUID?] = [UUID(), nil, UUID()]
+            let flags: [Bool?] = [true, nil, false]
+            let doubles: [Double?] = [-0.0, 1.5, nil, .infinity, -.infinity, 1e-300]
+            let empty: [Int64] = []
+            for _ in 0..<2 {
+                let rows = try await connection.preparedQuery(
+                    """
+                    SELECT array_send(\(ints)::bigint[]) = \(Data(Self.int8ArraySend(ints))), \(ids)::uuid[]::text,
+                           \(flags)::bool[]::text, \(doubles)::float8[]::text, cardinality(\(empty)::bigint[])
+                    """)
+                #expect(try rows[0].decode(Bool.self, at: 0), "array_send of the bound int8[] is not what was sent")
+                #expect(try rows[0].decode(String.self, at: 1) == "{\(ids.map { $0.map(\.uuidString).map { $0.lowercased() } ?? "NULL" }.joined(separator: ","))}")
+                #expect(try rows[0].decode(String.self, at: 2) == "{t,NULL,f}")
+                #expect(try rows[0].decode(String.self, at: 3) == "{-0,1.5,NULL,Infinity,-Infinity,1e-300}")
+                #expect(try rows[0].decode(Int.self, at: 4) == 0)
+            }
+            // int8[] into int[]: converted element by element, and refused when one does not fit.
+            let small = try await connection.preparedQuery("SELECT sum(x), pg_typeof(x)::text FROM unnest(\([1, -2, 40])::int[]) AS t(x) GROUP BY 2")
+            #expect(try small[0].decode(Int.self, at: 0) == 39 && small[0].decode(String.self, at: 1) == "integer")
+            let tooBig = await thrownError { _ = try await connection.preparedQuery("SELECT \([Int(Int32.max) + 1])::int[]") }
+            #expect((tooBig as? PostgresError)?.kind == .server)
+            // One statement text, prepared with a NULL array, then an array, then NULL again.
+            let statement = "SELECT coalesce(cardinality($1::timestamptz[]), -1)"
+            for (array, expected) in [([Date]?.none, -1), ([Date(), Date()], 2), (nil, -1), ([Date()], 1)] {
+                let rows = try await connection.preparedQuery(PostgresQuery(statement, binds: [array.postgresValue]))
+                #expect(try rows[0].decode(Int.self, at: 0) == expected)
+            }
+        }
+    }
+
+    /// PostgreSQL's `array_send` of a one-dimensional `int8[]`, written out independently.
+    private static func int8ArraySend(_ values: [Int?]) -> [UInt8] {
+        func int(_ value: Int, width: Int = 4) -> [UInt8] { (0..<width).map { UInt8(truncatingIfNeeded: value >> (8 * (width - 1 - $0))) } }
+        var bytes = int(values.isEmpty ? 0 : 1) + int(values.contains(nil) ? 1 : 0) + int(20)
+        if !values.isEmpty { bytes += int(values.count) + int(1) }
+        for value in values {
+            if let value { bytes += int(8) + int(value, width: 8) } else { bytes += int(-1) }
+        }
+        return bytes
+    }
+
     /// PostgreSQL's `array_send` of a one-dimensional `text[]`, written out independently.
     private static func arraySend(_ values: [String?]) -> [UInt8] {
         func int(_ value: Int) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * (3 - $0))) } }
