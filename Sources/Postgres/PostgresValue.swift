@@ -98,8 +98,12 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
     /// string holds a NUL byte, which `text` cannot: the literal then carries it to the check
     /// that refuses it with a clear error before anything is sent.
     private func binaryArray(_ types: (element: UInt32, array: UInt32)) -> PostgresValue? {
+        let isText = types.element == 25
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(20 + count * 12)
+        // Strings (JSON documents, often) are sized exactly; other elements take at most 16 bytes.
+        var size = 20 + count * 20
+        if isText { size = 20 + reduce(0) { $0 + 4 + ($1.arrayElementText?.utf8.count ?? 0) } }
+        bytes.reserveCapacity(size)
         func append(_ value: Int32) {
             Swift.withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
         }
@@ -112,14 +116,17 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
             append(Int32(count))
             append(1)  // lower bound
         }
-        let isText = types.element == 25
         var hasNull = false
         for element in self {
             let lengthAt = bytes.count
             append(0)
             let length: Int32
             if element.appendBinaryElement(to: &bytes) {
-                if isText, bytes[(lengthAt + 4)...].contains(0) { return nil }
+                let hasNUL = isText && bytes.withUnsafeBufferPointer { all in
+                    guard let base = all.baseAddress else { return false }
+                    return memchr(base + lengthAt + 4, 0, all.count - lengthAt - 4) != nil
+                }
+                if hasNUL { return nil }
                 length = Int32(bytes.count - lengthAt - 4)
             } else {
                 hasNull = true
