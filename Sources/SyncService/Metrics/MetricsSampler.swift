@@ -3,6 +3,7 @@ import Postgres
 import Prometheus
 import ServiceLifecycle
 import SyncCore
+import SyncStore
 
 /// Samples queue metrics from the database every few seconds: inbox depth, resolution lag (age
 /// of the oldest pending report) and quarantined reports; with a ``MetricsHistory``, keeps them
@@ -43,7 +44,7 @@ public struct MetricsSampler: Service {
                 """
                 SELECT
                     (SELECT count(*) FROM reports WHERE status = 'pending'),
-                    COALESCE(EXTRACT(EPOCH FROM now() - (SELECT received_at FROM reports WHERE status = 'pending' AND arrival > 0 ORDER BY arrival LIMIT 1)), 0)::float8,
+                    COALESCE(EXTRACT(EPOCH FROM now() - \(unescaped: ReportInbox.oldestPendingReceivedAtSQL)), 0)::float8,
                     (SELECT count(*) FROM reports WHERE status = 'quarantined')
                 """
             )

@@ -66,7 +66,7 @@ public struct OperationsStats: Sendable, Codable {
         let totals = try await pool.preparedQuery(
             """
             SELECT (SELECT count(*) FROM reports WHERE status = 'pending'),
-                   COALESCE(EXTRACT(EPOCH FROM \(now)::timestamptz - (SELECT received_at FROM reports WHERE status = 'pending' AND arrival > 0 ORDER BY arrival LIMIT 1)), 0)::float8,
+                   COALESCE(EXTRACT(EPOCH FROM \(now)::timestamptz - \(unescaped: ReportInbox.oldestPendingReceivedAtSQL)), 0)::float8,
                    (SELECT count(*) FROM reports WHERE status = 'quarantined'),
                    (SELECT COALESCE(json_object_agg(tier, n), '{}')::text FROM (SELECT tier, count(*) AS n FROM account_states GROUP BY tier) t),
                    (SELECT COALESCE(json_object_agg(status, n), '{}')::text FROM (SELECT status, count(*) AS n FROM deliveries GROUP BY status) d)
