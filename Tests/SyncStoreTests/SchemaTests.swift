@@ -69,6 +69,10 @@ import Testing
                     ("account_states", { "'r-\($0)'" },
                      { "INSERT INTO account_states (account_id, tier, state) SELECT 'r-' || n, 'free', '{}' FROM generate_series(\($0), \($1)) n" },
                      { "SELECT count(*) FROM subsync_lock_account_states_to_resolve(ARRAY[\($0)], false)" }),
+                    // A worker's claim on one PostgreSQL (sql/0033).
+                    ("account_states", { "'s-\($0)'" },
+                     { "INSERT INTO account_states (account_id, tier, state) SELECT 's-' || n, 'free', '{}' FROM generate_series(\($0), \($1)) n" },
+                     { "SELECT count(*) FROM subsync_lock_account_states_skipping(ARRAY[\($0)])" }),
                 ]
                 for function in functions {
                     let key = function.key

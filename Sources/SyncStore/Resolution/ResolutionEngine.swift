@@ -24,6 +24,8 @@ public struct ResolutionEngine: Sendable {
     public let catalogue: Catalogue
     let clock: any ServiceClock
     let logger: Logger
+    /// Whether the database is a Citus one: a worker's account locks have a single-server form.
+    let topology = DatabaseTopology()
 
     public init(
         pool: ConnectionPool,
@@ -540,13 +542,24 @@ public struct ResolutionEngine: Sendable {
     /// `subsync_lock_account_states_to_resolve` (sql/0025, 0032): a missing account is reserved under its
     /// advisory lock instead of created with a placeholder, and ``writeStates`` inserts its row
     /// with its first resolved state, one row version instead of two.
+    ///
+    /// Skipping on one PostgreSQL, `subsync_lock_account_states_skipping` (sql/0033) gives the
+    /// same answer in three statements over the whole array instead of three or four per account.
     func lockStatesToResolve(of accountIDs: [String], skipLocked: Bool, on connection: Connection) async throws -> [String: LockedState] {
-        let rows = try await connection.preparedQuery(
-            """
-            SELECT account_id, state, last_sequence, resolved_at
-            FROM subsync_lock_account_states_to_resolve(\(Array(Set(accountIDs)).sorted())::text[], \(skipLocked))
-            """
-        )
+        let sorted = Array(Set(accountIDs)).sorted()
+        let rows: QueryResult
+        if skipLocked, try await !topology.isCitus(on: connection) {
+            rows = try await connection.preparedQuery(
+                "SELECT account_id, state, last_sequence, resolved_at FROM subsync_lock_account_states_skipping(\(sorted)::text[])"
+            )
+        } else {
+            rows = try await connection.preparedQuery(
+                """
+                SELECT account_id, state, last_sequence, resolved_at
+                FROM subsync_lock_account_states_to_resolve(\(sorted)::text[], \(skipLocked))
+                """
+            )
+        }
         return try Self.lockedStates(from: rows, reserved: Resolver.resolve(transactions: [], catalogue: catalogue, now: clock.now()))
     }
 
