@@ -7,6 +7,7 @@ import SyncStore
 
 struct Accounts: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "accounts",
         abstract: "Inspect accounts.",
         discussion: """
             Examples:
@@ -19,6 +20,7 @@ struct Accounts: AsyncParsableCommand {
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "Show an account: resolved state, transactions with their reports and devices, recent events and their deliveries.",
             discussion: """
                 Exit codes: 0 shown; 66 nothing is stored for this account; 64 bad usage; 69 database unavailable.
@@ -107,6 +109,7 @@ struct Accounts: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "list",
             abstract: "List accounts in id order, optionally of one tier.",
             discussion: """
                 Examples:

@@ -6,12 +6,14 @@ import SyncStore
 
 struct Deliveries: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "deliveries",
         abstract: "Inspect, retry and cancel webhook deliveries.",
         subcommands: [List.self, Retry.self, Cancel.self]
     )
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "list",
             abstract: "List deliveries, newest first.",
             discussion: """
                 Examples:
@@ -56,6 +58,7 @@ struct Deliveries: AsyncParsableCommand {
 
     struct Retry: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "retry",
             abstract: "Make deliveries due again now, with a fresh set of attempts.",
             discussion: """
                 Examples:
@@ -97,6 +100,7 @@ struct Deliveries: AsyncParsableCommand {
 extension Deliveries {
     struct Cancel: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "cancel",
             abstract: "Give up on a pending delivery, so the account's later events go to its endpoint.",
             discussion: """
                 An account's events reach an endpoint in sequence order: while one delivery is \
@@ -142,6 +146,7 @@ extension Deliveries {
 
 struct Replay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "replay",
         abstract: "Send the events of a time range to an endpoint again.",
         discussion: """
             Creates new deliveries for the events that occurred in [--since, --until), with their \

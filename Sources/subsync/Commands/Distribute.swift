@@ -6,6 +6,7 @@ import SyncStore
 
 struct Distribute: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "distribute",
         abstract: "Distribute the schema on a Citus cluster (run on the coordinator, after migrate).",
         discussion: """
             Distributes every per-account table by account_id, co-located with account_states; \

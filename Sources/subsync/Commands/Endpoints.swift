@@ -7,6 +7,7 @@ import SyncStore
 
 struct Endpoints: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "endpoints",
         abstract: "Manage webhook endpoints.",
         discussion: """
             Examples:
@@ -36,7 +37,7 @@ struct Endpoints: AsyncParsableCommand {
     }
 
     struct Create: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Register an endpoint; prints its secret once.")
+        static let configuration = CommandConfiguration(commandName: "create", abstract: "Register an endpoint; prints its secret once.")
         @OptionGroup var output: Output
         @OptionGroup var who: Who
         @Option(help: "The http(s) URL that receives events.") var url: String
@@ -54,7 +55,7 @@ struct Endpoints: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List endpoints.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List endpoints.")
         @OptionGroup var output: Output
 
         func run() async throws {
@@ -75,7 +76,7 @@ struct Endpoints: AsyncParsableCommand {
     }
 
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show one endpoint, with the latest changes operators made to it.")
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "Show one endpoint, with the latest changes operators made to it.")
         @OptionGroup var output: Output
         @Argument(help: "The endpoint id.") var id: String
 
@@ -89,7 +90,7 @@ struct Endpoints: AsyncParsableCommand {
     }
 
     struct Update: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Change an endpoint's URL, description or event types.")
+        static let configuration = CommandConfiguration(commandName: "update", abstract: "Change an endpoint's URL, description or event types.")
         @OptionGroup var output: Output
         @OptionGroup var who: Who
         @Argument(help: "The endpoint id.") var id: String
@@ -107,7 +108,7 @@ struct Endpoints: AsyncParsableCommand {
     }
 
     struct Enable: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Enable an endpoint (clears its failure state).")
+        static let configuration = CommandConfiguration(commandName: "enable", abstract: "Enable an endpoint (clears its failure state).")
         @OptionGroup var output: Output
         @OptionGroup var who: Who
         @Argument(help: "The endpoint id.") var id: String
@@ -118,7 +119,7 @@ struct Endpoints: AsyncParsableCommand {
     }
 
     struct Disable: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Disable an endpoint; its deliveries wait until it is enabled.")
+        static let configuration = CommandConfiguration(commandName: "disable", abstract: "Disable an endpoint; its deliveries wait until it is enabled.")
         @OptionGroup var output: Output
         @OptionGroup var who: Who
         @Argument(help: "The endpoint id.") var id: String
@@ -129,7 +130,7 @@ struct Endpoints: AsyncParsableCommand {
     }
 
     struct Delete: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete an endpoint and cancel its pending deliveries.")
+        static let configuration = CommandConfiguration(commandName: "delete", abstract: "Delete an endpoint and cancel its pending deliveries.")
         @OptionGroup var output: Output
         @OptionGroup var who: Who
         @Argument(help: "The endpoint id.") var id: String
@@ -165,6 +166,7 @@ struct Endpoints: AsyncParsableCommand {
 extension Endpoints {
     struct Reseal: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "reseal",
             abstract: "Seal every stored webhook secret with the current key of SUBSYNC_SECRET_KEYS.",
             discussion: """
             Opens each secret with whichever configured key sealed it (or reads it in clear, as stored \

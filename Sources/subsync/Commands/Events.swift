@@ -7,12 +7,14 @@ import SyncStore
 
 struct Events: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "events",
         abstract: "Inspect events.",
         subcommands: [List.self]
     )
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "list",
             abstract: "List events, newest first, with the status of their deliveries.",
             discussion: """
                 Examples:

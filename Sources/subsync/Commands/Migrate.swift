@@ -6,6 +6,7 @@ import SyncStore
 
 struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "migrate",
         abstract: "Apply pending schema migrations.",
         discussion: """
             Applies the migrations compiled into this binary (from sql/), each in its own \

@@ -6,6 +6,7 @@ import SyncStore
 
 struct Prune: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "prune",
         abstract: "Delete old resolved reports (history retention) without changing the state they prove.",
         discussion: """
             Deletes resolved reports received before now minus --reports-older-than. Pending \

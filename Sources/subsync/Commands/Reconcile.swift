@@ -7,6 +7,7 @@ import SyncStore
 
 struct Reconcile: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "reconcile",
         abstract: "Recompute accounts from their stored reports; show and repair drift.",
         discussion: """
             For each account, rebuilds every transaction's aggregate from the account's resolved \

@@ -6,12 +6,14 @@ import SyncStore
 
 struct Reports: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "reports",
         abstract: "Inspect and retry quarantined reports.",
         subcommands: [Quarantined.self, Retry.self]
     )
 
     struct Quarantined: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "quarantined",
             abstract: "List reports the workers set aside after repeated failures, oldest first.",
             discussion: """
                 Examples:
@@ -46,6 +48,7 @@ struct Reports: AsyncParsableCommand {
 
     struct Retry: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "retry",
             abstract: "Put quarantined reports back in the inbox (pending, attempts 0) and wake the workers.",
             discussion: """
                 Exit codes: 0 done; 64 bad usage, or the report id is quarantined in several \

@@ -42,6 +42,7 @@ struct OverrideOptions: ParsableArguments {
 
 struct Revoke: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "revoke",
         abstract: "Revoke a transaction by operator decision (recorded as an audited admin report).",
         discussion: """
             Records an admin report (source 'admin', action revoke, at now; who: --actor or \
@@ -66,6 +67,7 @@ struct Revoke: AsyncParsableCommand {
 
 struct Unrevoke: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "unrevoke",
         abstract: "Lift a transaction's revocation by operator decision (recorded as an audited admin report).",
         discussion: """
             The one way back from a revocation besides a verified refund reversal (DESIGN §3). \

@@ -12,6 +12,7 @@ import SyncStore
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "serve",
         abstract: "Run the sync service (HTTP API and background workers).",
         discussion: """
             With a database URL (flag or DATABASE_URL) it uses that database. Without one it \

@@ -6,6 +6,7 @@ import SyncStore
 
 struct Stats: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "stats",
         abstract: "Show pipeline and webhook health: inbox depth, lag, quarantine, deliveries, endpoint success rates.",
         discussion: """
             Examples:

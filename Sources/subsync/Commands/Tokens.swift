@@ -4,12 +4,14 @@ import SyncService
 
 struct Tokens: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "tokens",
         abstract: "Account tokens for devices.",
         subcommands: [Mint.self]
     )
 
     struct Mint: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "mint",
             abstract: "Print an account token (HS256 JWT) for development and testing.",
             discussion: """
                 Signs with $SUBSYNC_TOKEN_SECRET. Production apps get their tokens from the app's \

@@ -6,6 +6,7 @@ import SyncStore
 
 struct Usage: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "usage",
         abstract: "Inspect usage balances (minutes and other meters).",
         discussion: """
             Examples:
@@ -17,6 +18,7 @@ struct Usage: AsyncParsableCommand {
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "Show an account's balance per meter, its periods, open holds and ledger entries.",
             discussion: """
                 The balance is computed from the ledger as the API computes it (docs/USAGE.md): \
@@ -103,12 +105,14 @@ struct Usage: AsyncParsableCommand {
 
 struct Credits: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "credits",
         abstract: "Adjust usage credits by operator decision (audited).",
         subcommands: [Adjust.self]
     )
 
     struct Adjust: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "adjust",
             abstract: "Grant (positive --units) or take back (negative) units of a meter, audited with who and why.",
             discussion: """
                 Writes one immutable ledger entry (kind adjustment, into the credit pool: see \
