@@ -206,17 +206,50 @@ public struct CatalogueDocument: Sendable, Equatable, Codable {
 }
 
 /// Prices in the catalogue: a string ("4.99") or a JSON number, read exactly.
+///
+/// A string must be a plain decimal number as a whole (digits, one optional point, an optional
+/// sign and exponent): Foundation's `Decimal(string:)` reads the longest prefix it can, so "4,99"
+/// was 4 and "1_000" was 1, silently. Parsed without a locale: with one, the first price loaded
+/// ICU's locale data, about 2-4 ms of every start (docs/PERFORMANCE.md item 33).
 enum DecimalText {
     static func decode<Key: CodingKey>(_ c: KeyedDecodingContainer<Key>, forKey key: Key) throws -> Decimal? {
         if try !c.contains(key) || c.decodeNil(forKey: key) { return nil }
         if let text = try? c.decode(String.self, forKey: key) {
-            guard let value = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
-                throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "'\(text)' is not a decimal number")
+            guard let value = decimal(text) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: key, in: c, debugDescription: "'\(text)' is not a decimal number (write it as 4.99: digits, a point, no spaces)")
             }
             return value
         }
         // A JSON number: go through its shortest decimal spelling so 4.99 stays 4.99.
         let number = try c.decode(Double.self, forKey: key)
-        return Decimal(string: String(number), locale: Locale(identifier: "en_US_POSIX"))
+        return decimal(String(number))
+    }
+
+    /// `text` as a decimal if it is one as a whole: `[+-]?(digits[.digits*]|.digits)([eE][+-]?digits)?`.
+    static func decimal(_ text: String) -> Decimal? {
+        var bytes = text.utf8[...]
+        func digits() -> Int {
+            let count = bytes.prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }.count
+            bytes = bytes.dropFirst(count)
+            return count
+        }
+        func sign() {
+            if bytes.first == UInt8(ascii: "+") || bytes.first == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
+        }
+        sign()
+        var mantissa = digits()
+        if bytes.first == UInt8(ascii: ".") {
+            bytes = bytes.dropFirst()
+            mantissa += digits()
+        }
+        guard mantissa > 0 else { return nil }
+        if bytes.first == UInt8(ascii: "e") || bytes.first == UInt8(ascii: "E") {
+            bytes = bytes.dropFirst()
+            sign()
+            guard digits() > 0 else { return nil }
+        }
+        guard bytes.isEmpty else { return nil }
+        return Decimal(string: text, locale: nil)
     }
 }

@@ -237,4 +237,28 @@ import Testing
         let text = String(decoding: reencoded, as: UTF8.self)
         #expect(text.contains(#""minutes":null"#))
     }
+
+    /// A price string is a decimal number as a whole, or the catalogue is refused naming it:
+    /// Foundation's parser alone read the longest prefix ("4,99" as 4).
+    @Test func priceStringsAreWholeDecimals() throws {
+        func load(_ price: String) throws -> Decimal? {
+            let json = """
+                {"tiers":[{"id":"free","ads":true,"features":[],"limits":{}},{"id":"pro","ads":false,"features":[],"limits":{}}],
+                 "entitlements":[{"id":"pro","tier":"pro"}],
+                 "products":[{"id":"pro.monthly","entitlement":"pro","kind":"auto_renewable","price":"\(price)"}]}
+                """
+            return try Catalogue(json: json).products["pro.monthly"]?.price
+        }
+        for (text, value) in [("4.99", "4.99"), ("0.02", "0.02"), ("5", "5"), ("5.", "5"), (".5", "0.5"), ("+2", "2"), ("1e3", "1000"), ("2.5E-1", "0.25")] {
+            #expect(try load(text) == Decimal(string: value), "\(text)")
+        }
+        for text in ["4,99", "4.99x", " 4.99", "4.99 ", "1_000", "0x10", "", ".", "e3", "1e", "--1", "NaN", "\u{0664}.99"] {
+            do {
+                let value = try load(text)
+                Issue.record("'\(text)' was read as \(String(describing: value))")
+            } catch {
+                #expect("\(error)".contains("is not a decimal number"), "'\(text)': \(error)")
+            }
+        }
+    }
 }
