@@ -112,11 +112,17 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
     }
 
     /// The parameters handed to libpq: the configured ones plus subsync's default options (before
-    /// any `options` the user gave) and session options (after them) and a connect timeout when none is set.
+    /// any `options` the user gave) and session options (after them), UTF-8 as the client
+    /// encoding, and a connect timeout when none is set.
     var effectiveParameters: [(key: String, value: String)] {
         var result = self
         let userOptions = self["options"].map { $0 + " " } ?? ""
         result["options"] = Self.defaultOptions + " " + userOptions + Self.sessionOptions
+        // Every string subsync sends and decodes is UTF-8, whatever the database's encoding
+        // (with a LATIN1 database and no client encoding, the server took each UTF-8 byte for
+        // a character: "é" was two, and text the database cannot hold went in as mojibake
+        // instead of failing).
+        result["client_encoding"] = "UTF8"
         if result["connect_timeout"] == nil { result["connect_timeout"] = "5" }
         if result["application_name"] == nil { result["application_name"] = "subsync" }
         return result.parameters

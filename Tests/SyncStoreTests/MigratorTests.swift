@@ -133,6 +133,43 @@ import Testing
         }
     }
 
+    /// A LATIN1 database migrated by a release whose sessions used the database's encoding
+    /// holds the hashes of its files as that encoding read their UTF-8 bytes ("§" as "Â§", in
+    /// 0001 and 0014). Those are accepted and replaced by the true ones; any other stored hash
+    /// still stops everything.
+    @Test func checksumsStoredInTheDatabasesEncodingAreAccepted() async throws {
+        try await TestDatabase.withFreshDatabase(creating: "ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0") { configuration in
+            try await TestDatabase.withConnection(configuration) { connection in
+                let migrator = Migrator()
+                #expect(try await migrator.migrate(connection: connection).applied.count == Migration.embedded.count)
+                let nonASCII = Migration.embedded.filter { $0.sql.unicodeScalars.contains { !$0.isASCII } }
+                #expect(!nonASCII.isEmpty, "no migration has a non-ASCII character: this test checks nothing")
+                let current = try await migrator.appliedVersions(connection: connection)
+                // What an earlier release stored.
+                for migration in nonASCII {
+                    try await connection.query(
+                        """
+                        UPDATE schema_migrations
+                        SET checksum = encode(sha256(convert_to(convert_from(convert_to(\(migration.sql), 'UTF8'), 'LATIN1'), 'UTF8')), 'hex')
+                        WHERE version = \(migration.version)
+                        """)
+                }
+                let legacy = try await migrator.appliedVersions(connection: connection)
+                for migration in nonASCII { #expect(legacy[migration.version] != current[migration.version]) }
+
+                let again = try await migrator.migrate(connection: connection)
+                #expect(again.applied.isEmpty)
+                #expect(again.alreadyApplied.count == Migration.embedded.count)
+                #expect(try await migrator.appliedVersions(connection: connection) == current)
+
+                try await connection.query("UPDATE schema_migrations SET checksum = 'not-a-hash' WHERE version = \(nonASCII[0].version)")
+                await #expect(throws: MigrationError.checksumMismatch(version: nonASCII[0].version, name: nonASCII[0].name)) {
+                    try await migrator.migrate(connection: connection)
+                }
+            }
+        }
+    }
+
     @Test func failingMigrationRollsBackEntirely() async throws {
         try await TestDatabase.withFreshDatabase { configuration in
             let good = Migration(version: 1, name: "0001_good", sql: "CREATE TABLE good (id int PRIMARY KEY);")

@@ -15,13 +15,15 @@ public enum TestDatabase {
     }
 
     /// Creates an empty database, runs `body` with its configuration, then drops it.
+    /// `creating` is added to its `CREATE DATABASE` (an encoding, say).
     public static func withFreshDatabase<T>(
+        creating: String = "",
         _ body: (ConnectionConfiguration) async throws -> T
     ) async throws -> T {
         let admin = try configuration()
         let name = "subsync_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         let connection = try await Connection.connect(configuration: admin)
-        try await connection.execute(script: "CREATE DATABASE \(name)")
+        try await connection.execute(script: "CREATE DATABASE \(name) \(creating)")
         var fresh = admin
         fresh["dbname"] = name
         do {

@@ -85,20 +85,30 @@ public struct Migrator: Sendable {
 
     /// The checksums of every file, computed by the server as `encode(sha256(convert_to(sql,
     /// 'UTF8')), 'hex')`, in one statement (it was one statement per file, 25 round trips at
-    /// every start). On the server, not with a local SHA-256: a database whose encoding is not
-    /// UTF-8 stored the hash of the text as the session's encoding delivered it.
-    private func checksums(on connection: Connection) async throws -> [Int: String] {
+    /// every start), with the checksum an earlier release stored for it in this database.
+    ///
+    /// Earlier releases left the session's client encoding at the database's: in a database
+    /// whose encoding is neither UTF-8 nor SQL_ASCII (LATIN1, say) the server took each UTF-8
+    /// byte of a file for a character, and stored the hash of that text ("§" hashed as "Â§").
+    /// Sessions are UTF-8 now (``ConnectionConfiguration``), so the same file hashes to its
+    /// true checksum; `legacy` is the earlier one, accepted for a file applied before and then
+    /// stored as the true one (`migrateHoldingLock`). Elsewhere it equals the true checksum.
+    private func checksums(on connection: Connection) async throws -> [Int: (current: String, legacy: String)] {
         let rows = try await connection.query(
             """
-            SELECT n, encode(sha256(convert_to(t, 'UTF8')), 'hex')
+            SELECT n, encode(sha256(convert_to(t, 'UTF8')), 'hex'),
+                   CASE WHEN current_setting('server_encoding') IN ('UTF8', 'SQL_ASCII')
+                        THEN encode(sha256(convert_to(t, 'UTF8')), 'hex')
+                        ELSE encode(sha256(convert_to(convert_from(convert_to(t, 'UTF8'), current_setting('server_encoding')), 'UTF8')), 'hex')
+                   END
             FROM unnest(\(migrations.map(\.sql))::text[]) WITH ORDINALITY AS m(t, n)
             """
         )
-        var sums: [Int: String] = [:]
+        var sums: [Int: (current: String, legacy: String)] = [:]
         for row in rows {
             let index = try row.decode(Int.self, at: 0) - 1
             guard migrations.indices.contains(index) else { continue }
-            sums[migrations[index].version] = try row.decode(String.self, at: 1)
+            sums[migrations[index].version] = (try row.decode(String.self, at: 1), try row.decode(String.self, at: 2))
         }
         return sums
     }
@@ -116,16 +126,27 @@ public struct Migrator: Sendable {
         }
         // Verify every applied file first, so a tampered file stops the run before any change.
         let sums = try await checksums(on: connection)
+        var rehashed: [Migration] = []
         for migration in migrations {
             guard let stored = applied[migration.version] else { continue }
-            guard sums[migration.version] == stored else {
+            guard let sum = sums[migration.version], sum.current == stored || sum.legacy == stored else {
                 throw MigrationError.checksumMismatch(version: migration.version, name: migration.name)
             }
+            if sum.current != stored { rehashed.append(migration) }
             outcome.alreadyApplied.append(migration.name)
+        }
+        for migration in rehashed {
+            guard let sum = sums[migration.version]?.current else { continue }
+            try await connection.query("UPDATE schema_migrations SET checksum = \(sum) WHERE version = \(migration.version)")
+        }
+        if !rehashed.isEmpty {
+            logger.info(
+                "stored the UTF-8 checksums of migrations an earlier release hashed in the database's encoding",
+                metadata: ["migrations": "\(rehashed.map(\.name))"])
         }
         for migration in migrations where applied[migration.version] == nil {
             logger.info("applying migration", metadata: ["migration": "\(migration.name)"])
-            guard let sum = sums[migration.version] else {
+            guard let sum = sums[migration.version]?.current else {
                 throw MigrationError.failed(version: migration.version, name: migration.name, message: "the server returned no checksum for it")
             }
             do {
