@@ -348,3 +348,12 @@ public struct JSONKey {
         }
     }
 }
+
+/// A JSON array of readable elements (an account's device list, say).
+extension Array: JSONReadable where Element: JSONReadable {
+    public init(json reader: inout JSONReader) throws {
+        var elements: [Element] = []
+        try reader.array { elements.append(try Element(json: &$0)) }
+        self = elements
+    }
+}

@@ -37,6 +37,35 @@ import TestSupport
         }
     }
 
+    /// An account's device list as the snapshot's statement prints it (`json_agg` of
+    /// `json_build_object`, PostgreSQL's own date text), with nulls, escapes and an empty list.
+    @Test func deviceListsMatchFoundationOnPostgreSQLsText() async throws {
+        try await TestDatabase.withConnection { connection in
+            var rng = SeededGenerator(seed: 20261126)
+            var lists = 0
+            for round in 0..<60 {
+                let count = round == 0 ? 0 : Int.random(in: 1...4, using: &rng)
+                let ids = (0..<count).map { "device-\(round)-\($0)" + (Bool.random(using: &rng) ? "\"é\\\n" : "") }
+                let platforms = (0..<count).map { _ in Bool.random(using: &rng) ? "ios" : nil }
+                let versions = (0..<count).map { _ in Int.random(in: 0..<3, using: &rng) == 0 ? nil : "2.\(Int.random(in: 0..<10, using: &rng)) \u{1F600}" }
+                let seconds = (0..<count).map { _ in Double(Int.random(in: 0..<4_000_000_000, using: &rng)) / 1000 }
+                let rows = try await connection.query(
+                    """
+                    SELECT COALESCE(json_agg(json_build_object(
+                        'id', d.id, 'platform', d.platform, 'app_version', d.v,
+                        'first_seen_at', to_timestamp(d.s), 'last_seen_at', to_timestamp(d.s) + interval '1 day')
+                        ORDER BY d.id), '[]')::text
+                    FROM unnest(\(ids)::text[], \(platforms)::text[], \(versions)::text[], \(seconds)::float8[]) AS d(id, platform, v, s)
+                    """)
+                let text = try rows[0].decode(String.self, at: 0)
+                Self.expectSame([AccountReader.Device].self, text: text)
+                #expect(Self.read([AccountReader.Device].self, text: text)?.count == count, "\(text)")
+                lists += 1
+            }
+            #expect(lists == 60)
+        }
+    }
+
     @Test func escapesUnicodeAndUnknownMembers() {
         let text = #"""
             { "tier" : "\u00e9\ud83d\ude00\/x\"\\\b\f\n\r\t", "features":[ ], "limits": {"a\u0062": null, "calls": -12},

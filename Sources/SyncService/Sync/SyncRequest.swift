@@ -4,7 +4,7 @@ import SyncCore
 import SyncStore
 
 /// The body of `POST /v1/accounts/{account_id}/sync`, as sent by a device.
-struct SyncRequest: Decodable {
+struct SyncRequest: Decodable, Equatable {
     var device: DeviceInfo
     var reports: [ReportPayload]
 }
@@ -12,7 +12,7 @@ struct SyncRequest: Decodable {
 /// One report on the wire. `device_id` may be left out: it defaults to the request's device.
 /// A report with `signed_transaction` needs only `report_id` and `observed_at` besides: the
 /// transaction's fields come from the signed payload once it verifies.
-struct ReportPayload: Decodable {
+struct ReportPayload: Decodable, Equatable {
     var reportID: String
     var deviceID: String?
     var observedAt: Date
@@ -130,9 +130,15 @@ enum TextField {
 
 extension SyncRequest {
     /// Decodes a body and checks its shape, or throws an ``APIError`` that names the bad field.
-    /// The reports become domain reports (verified or not) in ``ReportAdmission``.
+    /// The reports become domain reports (verified or not) in ``ReportAdmission``. The common
+    /// bodies are read by ``read(_:)``; `JSONDecoder` decodes the others and words the errors.
     static func decode(_ data: Data) throws -> (DeviceInfo, [ReportPayload]) {
-        let request = try WireBody.decode(SyncRequest.self, from: data)
+        let request: SyncRequest
+        if let read = read(data) {
+            request = read
+        } else {
+            request = try WireBody.decode(SyncRequest.self, from: data)
+        }
         let device = request.device
         try WireBody.check(device)
         guard request.reports.count <= SyncLimits.maximumReports else {
