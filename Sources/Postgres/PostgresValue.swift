@@ -88,6 +88,12 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
     /// Arrays of elements with a binary form go in binary format (``PostgresValue/binaryArray(type:bytes:)``);
     /// others as a PostgreSQL array literal (`{"a","b",NULL}`). Bind either with a cast such as
     /// `$1::text[]`, which also makes `unnest($1::text[], ...)` batch inserts possible.
+    ///
+    /// Inlinable, with ``binaryArray(_:)``: callers in other modules get it specialized for
+    /// their element type. Unspecialized, each element went through the protocol's witness
+    /// table and a generic copy, about 5 % of `serve`'s CPU on syncs, whose reports bind 21
+    /// arrays each (docs/PERFORMANCE.md item 35).
+    @inlinable
     public var postgresValue: PostgresValue {
         if let types = Element.binaryArrayType, let binary = binaryArray(types) { return binary }
         return .text(literal())
@@ -97,7 +103,8 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
     /// each element as a length (-1 for NULL) and its bytes, integers big-endian. `nil` when a
     /// string holds a NUL byte, which `text` cannot: the literal then carries it to the check
     /// that refuses it with a clear error before anything is sent.
-    private func binaryArray(_ types: (element: UInt32, array: UInt32)) -> PostgresValue? {
+    @inlinable
+    func binaryArray(_ types: (element: UInt32, array: UInt32)) -> PostgresValue? {
         let isText = types.element == 25
         var bytes: [UInt8] = []
         // Strings (JSON documents, often) are sized exactly; other elements take at most 16 bytes.
@@ -141,7 +148,8 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
     }
 
     /// The text form, `{"a","b",NULL}`.
-    private func literal() -> String {
+    @usableFromInline
+    func literal() -> String {
         // Built on UTF-8 bytes: per-character String appends were most of the cost of binding
         // large text (signed transactions). `"` and `\` are ASCII and never occur inside a
         // multi-byte UTF-8 sequence, so escaping byte by byte is exact.
