@@ -27,15 +27,7 @@ extension AccountResponse: JSONWritable {
             w.key("last_sequence")
             w.int(snapshot.lastSequence)
             w.key("limits")
-            w.object { w in
-                for (name, limit) in state.limits.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
-                    w.key(escaping: name)
-                    switch limit {
-                    case .limited(let value): w.int(value)
-                    case .unlimited: w.null()
-                    }
-                }
-            }
+            w.limits(state.limits)
             w.key("next_transition_at")
             w.date(state.nextTransitionAt)
             w.key("pending_reports")

@@ -63,10 +63,6 @@ public struct Authenticator: Sendable {
         return JWKIdentifier(string: "k" + HexText.lowercase(digest.prefix(6)))
     }
 
-    /// The caller of `request`.
-    ///
-    /// - Throws: ``APIError`` 401 with `unauthenticated` (no credentials), `invalid_token` or
-    ///   `token_expired`. The token itself is never echoed.
     /// The credential of a `Bearer <credential>` header (the scheme in any case), without the
     /// whitespace around it; nil for another scheme or none. On bytes for an ASCII header (every
     /// real one): lower-casing the whole header and Foundation's `trimmingCharacters` were about
@@ -94,6 +90,10 @@ public struct Authenticator: Sendable {
         (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 0x20 : byte
     }
 
+    /// The caller of `request`.
+    ///
+    /// - Throws: ``APIError`` 401 with `unauthenticated` (no credentials), `invalid_token` or
+    ///   `token_expired`. The token itself is never echoed.
     public func authenticate(_ request: Request) async throws -> Principal {
         guard let header = request.headers[.authorization] else {
             throw APIError(.unauthorized, code: "unauthenticated", message: "missing Authorization: Bearer <token> header",

@@ -29,9 +29,7 @@ extension SyncRequest: JSONReadable {
             if key == "device" {
                 device = try DeviceInfo(wire: &reader)
             } else if key == "reports" {
-                var list: [ReportPayload] = []
-                try reader.array { list.append(try ReportPayload(json: &$0)) }
-                reports = list
+                reports = try [ReportPayload](json: &reader)
             } else {
                 throw reader.error("a member the reader leaves to JSONDecoder")
             }
@@ -94,10 +92,7 @@ extension ReportPayload: JSONReadable {
                 payload.revokedAt = try date()
             } else if key == "revocation_reason" {
                 // StoreKit's numeric codes are JSONDecoder's (RevocationReason.init(from:)).
-                payload.revocationReason = try text().map { text in
-                    guard let reason = RevocationReason(rawValue: text.lowercased()) else { throw reader.error("unknown revocation reason") }
-                    return reason
-                }
+                payload.revocationReason = reader.null() ? nil : try RevocationReason(json: &reader)
             } else if key == "is_upgraded" {
                 payload.isUpgraded = try flag()
             } else if key == "will_auto_renew" {
@@ -105,10 +100,7 @@ extension ReportPayload: JSONReadable {
             } else if key == "in_billing_retry" {
                 payload.inBillingRetry = try flag()
             } else if key == "environment" {
-                payload.environment = try text().map { text in
-                    guard let environment = StoreEnvironment(rawValue: text.lowercased()) else { throw reader.error("unknown environment") }
-                    return environment
-                }
+                payload.environment = reader.null() ? nil : try StoreEnvironment(json: &reader)
             } else if key == "signed_transaction" {
                 payload.signedTransaction = try text()
             } else if key == "signed_renewal_info" {

@@ -28,9 +28,7 @@ extension AccountState: JSONReadable {
             } else if key == "ads" {
                 ads = try r.bool()
             } else if key == "entitlements" {
-                var list: [EntitlementState] = []
-                try r.array { list.append(try EntitlementState(json: &$0)) }
-                entitlements = list
+                entitlements = try [EntitlementState](json: &r)
             } else if key == "next_transition_at" {
                 nextTransitionAt = r.null() ? nil : try r.date()
             } else {
@@ -96,13 +94,23 @@ extension EntitlementState: JSONReadable {
     }
 }
 
-extension RevocationReason {
+extension RevocationReason: JSONReadable {
     /// As its `Decodable` conformance: a string in any case; StoreKit's integer codes are left
     /// to `JSONDecoder` (the service stores the string).
-    init(json reader: inout JSONReader) throws {
+    public init(json reader: inout JSONReader) throws {
         guard let reason = RevocationReason(rawValue: try reader.string().lowercased()) else {
             throw reader.error("unknown revocation reason")
         }
         self = reason
+    }
+}
+
+extension StoreEnvironment: JSONReadable {
+    /// As its `Decodable` conformance: a string in any case.
+    public init(json reader: inout JSONReader) throws {
+        guard let environment = StoreEnvironment(rawValue: try reader.string().lowercased()) else {
+            throw reader.error("unknown environment")
+        }
+        self = environment
     }
 }

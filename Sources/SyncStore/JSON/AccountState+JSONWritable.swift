@@ -15,15 +15,7 @@ extension AccountState: JSONWritable {
             w.key("features")
             w.array(features) { w, feature in w.string(feature) }
             w.key("limits")
-            w.object { w in
-                for (name, limit) in limits.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
-                    w.key(escaping: name)
-                    switch limit {
-                    case .limited(let value): w.int(value)
-                    case .unlimited: w.null()
-                    }
-                }
-            }
+            w.limits(limits)
             w.key("next_transition_at")
             w.date(nextTransitionAt)
             w.key("tier")
@@ -66,6 +58,22 @@ extension EntitlementState: JSONWritable {
             w.string(tier)
             w.key("will_renew")
             w.bool(willRenew)
+        }
+    }
+}
+
+extension JSONWriter {
+    /// A state's `limits`: names sorted, `null` for unlimited (as `encode(to:)` writes them).
+    /// Also the account's answer in the API.
+    public mutating func limits(_ limits: [String: LimitValue]) {
+        object { w in
+            for (name, limit) in limits.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+                w.key(escaping: name)
+                switch limit {
+                case .limited(let value): w.int(value)
+                case .unlimited: w.null()
+                }
+            }
         }
     }
 }

@@ -33,12 +33,7 @@ extension TransactionAggregate: JSONReadable {
             } else if key == "in_billing_retry" {
                 inBillingRetry = try r.bool()
             } else if key == "environment" {
-                if r.null() {
-                    environment = nil
-                } else {
-                    environment = StoreEnvironment(rawValue: try r.string().lowercased())
-                    if environment == nil { throw r.error("unknown environment") }
-                }
+                environment = r.null() ? nil : try StoreEnvironment(json: &r)
             } else if key == "representative" {
                 representative = try ReportOrderKey(json: &r)
             } else if key == "first_observed_at" {

@@ -92,23 +92,23 @@ public struct Migrator: Sendable {
     /// byte of a file for a character, and stored the hash of that text ("§" hashed as "Â§").
     /// Sessions are UTF-8 now (``ConnectionConfiguration``), so the same file hashes to its
     /// true checksum; `legacy` is the earlier one, accepted for a file applied before and then
-    /// stored as the true one (`migrateHoldingLock`). Elsewhere it equals the true checksum.
-    private func checksums(on connection: Connection) async throws -> [Int: (current: String, legacy: String)] {
+    /// stored as the true one (`migrateHoldingLock`). In a UTF-8 or SQL_ASCII database there is
+    /// none (nil: the two are the same, and the file is not hashed twice at every start).
+    private func checksums(on connection: Connection) async throws -> [Int: (current: String, legacy: String?)] {
         let rows = try await connection.query(
             """
             SELECT n, encode(sha256(convert_to(t, 'UTF8')), 'hex'),
-                   CASE WHEN current_setting('server_encoding') IN ('UTF8', 'SQL_ASCII')
-                        THEN encode(sha256(convert_to(t, 'UTF8')), 'hex')
-                        ELSE encode(sha256(convert_to(convert_from(convert_to(t, 'UTF8'), current_setting('server_encoding')), 'UTF8')), 'hex')
+                   CASE WHEN current_setting('server_encoding') NOT IN ('UTF8', 'SQL_ASCII')
+                        THEN encode(sha256(convert_to(convert_from(convert_to(t, 'UTF8'), current_setting('server_encoding')), 'UTF8')), 'hex')
                    END
             FROM unnest(\(migrations.map(\.sql))::text[]) WITH ORDINALITY AS m(t, n)
             """
         )
-        var sums: [Int: (current: String, legacy: String)] = [:]
+        var sums: [Int: (current: String, legacy: String?)] = [:]
         for row in rows {
             let index = try row.decode(Int.self, at: 0) - 1
             guard migrations.indices.contains(index) else { continue }
-            sums[migrations[index].version] = (try row.decode(String.self, at: 1), try row.decode(String.self, at: 2))
+            sums[migrations[index].version] = (try row.decode(String.self, at: 1), try row.decode(String?.self, at: 2))
         }
         return sums
     }
