@@ -93,7 +93,7 @@ defer { try? FileManager.default.removeItem(at: offlineFolder) }
 let offline = try client(URL(string: "http://127.0.0.1:9")!, account: "bench-recovery", storage: offlineFolder)
 let queued = purchases("queued")
 let enqueue = try await seconds { _ = try await offline.sync(queued) }
-print("queue \(count) reports offline (encode + atomic file write each): \(rate(enqueue))")
+print("queue \(count) reports offline (encode + durable file write each): \(rate(enqueue))")
 
 // 4. Recovery: a new client on the folder, then the outbox delivered.
 var recovered: SubsyncClient?

@@ -1,8 +1,9 @@
 import Foundation
 
 /// The durable outbox: one JSON file per item in `<storage>/outbox`, named by enqueue order, each
-/// written atomically (a temporary file renamed over), so an item survives app kills, reboots and
-/// offline days, and a crash mid-write leaves either the whole file or none.
+/// written atomically and on the disk before `append` returns (``DurableFile``: a temporary file
+/// synced and renamed over), so an item survives app kills, reboots, power losses and offline
+/// days, and a crash mid-write leaves either the whole file or none.
 ///
 /// Owned by one ``SubsyncClient`` (an actor): not shared between threads.
 struct Outbox {
@@ -32,6 +33,7 @@ struct Outbox {
         } catch {
             throw .storage(path: directory.path, reason: "\(error)")
         }
+        DurableFile.removeLeftovers(in: directory)
         var problems: [SubsyncClientError] = []
         let decoder = WireFormat.decoder()
         for name in names {
@@ -64,7 +66,7 @@ struct Outbox {
         fill(&item)
         let url = fileURL(item)
         do {
-            try encoder.encode(item).write(to: url, options: .atomic)
+            try DurableFile.store(try encoder.encode(item), at: url)
         } catch {
             throw .storage(path: url.path, reason: "\(error)")
         }

@@ -1,6 +1,7 @@
 import Foundation
 
-/// The last known state and the catalogue's tiers, in `<storage>/state.json`, written atomically.
+/// The last known state and the catalogue's tiers, in `<storage>/state.json`, written atomically
+/// and durably (``DurableFile``).
 struct StateStore {
     struct Contents: Sendable, Codable, Equatable {
         var version = 1
@@ -34,7 +35,7 @@ struct StateStore {
     mutating func save(_ new: Contents) throws(SubsyncClientError) {
         guard new != contents else { return }
         do {
-            try WireFormat.encoder().encode(new).write(to: url, options: .atomic)
+            try DurableFile.store(try WireFormat.encoder().encode(new), at: url)
         } catch {
             throw .storage(path: url.path, reason: "\(error)")
         }

@@ -60,6 +60,7 @@ public actor SubsyncClient {
         let folder = configuration.storageDirectory
         var outbox = try Outbox(directory: folder.appendingPathComponent("outbox"))
         let problems = try outbox.load()
+        DurableFile.removeLeftovers(in: folder)
         var store = StateStore(url: folder.appendingPathComponent("state.json"))
         let stateProblem = store.load()
         self.outbox = outbox
@@ -549,7 +550,7 @@ public actor SubsyncClient {
         }
         let id = "d-" + UUID().uuidString.lowercased()
         do {
-            try Data(id.utf8).write(to: url, options: .atomic)
+            try DurableFile.store(Data(id.utf8), at: url)
         } catch {
             throw .storage(path: url.path, reason: "\(error)")
         }

@@ -105,6 +105,71 @@ import Testing
         }
     }
 
+    @Test("a durable write replaces the file whole and leaves nothing else in its folder")
+    func durableWritesReplaceWhole() async throws {
+        try await Self.withFolder { folder in
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let url = folder.appendingPathComponent("item.json")
+            try DurableFile.store(Data("first, and longer than the second".utf8), at: url)
+            try DurableFile.store(Data("second".utf8), at: url)
+            #expect(try Data(contentsOf: url) == Data("second".utf8))
+            try DurableFile.store(Data(), at: url)
+            #expect(try Data(contentsOf: url).isEmpty)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["item.json"])
+            let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
+            #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600, "readable by the app alone")
+        }
+    }
+
+    @Test("a durable write that cannot take the file's place fails, names the call, and leaves what was there")
+    func failedDurableWritesLeaveNothing() async throws {
+        try await Self.withFolder { folder in
+            // A folder with something in it where the file should go: the rename is refused.
+            let url = folder.appendingPathComponent("taken")
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+            try Data("kept".utf8).write(to: url.appendingPathComponent("inside"))
+            let error = #expect(throws: DurableFile.Failure.self) {
+                try DurableFile.store(Data("new".utf8), at: url)
+            }
+            #expect(error?.call == "rename")
+            #expect(error?.description.hasPrefix("rename failed: ") == true)
+            #expect(try Data(contentsOf: url.appendingPathComponent("inside")) == Data("kept".utf8))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["taken"], "no temporary file left")
+
+            // A folder that is not there: the first call fails, nothing is created.
+            let missing = folder.appendingPathComponent("missing/item.json")
+            #expect(throws: DurableFile.Failure.self) { try DurableFile.store(Data("x".utf8), at: missing) }
+            #expect(!FileManager.default.fileExists(atPath: missing.deletingLastPathComponent().path))
+        }
+    }
+
+    @Test("temporary files that a crash left mid-write are deleted when the client opens its folder, and never loaded")
+    func interruptedWritesAreCleanedUp() async throws {
+        try await Self.withFolder { folder in
+            let first = try Self.offlineClient(folder)
+            _ = try await first.sync([Purchase(transaction: Self.fields("t1"))])
+            let outbox = folder.appendingPathComponent("outbox")
+            // What a write interrupted before its rename leaves: a whole item, never acknowledged
+            // to the app, and half of one.
+            let item = try #require(try FileManager.default.contentsOfDirectory(atPath: outbox.path).first)
+            let leftovers = [
+                outbox.appendingPathComponent(".0000000000000009-report.json.1F2E\(DurableFile.temporarySuffix)"),
+                outbox.appendingPathComponent(".0000000000000010-usage.json.3C4D\(DurableFile.temporarySuffix)"),
+                folder.appendingPathComponent(".state.json.5E6F\(DurableFile.temporarySuffix)"),
+            ]
+            try FileManager.default.copyItem(at: outbox.appendingPathComponent(item), to: leftovers[0])
+            try Data("{\"version\": 1, \"seq".utf8).write(to: leftovers[1])
+            try Data("{".utf8).write(to: leftovers[2])
+
+            let second = try Self.offlineClient(folder)
+            #expect(await second.pendingCount == 1, "only the item that was written whole")
+            for leftover in leftovers {
+                #expect(!FileManager.default.fileExists(atPath: leftover.path), "\(leftover.lastPathComponent)")
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: outbox.path) == [item], "nothing moved aside as corrupt")
+        }
+    }
+
     @Test("offline, a cached subscription stops granting its tier when its expiry passes, and the tier below applies")
     func offlineExpiry() async throws {
         try await Self.withFolder { folder in
