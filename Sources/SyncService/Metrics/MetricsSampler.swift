@@ -40,23 +40,13 @@ public struct MetricsSampler: Service {
 
     func sample() async {
         do {
-            let rows = try await pool.preparedQuery(
-                """
-                SELECT
-                    (SELECT count(*) FROM reports WHERE status = 'pending'),
-                    COALESCE(EXTRACT(EPOCH FROM now() - \(unescaped: ReportInbox.oldestPendingReceivedAtSQL)), 0)::float8,
-                    (SELECT count(*) FROM reports WHERE status = 'quarantined')
-                """
-            )
-            let depth = try rows[0].decode(Int.self, at: 0)
-            let lag = try rows[0].decode(Double.self, at: 1)
-            let quarantined = try rows[0].decode(Int.self, at: 2)
-            ServiceMetrics.inboxDepth.record(depth)
-            ServiceMetrics.resolutionLag.record(lag)
-            ServiceMetrics.quarantined.record(quarantined)
+            let gauges = try await ReportInbox(pool: pool).gauges()
+            ServiceMetrics.inboxDepth.record(gauges.pendingReports)
+            ServiceMetrics.resolutionLag.record(gauges.resolutionLagSeconds)
+            ServiceMetrics.quarantined.record(gauges.quarantinedReports)
             history?.record(
-                at: clock.now(), inboxDepth: depth, resolutionLagSeconds: lag, quarantinedReports: quarantined,
-                counters: registry.map(Self.counters(in:)))
+                at: clock.now(), inboxDepth: gauges.pendingReports, resolutionLagSeconds: gauges.resolutionLagSeconds,
+                quarantinedReports: gauges.quarantinedReports, counters: registry.map(Self.counters(in:)))
         } catch {
             logger.debug("metrics sample failed", metadata: ["error": "\(error)"])
         }

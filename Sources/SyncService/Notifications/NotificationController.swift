@@ -134,9 +134,7 @@ struct NotificationController: Sendable {
                 // The token names one account and the purchase is another's (policy `reject`):
                 // Apple cannot be told 409, so the fact goes where the purchase is.
                 let owner = conflict.ownerAccountID
-                try await connection.preparedQuery(
-                    "UPDATE store_notifications SET account_id = \(owner) WHERE notification_uuid = \(notificationUUID.uuidString.lowercased())::uuid"
-                )
+                try await store.assign(notificationUUID, to: owner, on: connection)
                 let ownerClaim = PurchaseClaim(originalTransactionID: claim.originalTransactionID, appAccountToken: nil)
                 _ = try await binder.submit(accountID: owner, device: nil, reports: [report], claims: [ownerClaim], on: connection)
                 return owner

@@ -85,6 +85,14 @@ public struct StoreNotificationStore: Sendable {
         return result.affectedRows == 1
     }
 
+    /// Names `accountID` as the account of the recorded notification `notificationUUID` (its
+    /// purchase turned out to belong to that account), inside the caller's transaction.
+    public func assign(_ notificationUUID: UUID, to accountID: String, on connection: Connection) async throws {
+        try await connection.preparedQuery(
+            "UPDATE store_notifications SET account_id = \(accountID) WHERE notification_uuid = \(notificationUUID.uuidString.lowercased())::uuid"
+        )
+    }
+
     /// Marks the unmatched notifications of `purchases` applied to `accountID` and returns the
     /// reports they kept, in the order the notifications arrived, inside the binding transaction.
     func takeUnmatched(purchases: [String], for accountID: String, on connection: Connection) async throws -> [Report] {

@@ -12,8 +12,8 @@ public struct ReportInbox: Sendable {
     /// A scalar subquery: when the oldest pending report (by arrival) was received, NULL when
     /// none is pending. One entry of `reports_pending_by_arrival`, whose `arrival > 0` it must
     /// state to be served by it (sql/0028); `min(received_at)` read the whole backlog. For the
-    /// resolution lag of `stats` and `/metrics`.
-    public static let oldestPendingReceivedAtSQL =
+    /// resolution lag of `stats` and ``gauges()``.
+    static let oldestPendingReceivedAtSQL =
         "(SELECT received_at FROM reports WHERE status = 'pending' AND arrival > 0 ORDER BY arrival LIMIT 1)"
 
     let pool: ConnectionPool
