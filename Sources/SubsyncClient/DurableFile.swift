@@ -22,6 +22,10 @@ import Foundation
 ///
 /// Removing a file is not made durable: one that comes back after a power loss is an item the
 /// service has already (reports and usage carry their ids, so it counts once), sent again.
+///
+/// A folder's own `fsync` is skipped where the file system refuses it (`EINVAL`, `ENOTSUP`:
+/// some network and FUSE mounts), as SQLite does: the file is written and renamed, the best
+/// such a file system offers.
 enum DurableFile {
     /// A system call that failed, with what the system said.
     struct Failure: Error, CustomStringConvertible {
@@ -32,8 +36,8 @@ enum DurableFile {
     }
 
     /// Temporary files are named `.<name>.<random>.tmp`, beside their target: hidden, and not
-    /// `.json`, so a folder's reader skips them; ``removeLeftovers(in:)`` deletes those that an
-    /// interrupted write left.
+    /// `.json`, so a folder's reader skips them; ``removeLeftovers(in:of:)`` deletes those that
+    /// an interrupted write left.
     static let temporarySuffix = ".tmp"
 
     /// Writes `data` to `url`, replacing what is there, once it is on the disk.
@@ -63,10 +67,14 @@ enum DurableFile {
         try synchronizeDirectory(directory)
     }
 
-    /// Deletes the temporary files that writes interrupted by a crash left in `directory`.
-    static func removeLeftovers(in directory: URL) {
+    /// Deletes the temporary files that writes interrupted by a crash left in `directory`: those
+    /// of the files named `targets`, or of any file when `targets` is nil (a folder the client
+    /// owns alone). The storage folder may be shared with the app, whose files are left alone.
+    static func removeLeftovers(in directory: URL, of targets: [String]? = nil) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return }
+        let prefixes = targets.map { $0.map { ".\($0)." } }
         for name in names where name.hasPrefix(".") && name.hasSuffix(temporarySuffix) {
+            if let prefixes, !prefixes.contains(where: { name.hasPrefix($0) }) { continue }
             try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
         }
     }
@@ -81,6 +89,8 @@ enum DurableFile {
                     if errno == EINTR { continue }
                     throw Failure(call: "write", code: errno)
                 }
+                // A regular file takes at least one byte or fails; never loop on nothing.
+                guard written > 0 else { throw Failure(call: "write", code: EIO) }
                 offset += written
             }
         }
@@ -88,8 +98,12 @@ enum DurableFile {
 
     private static func synchronize(_ descriptor: Int32, call: String) throws {
         #if canImport(Darwin)
-        // F_FULLFSYNC asks the drive to write its cache; file systems that cannot say so.
-        if fcntl(descriptor, F_FULLFSYNC) == 0 { return }
+        // F_FULLFSYNC also asks the drive to write out its cache; where the file system does
+        // not support it, plain fsync below.
+        while true {
+            if fcntl(descriptor, F_FULLFSYNC) == 0 { return }
+            if errno != EINTR { break }
+        }
         #endif
         while fsync(descriptor) != 0 {
             if errno == EINTR { continue }
@@ -97,11 +111,37 @@ enum DurableFile {
         }
     }
 
-    /// The folder's entry for a renamed file reaches the disk with the folder's own `fsync`.
+    /// The folder's entries (a renamed file, a new folder) reach the disk with the folder's own
+    /// `fsync`; skipped where the file system refuses to sync a folder (see the type's notes).
     private static func synchronizeDirectory(_ directory: URL) throws {
         let descriptor = open(directory.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw Failure(call: "open (folder)", code: errno) }
         defer { close(descriptor) }
-        try synchronize(descriptor, call: "fsync (folder)")
+        do {
+            try synchronize(descriptor, call: "fsync (folder)")
+        } catch let failure as Failure where failure.code == EINVAL || failure.code == ENOTSUP || failure.code == EOPNOTSUPP {
+            return
+        }
+    }
+
+    /// Creates `directory` and the folders above it that are missing, each one's entry synced
+    /// to the disk in its parent: a new outbox does not vanish with the first item put in it.
+    static func createDirectory(_ directory: URL) throws {
+        var missing: [URL] = []
+        var cursor = directory.standardizedFileURL
+        while !FileManager.default.fileExists(atPath: cursor.path) {
+            missing.append(cursor)
+            let parent = cursor.deletingLastPathComponent()
+            guard parent.path != cursor.path else { break }
+            cursor = parent
+        }
+        for folder in missing.reversed() {
+            do {
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false)
+            } catch let error as CocoaError where error.code == .fileWriteFileExists {
+                // Made meanwhile by another client of the same app: there it is.
+            }
+            try synchronizeDirectory(folder.deletingLastPathComponent())
+        }
     }
 }

@@ -19,7 +19,7 @@ struct Outbox {
     init(directory: URL) throws(SubsyncClientError) {
         self.directory = directory
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            try DurableFile.createDirectory(directory)
         } catch {
             throw .storage(path: directory.path, reason: "\(error)")
         }
@@ -68,6 +68,9 @@ struct Outbox {
         do {
             try DurableFile.store(try encoder.encode(item), at: url)
         } catch {
+            // A failure after the rename (the folder's sync) leaves the file in place: it goes,
+            // so that what is on the disk is what the app was told (its sequence is reused).
+            try? FileManager.default.removeItem(at: url)
             throw .storage(path: url.path, reason: "\(error)")
         }
         nextSequence += 1

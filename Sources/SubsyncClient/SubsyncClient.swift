@@ -60,7 +60,7 @@ public actor SubsyncClient {
         let folder = configuration.storageDirectory
         var outbox = try Outbox(directory: folder.appendingPathComponent("outbox"))
         let problems = try outbox.load()
-        DurableFile.removeLeftovers(in: folder)
+        DurableFile.removeLeftovers(in: folder, of: ["state.json", "device-id"])
         var store = StateStore(url: folder.appendingPathComponent("state.json"))
         let stateProblem = store.load()
         self.outbox = outbox

@@ -143,6 +143,21 @@ import Testing
         }
     }
 
+    @Test("a client creates its folders level by level, and a second client finds them made")
+    func foldersAreCreatedWhole() async throws {
+        try await Self.withFolder { folder in
+            // Three levels missing: the storage folder's parent, the storage folder, the outbox.
+            let storage = folder.appendingPathComponent("app/support/ana")
+            let client = try Self.offlineClient(storage)
+            _ = try await client.sync([Purchase(transaction: Self.fields("t1"))])
+            var isFolder: ObjCBool = false
+            #expect(FileManager.default.fileExists(atPath: storage.appendingPathComponent("outbox").path, isDirectory: &isFolder))
+            #expect(isFolder.boolValue)
+            let again = try Self.offlineClient(storage)
+            #expect(await again.pendingCount == 1)
+        }
+    }
+
     @Test("temporary files that a crash left mid-write are deleted when the client opens its folder, and never loaded")
     func interruptedWritesAreCleanedUp() async throws {
         try await Self.withFolder { folder in
@@ -161,11 +176,16 @@ import Testing
             try Data("{\"version\": 1, \"seq".utf8).write(to: leftovers[1])
             try Data("{".utf8).write(to: leftovers[2])
 
+            // The storage folder may be the app's too: its own temporary files stay.
+            let foreign = folder.appendingPathComponent(".app-notes.json.7A8B\(DurableFile.temporarySuffix)")
+            try Data("the app's".utf8).write(to: foreign)
+
             let second = try Self.offlineClient(folder)
             #expect(await second.pendingCount == 1, "only the item that was written whole")
             for leftover in leftovers {
                 #expect(!FileManager.default.fileExists(atPath: leftover.path), "\(leftover.lastPathComponent)")
             }
+            #expect(FileManager.default.fileExists(atPath: foreign.path), "a temporary file the client did not write")
             #expect(try FileManager.default.contentsOfDirectory(atPath: outbox.path) == [item], "nothing moved aside as corrupt")
         }
     }
