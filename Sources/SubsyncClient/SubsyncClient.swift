@@ -58,6 +58,10 @@ public actor SubsyncClient {
     public init(configuration: SubsyncConfiguration) throws {
         self.configuration = configuration
         let folder = configuration.storageDirectory
+        if folder == SubsyncConfiguration.defaultStorage(accountID: configuration.accountID),
+            let legacy = SubsyncConfiguration.legacyStorage(accountID: configuration.accountID) {
+            Self.adopt(legacy: legacy, as: folder, accountID: configuration.accountID)
+        }
         var outbox = try Outbox(directory: folder.appendingPathComponent("outbox"))
         let problems = try outbox.load()
         DurableFile.removeLeftovers(in: folder, of: ["state.json", "device-id"])
@@ -540,6 +544,21 @@ public actor SubsyncClient {
         } else {
             workPending = true
         }
+    }
+
+    /// Moves the folder an earlier release used for this account (``SubsyncConfiguration/legacyStorage(accountID:base:)``)
+    /// to its new place, so that its outbox, state and device id go on: only when its cached
+    /// state names this account (that name was also the folder of the account whose id it is,
+    /// `a_b` for `a:b`, whose queued items must never be sent as another account's), and the new
+    /// folder does not exist yet.
+    static func adopt(legacy: URL, as folder: URL, accountID: String) {
+        let files = FileManager.default
+        guard files.fileExists(atPath: legacy.path), !files.fileExists(atPath: folder.path),
+            let data = try? Data(contentsOf: legacy.appendingPathComponent("state.json")),
+            let state = try? WireFormat.decoder().decode(StateStore.Contents.self, from: data),
+            state.account?.accountID == accountID
+        else { return }
+        try? files.moveItem(at: legacy, to: folder)
     }
 
     private static func storedDeviceID(in folder: URL) throws(SubsyncClientError) -> String {

@@ -14,7 +14,8 @@ public struct SubsyncConfiguration: Sendable {
     /// service refuses the one it gave.
     public var tokenProvider: @Sendable () async throws -> String
     /// Where the outbox and the cached state live: by default the app's Application Support
-    /// folder, `subsync/<account id>`. One client per folder at a time.
+    /// folder, `subsync/<account id>` (an id that is not a plain file name gets a digest, see
+    /// docs/CLIENT.md). One client per folder at a time.
     public var storageDirectory: URL
     /// This install's device id; `nil`: one is made on first use and kept in the storage folder.
     public var deviceID: String?
@@ -52,12 +53,36 @@ public struct SubsyncConfiguration: Sendable {
         self.storageDirectory = storageDirectory ?? Self.defaultStorage(accountID: accountID)
     }
 
-    static func defaultStorage(accountID: String) -> URL {
-        let base = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
+    /// Application Support, where the default storage folders are.
+    static var applicationSupport: URL {
+        FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
             ?? FileManager.default.temporaryDirectory
-        let safe = String(accountID.unicodeScalars.map { scalar -> Character in
+    }
+
+    /// The default storage folder of `accountID`: `<base>/subsync/<account id>` when the id is a
+    /// file name as it is (letters, digits and `._-@`, not only dots). Any other id has each
+    /// other character replaced by `_` and a digest of the whole id appended
+    /// (`subsync/a_b-3f2c...`): two accounts never share a folder, as `a:b` and `a_b` did when
+    /// the replacement alone named it, and no id names a folder above `subsync` (`..`).
+    static func defaultStorage(accountID: String, base: URL = applicationSupport) -> URL {
+        let folder = base.appendingPathComponent("subsync")
+        let replaced = replacingUnsafeCharacters(accountID)
+        guard replaced != accountID || replaced.allSatisfy({ $0 == "." }) else { return folder.appendingPathComponent(accountID) }
+        return folder.appendingPathComponent(replaced + "-" + SHA256.hex(accountID).prefix(16))
+    }
+
+    /// The folder that releases before 2026-11-26 used for an id ``defaultStorage(accountID:base:)``
+    /// now digests: the replacement alone. Nil for ids whose folder did not change, and for
+    /// those that named no folder of their own (only dots).
+    static func legacyStorage(accountID: String, base: URL = applicationSupport) -> URL? {
+        let replaced = replacingUnsafeCharacters(accountID)
+        guard replaced != accountID, !replaced.allSatisfy({ $0 == "." }) else { return nil }
+        return base.appendingPathComponent("subsync").appendingPathComponent(replaced)
+    }
+
+    private static func replacingUnsafeCharacters(_ accountID: String) -> String {
+        String(accountID.unicodeScalars.map { scalar -> Character in
             CharacterSet.alphanumerics.contains(scalar) || "._-@".unicodeScalars.contains(scalar) ? Character(scalar) : "_"
         })
-        return base.appendingPathComponent("subsync").appendingPathComponent(safe)
     }
 }

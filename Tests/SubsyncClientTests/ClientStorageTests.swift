@@ -143,6 +143,51 @@ import Testing
         }
     }
 
+    @Test("each account has its own default folder, below subsync/, and an earlier release's folder is taken over")
+    func defaultFoldersAreTheAccounts() async throws {
+        try await Self.withFolder { base in
+            func folder(_ id: String) -> URL { SubsyncConfiguration.defaultStorage(accountID: id, base: base) }
+            let subsync = base.appendingPathComponent("subsync").standardizedFileURL.path
+            // Ids that are file names keep the folder they always had.
+            #expect(folder("ana").lastPathComponent == "ana")
+            #expect(folder("user-42@example.com").lastPathComponent == "user-42@example.com")
+            #expect(SubsyncConfiguration.legacyStorage(accountID: "ana", base: base) == nil)
+            // Ids the service takes that differ only where a file name cannot hold them.
+            let ids = ["a:b", "a_b", "a/b", "a b", ".", "..", "...", "é", "e"]
+            let folders = ids.map { folder($0).standardizedFileURL }
+            #expect(Set(folders.map(\.path)).count == ids.count, "\(folders.map(\.lastPathComponent))")
+            for (id, url) in zip(ids, folders) {
+                #expect(url.deletingLastPathComponent().path == subsync, "\(id) stays inside subsync/")
+                #expect(!url.lastPathComponent.allSatisfy { $0 == "." }, "\(id)")
+            }
+            #expect(folder("a:b").lastPathComponent.hasPrefix("a_b-"))
+
+            // A folder an earlier release made for "a:b" (the replacement alone, which is also
+            // account "a_b"'s folder) is taken over only when its cached state is "a:b"'s.
+            let legacy = try #require(SubsyncConfiguration.legacyStorage(accountID: "a:b", base: base))
+            #expect(legacy.lastPathComponent == "a_b")
+            func cache(_ owner: String) throws {
+                try FileManager.default.createDirectory(at: legacy.appendingPathComponent("outbox"), withIntermediateDirectories: true)
+                try Data("d-kept".utf8).write(to: legacy.appendingPathComponent("device-id"))
+                let state = #"{"version": 1, "account": {"account_id": "\#(owner)", "tier": "free", "features": [], "limits": {}, "ads": true, "entitlements": []}}"#
+                try Data(state.utf8).write(to: legacy.appendingPathComponent("state.json"))
+            }
+            try cache("a_b")
+            SubsyncClient.adopt(legacy: legacy, as: folder("a:b"), accountID: "a:b")
+            #expect(FileManager.default.fileExists(atPath: legacy.path), "account a_b's folder stays its own")
+            #expect(!FileManager.default.fileExists(atPath: folder("a:b").path))
+            try FileManager.default.removeItem(at: legacy)
+            try cache("a:b")
+            SubsyncClient.adopt(legacy: legacy, as: folder("a:b"), accountID: "a:b")
+            #expect(try String(contentsOf: folder("a:b").appendingPathComponent("device-id"), encoding: .utf8) == "d-kept")
+            #expect(!FileManager.default.fileExists(atPath: legacy.path))
+            // Once the new folder exists, nothing moves again.
+            try cache("a:b")
+            SubsyncClient.adopt(legacy: legacy, as: folder("a:b"), accountID: "a:b")
+            #expect(FileManager.default.fileExists(atPath: legacy.path))
+        }
+    }
+
     @Test("a client creates its folders level by level, and a second client finds them made")
     func foldersAreCreatedWhole() async throws {
         try await Self.withFolder { folder in
