@@ -16,13 +16,18 @@ struct StateStore {
         self.url = url
     }
 
+    /// The contents of the state file at `url`, without touching it.
+    static func read(_ url: URL) throws -> Contents {
+        let loaded = try WireFormat.decoder().decode(Contents.self, from: Data(contentsOf: url))
+        guard loaded.version == 1 else { throw Outbox.UnknownVersion(version: loaded.version) }
+        return loaded
+    }
+
     /// Reads the file; an unreadable one is moved to `state.json.corrupt` and reported.
     mutating func load() -> SubsyncClientError? {
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }
         do {
-            let loaded = try WireFormat.decoder().decode(Contents.self, from: Data(contentsOf: url))
-            guard loaded.version == 1 else { throw Outbox.UnknownVersion(version: loaded.version) }
-            contents = loaded
+            contents = try Self.read(url)
             return nil
         } catch {
             let aside = url.appendingPathExtension("corrupt")

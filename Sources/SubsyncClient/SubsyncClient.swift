@@ -554,8 +554,7 @@ public actor SubsyncClient {
     static func adopt(legacy: URL, as folder: URL, accountID: String) {
         let files = FileManager.default
         guard files.fileExists(atPath: legacy.path), !files.fileExists(atPath: folder.path),
-            let data = try? Data(contentsOf: legacy.appendingPathComponent("state.json")),
-            let state = try? WireFormat.decoder().decode(StateStore.Contents.self, from: data),
+            let state = try? StateStore.read(legacy.appendingPathComponent("state.json")),
             state.account?.accountID == accountID
         else { return }
         try? files.moveItem(at: legacy, to: folder)
