@@ -434,6 +434,64 @@ struct TrustAPITests {
         }
     }
 
+    /// The one way a store notification meets a binding conflict: its account was found through
+    /// the purchase's token, and while it waited for the purchase's lock another account bound
+    /// the purchase. Apple cannot be answered 409, so the fact goes where the purchase is, and
+    /// the recorded notification names that account (`StoreNotificationStore.assign`).
+    @Test("a notification whose purchase another account binds while it waits for the purchase's lock is applied to that account")
+    func notificationMeetingABindingGoesToThePurchasesOwner() async throws {
+        try await TestEnvironment.withFresh { env in
+            let key = "app-account-token-key-for-tests-0123456789"
+            let app = env.application(requireSigned: true, verifier: verifier, binding: .reject, appAccountTokenKey: key)
+            let token = try #require(AppAccountTokens(key: key).token(for: "acct-token"))
+            let binder = TransactionBinder(pool: env.pool, engine: ResolutionEngine(pool: env.pool, catalogue: .default), policy: .reject)
+            let now = Date()
+            try await app.test(.router) { client in
+                // The token is bound to its account by that account's own purchase.
+                let own = try authority.sign(Self.transaction(
+                    original: "8400", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now, token: token))
+                #expect(try await client.sync(account: "acct-token", body: try Self.signedBody(reportID: "t1", jws: own)).status == .accepted)
+
+                // Another connection holds the lock of purchase 8401, as a first binding does.
+                let holder = try await Connection.connect(configuration: env.connection)
+                try await holder.execute(script: "SET idle_in_transaction_session_timeout = '60s'; BEGIN")
+                try await binder.lockPurchases(["8401"], on: holder)
+                let uuid = UUID()
+                let renewal = try notification("DID_RENEW", uuid: uuid, transaction: Self.transaction(
+                    original: "8401", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(2 * 86_400), signed: now,
+                    token: token), signed: now)
+                let answer = Task {
+                    let response = try await client.postJSON("/v1/notifications/apple", body: renewal, credential: nil)
+                    return (response.status, response.json["status"] as? String)
+                }
+                // No account has 8401 yet, so the token names acct-token, whose binding waits.
+                let waiting = try await waitUntil(seconds: 60) {
+                    try await env.pool.query(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                    )[0].decode(Int.self, at: 0) == 1
+                }
+                #expect(waiting, "the notification's binding did not wait for the purchase's lock")
+                // Meanwhile acct-owner binds the purchase, and commits.
+                _ = try await binder.submit(
+                    accountID: "acct-owner", device: nil, reports: [],
+                    claims: [PurchaseClaim(originalTransactionID: "8401", appAccountToken: nil)], on: holder)
+                try await holder.execute(script: "COMMIT")
+                await holder.close()
+
+                let (status, outcome) = try await answer.value
+                #expect(status == .ok)
+                #expect(outcome == "applied")
+                #expect(try await notificationAccount(env, uuid) == "acct-owner", "the notification names the purchase's owner")
+                #expect(entitlementStatus(try await settled(client, "acct-owner")) == "active")
+            }
+            let reports = try await env.pool.query(
+                "SELECT account_id, source FROM reports WHERE original_transaction_id = '8401'")
+                .map { "\(try $0.decode(String.self, at: 0)) \(try $0.decode(String.self, at: 1))" }
+            #expect(reports == ["acct-owner store"], "the notification's report is the owner's alone")
+            #expect(try await env.count("reports", accountID: "acct-token") == 1)
+        }
+    }
+
     @Test("signed renewal info on /sync: a subscriber in the billing grace period keeps access; renewal info that does not fit is refused")
     func renewalInfoOnSync() async throws {
         try await TestEnvironment.withFresh { env in
