@@ -29,9 +29,14 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
     /// The SQL text only; bind values are left out because they may be personal data.
     public var description: String { sql }
 
+    /// The interpolation methods are inlinable, so a value's `postgresValue` is called on its
+    /// concrete type at each call site: an array parameter then gets the binding specialized for
+    /// its element type (``Swift/Array/postgresValue``). Called through this generic method from
+    /// another module, every array went through the unspecialized, witness-table path, about 2 %
+    /// of the machine in a webhook drain (docs/PERFORMANCE.md item 38).
     public struct StringInterpolation: StringInterpolationProtocol {
-        var sql: String
-        var binds: [PostgresValue]
+        @usableFromInline var sql: String
+        @usableFromInline var binds: [PostgresValue]
 
         public init(literalCapacity: Int, interpolationCount: Int) {
             sql = ""
@@ -40,17 +45,20 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
             binds.reserveCapacity(interpolationCount)
         }
 
+        @inlinable
         public mutating func appendLiteral(_ literal: String) {
             sql += literal
         }
 
         /// Binds a value as the next `$n` parameter.
+        @inlinable
         public mutating func appendInterpolation(_ value: some PostgresEncodable) {
             binds.append(value.postgresValue)
             sql += "$\(binds.count)"
         }
 
         /// Binds `nil` as SQL NULL.
+        @inlinable
         public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value?) {
             binds.append(value?.postgresValue ?? .null)
             sql += "$\(binds.count)"
