@@ -64,6 +64,20 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
             sql += "$\(binds.count)"
         }
 
+        /// Binds a value as the next parameter cast to `type` (`$n::type`), or, when
+        /// `opaqueToPlanner`, behind a one-row subquery, `(SELECT $n::type)::type`: the same
+        /// value, which a custom plan can no longer read. For a key array that a statement
+        /// compares with `= ANY(...)`: a custom plan estimates the selectivity of each of a
+        /// constant array's elements, 1.4–2.4 ms a plan for 500 keys, where it takes an opaque
+        /// array for ten; and it is still planned at every call, with the table's size at that
+        /// moment (docs/PERFORMANCE.md item 39). Not for a distributed table on Citus, whose
+        /// planner routes a statement to its shards by reading the keys.
+        @inlinable
+        public mutating func appendInterpolation(_ value: some PostgresEncodable, cast type: StaticString, opaqueToPlanner: Bool) {
+            binds.append(value.postgresValue)
+            sql += opaqueToPlanner ? "(SELECT $\(binds.count)::\(type))::\(type)" : "$\(binds.count)::\(type)"
+        }
+
         /// Inserts code-authored SQL text verbatim. Never pass input through this.
         public mutating func appendInterpolation(unescaped fragment: String) {
             sql += fragment

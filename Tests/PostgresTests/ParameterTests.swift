@@ -185,4 +185,38 @@ import Testing
             #expect(try other[0].decode(String.self, at: 0) == "xy")
         }
     }
+
+    /// `cast:opaqueToPlanner:` binds the same keys either way; opaque, the plan no longer
+    /// carries them (the planner sees a subquery's result, not 300 constants to estimate one by
+    /// one), and the rows found are the same, prepared or not, with a NULL key and a quote.
+    @Test func keysOpaqueToThePlannerFindTheSameRows() async throws {
+        try await TestDatabase.withConnection { connection in
+            let table = TestDatabase.uniqueName("pgt_opaque")
+            try await connection.execute(script: """
+                CREATE TEMP TABLE \(table) (key text PRIMARY KEY, n int);
+                INSERT INTO \(table) SELECT 'k' || g, g FROM generate_series(1, 2000) AS g;
+                INSERT INTO \(table) VALUES ('it''s', 0);
+                ANALYZE \(table)
+                """)
+            let keys: [String?] = (1...300).map { "k\($0 * 5)" } + ["it's", nil, "missing"]
+            var answers: [[Int]] = []
+            for opaque in [false, true] {
+                let query: PostgresQuery =
+                    "SELECT n FROM \(unescaped: table) WHERE key = ANY(\(keys, cast: "text[]", opaqueToPlanner: opaque)) ORDER BY n"
+                #expect(query.sql.contains("(SELECT $1::text[])::text[]") == opaque, "\(query.sql)")
+                for prepared in [false, true] {
+                    let rows = prepared ? try await connection.preparedQuery(query) : try await connection.query(query)
+                    answers.append(try rows.map { try $0.decode(Int.self, at: 0) })
+                }
+                var explain = query
+                explain.sql = "EXPLAIN (COSTS OFF) " + explain.sql
+                let plan = try await connection.query(explain).map { try $0.decode(String.self, at: 0) }.joined(separator: "\n")
+                // A custom plan holds the constant array; an opaque one a parameter of its InitPlan.
+                #expect(plan.contains("k1495") == !opaque, "\(plan)")
+                #expect(plan.contains("InitPlan") == opaque, "\(plan)")
+            }
+            #expect(answers.count == 4)
+            #expect(answers.allSatisfy { $0 == [0] + (1...300).map { $0 * 5 } })
+        }
+    }
 }

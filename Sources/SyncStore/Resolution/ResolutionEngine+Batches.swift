@@ -186,14 +186,16 @@ extension ResolutionEngine {
         }
         let accounts = accounts.filter { claimed.locked[$0] != nil }
         guard !accounts.isEmpty else { return claimed }
+        let opaque = try await keysOpaqueToPlanner(on: connection)
         let rows = try await connection.preparedQuery(
             """
             WITH done AS (
                 DELETE FROM account_work WHERE id IN (
-                    SELECT id FROM account_work WHERE account_id = ANY(\(accounts)::text[]) FOR UPDATE SKIP LOCKED)
+                    SELECT id FROM account_work WHERE account_id = ANY(\(accounts, cast: "text[]", opaqueToPlanner: opaque))
+                    FOR UPDATE SKIP LOCKED)
             ), claimed AS (
                 UPDATE reports SET status = 'resolved', resolved_at = now(), attempts = attempts + 1, last_error = NULL
-                WHERE status = 'pending' AND account_id = ANY(\(accounts)::text[])
+                WHERE status = 'pending' AND account_id = ANY(\(accounts, cast: "text[]", opaqueToPlanner: opaque))
                 RETURNING arrival, account_id, \(unescaped: Report.columns)
             )
             SELECT account_id, \(unescaped: Report.columns) FROM claimed
