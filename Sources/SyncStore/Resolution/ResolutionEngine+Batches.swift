@@ -147,11 +147,16 @@ extension ResolutionEngine {
 
     /// Takes up to `limit` entries of the claim queue (oldest first, `FOR UPDATE SKIP LOCKED`, so
     /// workers in any process take disjoint entries) and returns their accounts, sorted.
+    ///
+    /// The entries are deleted by key, `id = ANY(ARRAY(...))`: written `id IN (...)`, the planner
+    /// joined the taken ids with a sequential scan of the whole queue, 8,000 rows read to delete
+    /// 500 at the start of a 40,000-report drain, a claim costing more the longer the backlog
+    /// (docs/PERFORMANCE.md item 40). The queue is local to the coordinator on Citus as well.
     func claimQueue(limit: Int, on connection: Connection) async throws -> [String] {
         Array(Set(try await connection.preparedQuery(
             """
-            DELETE FROM account_work WHERE id IN (
-                SELECT id FROM account_work ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+            DELETE FROM account_work WHERE id = ANY(ARRAY(
+                SELECT id FROM account_work ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED))
             RETURNING account_id
             """
         ).map { try $0.decode(String.self, at: 0) })).sorted()
