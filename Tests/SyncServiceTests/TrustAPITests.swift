@@ -14,6 +14,8 @@ import TestSupport
 @Suite("Trust: signed reports, notifications and account binding over HTTP")
 struct TrustAPITests {
     static let bundleID = "com.example.subsync"
+    /// The key of the `appAccountToken`s that the tests' accounts are given.
+    static let appAccountTokenKey = "app-account-token-key-for-tests-0123456789"
     let authority: TestCertificateAuthority
     let verifier: StoreKitVerifier
 
@@ -441,7 +443,7 @@ struct TrustAPITests {
     @Test("a notification whose purchase another account binds while it waits for the purchase's lock is applied to that account")
     func notificationMeetingABindingGoesToThePurchasesOwner() async throws {
         try await TestEnvironment.withFresh { env in
-            let key = "app-account-token-key-for-tests-0123456789"
+            let key = Self.appAccountTokenKey
             let app = env.application(requireSigned: true, verifier: verifier, binding: .reject, appAccountTokenKey: key)
             let token = try #require(AppAccountTokens(key: key).token(for: "acct-token"))
             let binder = TransactionBinder(pool: env.pool, engine: ResolutionEngine(pool: env.pool, catalogue: .default), policy: .reject)
@@ -736,7 +738,7 @@ struct TrustAPITests {
     @Test("an appAccountToken binds only to its own account: a purchase carrying another account's token cannot claim it")
     func tokenCannotBeClaimed() async throws {
         try await TestEnvironment.withFresh { env in
-            let key = "app-account-token-key-for-tests-0123456789"
+            let key = Self.appAccountTokenKey
             let app = env.application(requireSigned: true, verifier: verifier, binding: .reject, appAccountTokenKey: key)
             let victimToken = try #require(AppAccountTokens(key: key).token(for: "acct-victim"))
             #expect(AppAccountTokens(key: key).token(for: "acct-attacker") != victimToken)
