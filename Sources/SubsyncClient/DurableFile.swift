@@ -70,8 +70,9 @@ enum DurableFile {
     /// Deletes the temporary files that writes interrupted by a crash left in `directory`: those
     /// of the files named `targets`, or of any file when `targets` is nil (a folder the client
     /// owns alone). The storage folder may be shared with the app, whose files are left alone.
-    static func removeLeftovers(in directory: URL, of targets: [String]? = nil) {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return }
+    /// `listed`: the folder's names when the caller has just listed it.
+    static func removeLeftovers(in directory: URL, of targets: [String]? = nil, listed: [String]? = nil) {
+        guard let names = listed ?? (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) else { return }
         let prefixes = targets.map { $0.map { ".\($0)." } }
         for name in names where name.hasPrefix(".") && name.hasSuffix(temporarySuffix) {
             if let prefixes, !prefixes.contains(where: { name.hasPrefix($0) }) { continue }

@@ -27,13 +27,14 @@ struct Outbox {
 
     /// Loads the items on disk; returns the files that could not be read (moved aside).
     mutating func load() throws(SubsyncClientError) -> [SubsyncClientError] {
-        let names: [String]
+        let listed: [String]
         do {
-            names = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".json") }
+            listed = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         } catch {
             throw .storage(path: directory.path, reason: "\(error)")
         }
-        DurableFile.removeLeftovers(in: directory)
+        DurableFile.removeLeftovers(in: directory, listed: listed)
+        let names = listed.filter { $0.hasSuffix(".json") }
         var problems: [SubsyncClientError] = []
         let decoder = WireFormat.decoder()
         for name in names {
