@@ -79,13 +79,11 @@ public struct DeliveryWorker: Service {
 
     private func deliverLoop() async {
         var lastHold = clock.uptime()
-        // The last round's record, still running while the next round claims and sends.
-        var recording: Task<Void, any Error>?
         await wakeups.drain(
             batchSize: configuration.batchSize, pollInterval: configuration.pollInterval, logger: logger,
             failureMessage: "webhook delivery round failed; backing off"
         ) {
-            let handled = try await deliverBatch(recordingAfter: &recording)
+            let handled = try await deliverBatch()
             // Events that arrive while their stream waits for a retry would be read by every
             // claim until then; from time to time they are set to wait for it too.
             if clock.uptime() - lastHold >= configuration.holdInterval {
@@ -94,40 +92,13 @@ public struct DeliveryWorker: Service {
             }
             return DrainRound(handled: handled)
         }
-        // Stopping: what was sent is recorded before the loop ends.
-        do {
-            try await recording?.value
-        } catch {
-            logger.warning("recording the last round of webhook attempts failed", metadata: ["error": "\(error)"])
-        }
     }
 
     /// Claims, sends and records one batch; returns how many deliveries it attempted.
     func deliverBatch() async throws -> Int {
-        var recording: Task<Void, any Error>?
-        let handled = try await deliverBatch(recordingAfter: &recording)
-        try await recording?.value
-        return handled
-    }
-
-    /// Claims and sends one batch, and starts recording it in a task of its own, left in
-    /// `recording`, so that the loop's next claim and sends run while it commits (a round's
-    /// record is about a tenth of it, during which the loop's HTTP side had nothing to do).
-    /// Order holds: a delivery stays leased until its record commits, so no claim takes its
-    /// stream meanwhile. The previous round's record is awaited here, after this round's has
-    /// started: its failure fails this round, as it failed its own before, and neither round's
-    /// attempts go unrecorded for it. Returns how many deliveries were claimed.
-    func deliverBatch(recordingAfter recording: inout Task<Void, any Error>?) async throws -> Int {
-        // Left in `recording` until this round's record replaces it: if the claim fails, the
-        // next round (or the loop's end) still waits for it.
-        let previous = recording
         let claimed = try await store.claimDue(
             limit: configuration.batchSize, lease: configuration.effectiveLease, partition: configuration.partition, now: clock.now())
-        guard !claimed.isEmpty else {
-            recording = nil
-            try await previous?.value
-            return 0
-        }
+        guard !claimed.isEmpty else { return 0 }
         // One sequence per (account, endpoint), in event order; the sequences run concurrently.
         // Each delivery goes with its signing keys, set up once per secret for the round.
         var groups: [[(delivery: DeliveryStore.Claimed, keys: [WebhookSigner.Key])]] = []
@@ -190,14 +161,10 @@ public struct DeliveryWorker: Service {
             }
             return (all, unsent)
         }
-        let lease = claimed[0].leasedUntil
-        recording = Task {
-            try await record(results, lease: lease)
-            if !unsent.isEmpty {
-                try await store.release(unsent)
-            }
+        try await record(results, lease: claimed[0].leasedUntil)
+        if !unsent.isEmpty {
+            try await store.release(unsent)
         }
-        try await previous?.value
         return claimed.count
     }
 
