@@ -235,7 +235,7 @@ public struct TransactionBinder: Sendable {
                 sequences[side] = sequence
                 let state = locked[side]?.state ?? Resolver.resolve(transactions: [], catalogue: engine.catalogue, now: now)
                 events.append(Event(
-                    id: UUID().uuidString.lowercased(), accountID: side, sequence: sequence, type: .transferred,
+                    id: RandomUUID.lowercaseString(), accountID: side, sequence: sequence, type: .transferred,
                     occurredAt: now, entitlementID: entitlementID,
                     previous: entitlementID.flatMap { id in state.entitlements.first { $0.id == id } }, current: nil,
                     previousTier: nil, state: state, transfer: transfer))

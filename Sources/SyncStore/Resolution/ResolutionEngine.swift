@@ -206,7 +206,7 @@ public struct ResolutionEngine: Sendable {
             for draft in EventDeriver.events(previous: previous?.state, current: current, now: now) {
                 sequence += 1
                 events.append(
-                    Event(draft: draft, id: UUID().uuidString.lowercased(), accountID: accountID, sequence: sequence, occurredAt: now)
+                    Event(draft: draft, id: RandomUUID.lowercaseString(), accountID: accountID, sequence: sequence, occurredAt: now)
                 )
             }
             states.append((accountID, current, sequence))

@@ -25,7 +25,7 @@ enum UsageEvents {
     ) -> Event {
         account.lastSequence += 1
         return Event(
-            id: UUID().uuidString.lowercased(), accountID: account.accountID, sequence: account.lastSequence, type: type,
+            id: RandomUUID.lowercaseString(), accountID: account.accountID, sequence: account.lastSequence, type: type,
             occurredAt: now, entitlementID: nil, previous: nil, current: nil, previousTier: nil, state: account.state,
             credit: credit, usage: usage)
     }
