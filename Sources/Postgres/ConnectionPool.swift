@@ -91,6 +91,41 @@ public actor ConnectionPool {
         try await withConnection { try await $0.preparedQuery(query) }
     }
 
+    /// Opens connections ahead of need, concurrently, until `count` are open (at most
+    /// `maximumConnections`), and returns once each attempt has ended. A connection goes to a
+    /// caller waiting for one, or waits idle; one that cannot be opened is left for a later
+    /// lease to open (and to report why it cannot).
+    ///
+    /// `subsync serve` calls it while it migrates: its workers' first claims otherwise waited
+    /// for a connection each, opened one after another with the delivery loops' and the
+    /// sweeper's, 30-45 ms after the migration (docs/PERFORMANCE.md item 44).
+    public func prewarm(_ count: Int) async {
+        let wanted = min(count, configuration.maximumConnections) - openCount
+        guard wanted > 0, !isClosed else { return }
+        openCount += wanted
+        let configuration = configuration.connection
+        let logger = logger
+        await withTaskGroup(of: Connection?.self) { group in
+            for _ in 0..<wanted {
+                group.addTask {
+                    do {
+                        return try await Connection.connect(configuration: configuration, logger: logger)
+                    } catch {
+                        logger.debug("could not open a connection ahead of need", metadata: ["error": "\(error)"])
+                        return nil
+                    }
+                }
+            }
+            for await connection in group {
+                if let connection {
+                    await release(connection, after: nil)
+                } else {
+                    connectFailed()
+                }
+            }
+        }
+    }
+
     /// Closes idle connections and fails waiters; connections in use close when returned.
     public func close() async {
         isClosed = true

@@ -167,6 +167,62 @@ import Testing
         await pool.close()
     }
 
+    @Test func prewarmOpensConnectionsAheadOfNeedAndLeasesTakeThem() async throws {
+        let name = TestDatabase.uniqueName("pgt_prewarm")
+        let pool = ConnectionPool(
+            configuration: .init(connection: try configuration(applicationName: name), maximumConnections: 6, leaseTimeout: .seconds(30))
+        )
+        let observer = try await Connection.connect(configuration: try TestDatabase.configuration())
+        func serverSidePIDs() async throws -> Set<Int32> {
+            Set(try await observer.query("SELECT pid FROM pg_stat_activity WHERE application_name = \(name)").map { try $0.decode(Int32.self, at: 0) })
+        }
+        await pool.prewarm(4)
+        var statistics = await pool.statistics
+        #expect(statistics.open == 4 && statistics.idle == 4 && statistics.waiting == 0)
+        let prewarmed = try await serverSidePIDs()
+        #expect(prewarmed.count == 4)
+
+        // Four callers at once take the four open connections: no backend is started for them.
+        let used = try await withThrowingTaskGroup(of: Int32.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    try await pool.withConnection { connection in
+                        try await connection.query("SELECT pg_backend_pid(), pg_sleep(0.05)::text")[0].decode(Int32.self, at: 0)
+                    }
+                }
+            }
+            return try await group.reduce(into: Set<Int32>()) { $0.insert($1) }
+        }
+        #expect(used.isSubset(of: prewarmed), "used \(used), prewarmed \(prewarmed)")
+        #expect(await pool.statistics.open == 4)
+        #expect(try await serverSidePIDs() == prewarmed)
+
+        // Never beyond the pool's bound, and what is open already counts.
+        await pool.prewarm(20)
+        statistics = await pool.statistics
+        #expect(statistics.open == 6 && statistics.idle == 6)
+        #expect(try await serverSidePIDs().count == 6)
+        await pool.prewarm(2)
+        #expect(await pool.statistics.open == 6)
+        await pool.close()
+        await observer.close()
+    }
+
+    @Test func prewarmAgainstNoServerLeavesTheFailureToTheCaller() async throws {
+        // Port 1: nothing listens there, so every connection is refused at once.
+        var configuration = try TestDatabase.configuration()
+        configuration["host"] = "127.0.0.1"
+        configuration["port"] = "1"
+        let pool = ConnectionPool(configuration: .init(connection: configuration, maximumConnections: 3, leaseTimeout: .seconds(5)))
+        await pool.prewarm(3)
+        let statistics = await pool.statistics
+        #expect(statistics.open == 0 && statistics.idle == 0)
+        let error = await thrownError { try await pool.query("SELECT 1") }
+        #expect((error as? PostgresError)?.kind == .connectionFailed, "\(String(describing: error))")
+        #expect(await pool.statistics.open == 0)
+        await pool.close()
+    }
+
     @Test func connectionReturnedInsideATransactionIsNotReused() async throws {
         let pool = ConnectionPool(
             configuration: .init(connection: try TestDatabase.configuration(), maximumConnections: 1, leaseTimeout: .seconds(5))
