@@ -477,6 +477,52 @@ struct ResolutionEngineTests {
         }
     }
 
+    /// A batch's transactions new to their account are inserted, the stored ones written over
+    /// (docs/PERFORMANCE.md item 45): a stored one sent to the plain insert would fail the batch
+    /// on its key, and one left out would lose its reports' count.
+    @Test("a batch inserts the transactions new to an account and writes over its stored ones, counting every report")
+    func newAndStoredTransactionsInOneBatch() async throws {
+        try await TestEnvironment.withFresh { env in
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            let purchased = Date().addingTimeInterval(-86_400)
+            func report(_ id: String, _ transaction: String, days: Double) -> Report {
+                Report(
+                    reportID: id, deviceID: "d", observedAt: purchased, productID: "voip.premium.monthly",
+                    originalTransactionID: "t0", transactionID: transaction, purchasedAt: purchased,
+                    expiresAt: purchased.addingTimeInterval(days * 86_400))
+            }
+            _ = try await env.pool.withTransaction { connection in
+                try await engine.resolve(
+                    accounts: ["mixed"], newReports: ["mixed": [report("a", "t0", days: 30), report("b", "t0", days: 31)]],
+                    origin: .worker, on: connection)
+            }
+            // One more report of the stored t0 (a later expiry), three of the new t1, and an
+            // account with nothing stored, in one resolution.
+            _ = try await env.pool.withTransaction { connection in
+                try await engine.resolve(
+                    accounts: ["fresh", "mixed"],
+                    newReports: [
+                        "mixed": [report("c", "t0", days: 40), report("d", "t1", days: 60), report("e", "t1", days: 61), report("f", "t1", days: 62)],
+                        "fresh": [report("g", "t9", days: 30)],
+                    ],
+                    origin: .worker, on: connection)
+            }
+            let rows = try await env.pool.query(
+                "SELECT account_id, transaction_id, report_count, expires_at FROM transactions ORDER BY account_id, transaction_id")
+            let stored = try rows.map { row in
+                (try row.decode(String.self, at: 0), try row.decode(String.self, at: 1), try row.decode(Int.self, at: 2), try row.decode(Date.self, at: 3))
+            }
+            #expect(stored.map { "\($0.0)/\($0.1)/\($0.2)" } == ["fresh/t9/1", "mixed/t0/3", "mixed/t1/3"])
+            #expect(abs(stored[1].3.timeIntervalSince(purchased.addingTimeInterval(40 * 86_400))) < 0.001)
+            #expect(abs(stored[2].3.timeIntervalSince(purchased.addingTimeInterval(62 * 86_400))) < 0.001)
+            // The stored aggregates hold every report's expiry: t0's row was written over.
+            let aggregates = try await env.pool.query(
+                "SELECT aggregate::text FROM transactions WHERE account_id = 'mixed' ORDER BY transaction_id"
+            ).map { try JSONDecoder.postgres.decode(TransactionAggregate.self, from: Data(try $0.decode(String.self, at: 0).utf8)) }
+            #expect(aggregates.map(\.expiresAt) == [stored[1].3, stored[2].3])
+        }
+    }
+
     /// States, aggregates and entitlement states are `json` (sql/0031): stored as the service
     /// encoded them, byte for byte (`jsonb` reordered the keys and added spaces, and parsed every
     /// document on write, docs/PERFORMANCE.md item 29), and compared as text, so a state that
