@@ -155,7 +155,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PostgresTests",
-            dependencies: ["Postgres", "TestSupport"],
+            dependencies: ["Postgres", "TestSupport", .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,5 +1,6 @@
 import Foundation
 @testable import Postgres
+import PropertyBased
 import TestSupport
 import Testing
 
@@ -24,6 +25,32 @@ import Testing
         #expect(PostgresTimestamp.format(Date(timeIntervalSince1970: -62_135_596_801)) == "0001-12-31 23:59:59+00 BC")
         #expect(PostgresTimestamp.format(.distantFuture) == "infinity")
         #expect(PostgresTimestamp.format(.distantPast) == "-infinity")
+    }
+
+    /// The four-digit years' shortcut writes what the general path writes, in both styles, for
+    /// every microsecond of the years 1 to 9999 (and the general path's own years around them).
+    @Test func fourDigitYearsAreWrittenAsTheGeneralPathWritesThem() async {
+        // 0001-01-01 to 9999-12-31 in microseconds since 1970, and a margin on both sides.
+        let first: Int64 = -62_135_596_800_000_000, last: Int64 = 253_402_300_799_999_999
+        await propertyCheck(count: 4000, input: Gen.int64(in: (first - 86_400_000_000)...(last + 86_400_000_000))) { micros in
+            let date = Date(timeIntervalSince1970: Double(micros) / 1_000_000)
+            for style in [PostgresTimestamp.Style.postgres, .rfc3339] {
+                var shortcut: [UInt8] = [], general: [UInt8] = []
+                PostgresTimestamp.append(date, style: style, to: &shortcut)
+                PostgresTimestamp.append(date, style: style, to: &general, fourDigitYears: false)
+                #expect(shortcut == general, "\(micros): \(String(decoding: shortcut, as: UTF8.self)) against \(String(decoding: general, as: UTF8.self))")
+            }
+        }
+        // Whole seconds, whole days, the ends of the range, and after other bytes.
+        for seconds in [0.0, -1, 86_400, 951_782_400, -62_135_596_800, 253_402_300_799, 253_402_300_800, 1_700_000_000.5, 1_700_000_000.000_001] {
+            let date = Date(timeIntervalSince1970: seconds)
+            for style in [PostgresTimestamp.Style.postgres, .rfc3339] {
+                var shortcut: [UInt8] = Array("x".utf8), general: [UInt8] = Array("x".utf8)
+                PostgresTimestamp.append(date, style: style, to: &shortcut)
+                PostgresTimestamp.append(date, style: style, to: &general, fourDigitYears: false)
+                #expect(shortcut == general, "\(seconds)")
+            }
+        }
     }
 
     @Test func parsesServerOutputAndRFC3339() throws {
