@@ -185,6 +185,76 @@ struct PipelineTests {
         }
     }
 
+    /// Queues `count` accounts, one pending report each, in the order of their names.
+    static func queueAccounts(_ count: Int, in env: TestEnvironment) async throws {
+        let inbox = ReportInbox(pool: env.pool)
+        for index in 0..<count {
+            _ = try await inbox.submit(
+                accountID: "share-\(index)", device: DeviceInfo(id: "iphone"), reports: [SyncAPITests.report("s\(index)")])
+        }
+    }
+
+    @Test("near the end of a backlog a claim takes its share of the queue rather than a full batch, and says what is left behind it")
+    func claimsTakeTheirShareOfWhatIsLeft() async throws {
+        try await TestEnvironment.withFresh { env in
+            try await Self.queueAccounts(100, in: env)
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            // (entries left before the claim, workers sharing them) -> accounts claimed: the
+            // limit (40) while the share is larger, a quarter of what is left after that, never
+            // fewer than a tenth of the limit (4), and what is left when that is fewer.
+            var left = 100
+            for (workers, expected) in [(1, 40), (4, 15), (4, 12), (4, 9), (4, 6), (4, 5), (4, 4), (4, 4), (4, 4), (4, 1)] {
+                let outcome = try await engine.resolvePendingBatch(limit: 40, sharedBy: workers)
+                #expect(outcome.accountsResolved == expected, "\(left) left, shared by \(workers)")
+                #expect(outcome.reportsResolved == expected)
+                left -= expected
+                #expect(outcome.queuedAfter == left)
+            }
+            #expect(left == 0)
+            let pending = try await env.pool.query("SELECT count(*) FROM reports WHERE status = 'pending'")
+            #expect(try pending[0].decode(Int.self, at: 0) == 0)
+            let empty = try await engine.resolvePendingBatch(limit: 40, sharedBy: 4)
+            #expect(empty.reportsResolved == 0 && empty.queuedAfter == 0)
+        }
+    }
+
+    @Test("a worker whose claim was its share, less than a batch, goes on at once while entries are left, without waiting for a wake-up or the poll")
+    func workersGoOnAfterTheirShare() async throws {
+        try await TestEnvironment.withFresh { env in
+            try await Self.queueAccounts(150, in: env)
+            // Nothing raises `arrivals`, and the poll is ten minutes away: a worker that waited
+            // after a claim of fewer than `batchSize` reports would leave the backlog pending.
+            let pool = WorkerPool(
+                engine: ResolutionEngine(pool: env.pool, catalogue: .default),
+                workers: 2, batchSize: 100, pollInterval: .seconds(600), arrivals: WakeSignal(), resolutions: WakeSignal(),
+                logger: env.logger)
+            let pending = try await withThrowingTaskGroup(of: Int?.self) { group in
+                group.addTask {
+                    try await pool.run()
+                    return nil
+                }
+                group.addTask {
+                    let deadline = ContinuousClock.now + .seconds(120)
+                    var left = Int.max
+                    while left > 0, ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(50))
+                        left = try await env.pool.query("SELECT count(*) FROM reports WHERE status = 'pending'")[0].decode(Int.self, at: 0)
+                    }
+                    return left
+                }
+                defer { group.cancelAll() }
+                while let result = try await group.next() {
+                    if let left = result { return left }
+                }
+                return -1
+            }
+            #expect(pending == 0)
+            // Every claim took a share of fewer than 100 accounts.
+            let batches = try await env.pool.query("SELECT count(DISTINCT resolved_at) FROM reports")
+            #expect(try batches[0].decode(Int.self, at: 0) >= 3)
+        }
+    }
+
     @Test("a batch does not wait for an account another transaction holds: it queues it again and resolves the rest")
     func busyAccountIsDeferred() async throws {
         try await TestEnvironment.withFresh { env in

@@ -79,16 +79,20 @@ struct DrainRound {
     /// Work the round set aside for a moment (an account another transaction held): look again
     /// after this, if it is sooner than the poll interval.
     var lookAgainAfter: Duration?
+    /// The round knows more work is waiting (a claim smaller than a batch, with entries left
+    /// behind it): go on at once, as after a full batch.
+    var more: Bool
 
-    init(handled: Int, lookAgainAfter: Duration? = nil) {
+    init(handled: Int, lookAgainAfter: Duration? = nil, more: Bool = false) {
         self.handled = handled
         self.lookAgainAfter = lookAgainAfter
+        self.more = more
     }
 }
 
 extension WakeSignal {
     /// Runs `round` until the task is cancelled: again at once while it reports a full batch
-    /// (`batchSize` or more items), otherwise once this signal is raised or `pollInterval` (or
+    /// (`batchSize` or more items) or more work waiting, otherwise once this signal is raised or `pollInterval` (or
     /// the round's shorter `lookAgainAfter`) has passed. A failed round backs off from 100 ms,
     /// doubling up to 5 s, and a success resets it.
     func drain(
@@ -105,7 +109,7 @@ extension WakeSignal {
             do {
                 let done = try await round()
                 backoff = .milliseconds(100)
-                if done.handled >= batchSize { continue }
+                if done.handled >= batchSize || done.more { continue }
                 await wait(after: seen, timeout: min(done.lookAgainAfter ?? pollInterval, pollInterval))
             } catch {
                 logger.warning(failureMessage, metadata: metadata.merging(["error": "\(error)"]) { $1 })

@@ -11,7 +11,10 @@ import SyncStore
 /// Workers wake on NOTIFY (`arrivals`, raised by the process's one listening connection, a
 /// ``NotificationForwarder`` outside the pool), on a signal from this process's sync handler,
 /// and at least every `pollInterval` as a fallback, since notifications sent while the listener
-/// reconnects are lost. A worker whose batch was full goes straight on to the next. On graceful shutdown, batches in flight finish and commit.
+/// reconnects are lost. A worker whose batch was full, or whose claim left entries behind it,
+/// goes straight on to the next: near the end of a backlog each claim takes this worker's share
+/// of what is left rather than a full batch (``ResolutionEngine/resolvePendingBatch(limit:sharedBy:maximumAttempts:)``),
+/// so the workers finish it together. On graceful shutdown, batches in flight finish and commit.
 public struct WorkerPool: Service {
     let engine: ResolutionEngine
     let workers: Int
@@ -64,7 +67,10 @@ public struct WorkerPool: Service {
             failureMessage: "resolution batch failed; backing off", metadata: ["worker": "\(index)"]
         ) {
             let started = ContinuousClock.now
-            let outcome = try await engine.resolvePendingBatch(limit: batchSize)
+            let outcome = try await engine.resolvePendingBatch(limit: batchSize, sharedBy: workers)
+            // A claim near the end of a backlog takes a share of what is left, less than a batch:
+            // with entries left behind it, go on at once all the same.
+            let more = outcome.queuedAfter > 0
             if outcome.reportsResolved > 0 {
                 ServiceMetrics.batchDuration.recordInterval(since: started)
                 ServiceMetrics.batchSize.record(outcome.reportsResolved)
@@ -75,11 +81,11 @@ public struct WorkerPool: Service {
             if outcome.accountsFailed > 0 {
                 ServiceMetrics.accountsFailed.increment(by: outcome.accountsFailed)
             }
-            guard outcome.accountsDeferred > 0 else { return DrainRound(handled: outcome.reportsResolved) }
+            guard outcome.accountsDeferred > 0 else { return DrainRound(handled: outcome.reportsResolved, more: more) }
             ServiceMetrics.accountsDeferred.increment(by: outcome.accountsDeferred)
             // Accounts another transaction held were queued again: look again shortly (the
             // holder is usually another batch, about 0.1 s) rather than at the next poll.
-            return DrainRound(handled: outcome.reportsResolved, lookAgainAfter: .milliseconds(50))
+            return DrainRound(handled: outcome.reportsResolved, lookAgainAfter: .milliseconds(50), more: more)
         }
     }
 }

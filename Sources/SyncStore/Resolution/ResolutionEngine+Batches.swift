@@ -16,14 +16,20 @@ extension ResolutionEngine {
     /// If the batch fails for a reason other than a lost connection, each of its accounts is
     /// retried on its own, so one bad account cannot hold up the others; that account's reports
     /// get their attempt counted and, after `maximumAttempts`, are quarantined with the error.
-    public func resolvePendingBatch(limit: Int, maximumAttempts: Int = 5) async throws -> Outcome {
+    ///
+    /// `sharedBy` is the number of workers claiming from this process: near the end of a
+    /// backlog a claim takes that share of what is left rather than a full `limit`
+    /// (``claimQueue(limit:sharedBy:on:)``).
+    public func resolvePendingBatch(limit: Int, sharedBy workers: Int = 1, maximumAttempts: Int = 5) async throws -> Outcome {
         var claimedAccounts: [String] = []
         do {
             return try await pool.withTransaction { connection in
-                claimedAccounts = try await claimQueue(limit: limit, on: connection)
+                let taken = try await claimQueue(limit: limit, sharedBy: workers, on: connection)
+                claimedAccounts = taken.accounts
                 let claimed = try await claim(accounts: claimedAccounts, skipLocked: true, on: connection)
                 var outcome = try await resolveClaimed(claimed, on: connection)
                 outcome.accountsDeferred = claimed.deferred.count
+                outcome.queuedAfter = taken.queuedAfter
                 return outcome
             }
         } catch {
@@ -145,21 +151,47 @@ extension ResolutionEngine {
         var deferred: [String] = []
     }
 
-    /// Takes up to `limit` entries of the claim queue (oldest first, `FOR UPDATE SKIP LOCKED`, so
-    /// workers in any process take disjoint entries) and returns their accounts, sorted.
+    /// Takes entries of the claim queue (oldest first, `FOR UPDATE SKIP LOCKED`, so workers in
+    /// any process take disjoint entries) and returns their accounts, sorted, with an estimate
+    /// of the entries queued behind them (the queue's last id less the last id taken; ids only
+    /// grow), 0 when it took none.
+    ///
+    /// How many: `limit`, or fewer near the end of a backlog, a `sharedBy`-th of the entries
+    /// nobody has taken (the queue's last id less its first unlocked one, both read from the
+    /// primary key's ends), at least a tenth of `limit`. With every worker claiming a full
+    /// batch to the end, the last batches of a drain ran alone while the other workers had
+    /// nothing left: shares of what is left let the workers finish together (docs/PERFORMANCE.md
+    /// item 48). Pass the number of workers that claim from this process.
     ///
     /// The entries are deleted by key, `id = ANY(ARRAY(...))`: written `id IN (...)`, the planner
     /// joined the taken ids with a sequential scan of the whole queue, 8,000 rows read to delete
     /// 500 at the start of a 40,000-report drain, a claim costing more the longer the backlog
     /// (docs/PERFORMANCE.md item 40). The queue is local to the coordinator on Citus as well.
-    func claimQueue(limit: Int, on connection: Connection) async throws -> [String] {
-        Array(Set(try await connection.preparedQuery(
+    func claimQueue(limit: Int, sharedBy workers: Int = 1, on connection: Connection) async throws -> (accounts: [String], queuedAfter: Int) {
+        let limit = max(1, limit)
+        let workers = max(1, workers)
+        let rows = try await connection.preparedQuery(
             """
-            DELETE FROM account_work WHERE id = ANY(ARRAY(
-                SELECT id FROM account_work ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED))
-            RETURNING account_id
+            WITH taken AS (
+                DELETE FROM account_work WHERE id = ANY(ARRAY(
+                    SELECT id FROM account_work ORDER BY id
+                    LIMIT coalesce((
+                        SELECT least(\(limit), greatest(\(max(1, limit / 10)),
+                                     ((SELECT max(id) FROM account_work) - first.id + \(workers)) / \(workers)))
+                        FROM (SELECT id FROM account_work ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) AS first), \(limit))
+                    FOR UPDATE SKIP LOCKED))
+                RETURNING id, account_id
+            )
+            SELECT account_id, (SELECT max(id) FROM account_work) - max(id) OVER () FROM taken
             """
-        ).map { try $0.decode(String.self, at: 0) })).sorted()
+        )
+        var accounts = Set<String>()
+        var queuedAfter = 0
+        for row in rows {
+            accounts.insert(try row.decode(String.self, at: 0))
+            queuedAfter = max(queuedAfter, Int(try row.decode(Int64.self, at: 1)))
+        }
+        return (accounts.sorted(), queuedAfter)
     }
 
     /// Claims `accounts` (sorted) and their pending reports: the accounts' locks (in order,

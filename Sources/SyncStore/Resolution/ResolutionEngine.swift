@@ -52,6 +52,9 @@ public struct ResolutionEngine: Sendable {
         /// Accounts a batch left for a later claim because another transaction held them (a
         /// worker, a sync binding a purchase, a usage write): queued again, not waited for.
         public var accountsDeferred = 0
+        /// Claim queue entries left behind the batch's, as its claim estimated them (see
+        /// `claimQueue`); 0 when the claim took nothing, or the batch was not a claim.
+        public var queuedAfter = 0
 
         public init() {}
 
@@ -62,6 +65,7 @@ public struct ResolutionEngine: Sendable {
             sum.eventsWritten += rhs.eventsWritten
             sum.accountsFailed += rhs.accountsFailed
             sum.accountsDeferred += rhs.accountsDeferred
+            sum.queuedAfter = max(lhs.queuedAfter, rhs.queuedAfter)
             return sum
         }
     }
