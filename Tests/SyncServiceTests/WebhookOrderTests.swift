@@ -467,6 +467,85 @@ struct WebhookOrderTests {
         try await env.pool.query("SELECT leased_until FROM deliveries WHERE account_id = 'ann' AND event_sequence = 1")[0].decode(Date.self, at: 0)
     }
 
+    /// The attempt at `claimed` with `outcome`, as a delivery loop makes it (its `endsStream`
+    /// copied from the claim).
+    static func attempt(
+        _ claimed: DeliveryStore.Claimed, _ outcome: DeliveryStore.AttemptResult.Outcome, next: Date = Date()
+    ) -> DeliveryStore.AttemptResult {
+        DeliveryStore.AttemptResult(
+            accountID: claimed.accountID, deliveryID: claimed.deliveryID, endpointID: claimed.endpointID,
+            eventSequence: claimed.eventSequence, attempt: claimed.attempts + 1, outcome: outcome, nextAttemptAt: next,
+            statusCode: outcome == .succeeded ? 200 : 500, latencyMilliseconds: 1, error: nil, responseExcerpt: nil,
+            attemptedAt: Date(), endsStream: claimed.endsStream)
+    }
+
+    @Test("a claim marks the last delivery of each stream it took whole, and no stream a limit may have cut short")
+    func claimMarksStreamEnds() async throws {
+        try await TestEnvironment.withFresh { env in
+            let store = DeliveryStore(pool: env.pool)
+            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            try await Self.addDeliveries(env, endpoint: endpoint.id, account: "ann", 1...3)
+            try await Self.addDeliveries(env, endpoint: endpoint.id, account: "bob", 1...1)
+            // Three followers at most: ann's two and bob's none are all there were.
+            let whole = try await store.claimDue(limit: 3, lease: 60)
+            #expect(whole.map { "\($0.accountID)\($0.eventSequence):\($0.endsStream)" } == ["ann1:false", "ann2:false", "ann3:true", "bob1:true"])
+            try await store.release(whole)
+
+            // Two followers in all: ann3 may not have been the last, and so may bob1.
+            let cut = try await store.claimDue(limit: 2, lease: 60)
+            #expect(cut.map { "\($0.accountID)\($0.eventSequence):\($0.endsStream)" } == ["ann1:false", "ann2:false", "ann3:false", "bob1:false"])
+            try await store.release(cut)
+
+            // A stream with as many behind its head as a stream may bring: it may go on.
+            try await Self.addDeliveries(env, endpoint: endpoint.id, account: "cy", 1...(DeliveryStore.maximumFollowersPerStream + 1))
+            let long = try await store.claimDue(limit: 500, lease: 60)
+            #expect(long.filter { $0.accountID == "cy" }.count == DeliveryStore.maximumFollowersPerStream + 1)
+            #expect(long.filter(\.endsStream).map { "\($0.accountID)\($0.eventSequence)" } == ["ann3", "bob1"])
+        }
+    }
+
+    @Test("a stream that ends lets go at once what waited for its lease, and a retried one holds it for the retry")
+    func streamEndLetsGoWhatWaitedForTheLease() async throws {
+        try await TestEnvironment.withFresh { env in
+            let store = DeliveryStore(pool: env.pool)
+            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            try await Self.addDeliveries(env, endpoint: endpoint.id, account: "ann", 1...2)
+            try await Self.addDeliveries(env, endpoint: endpoint.id, account: "bob", 1...1)
+            let claimed = try await store.claimDue(limit: 10, lease: 600)
+            #expect(claimed.map { "\($0.accountID)\($0.eventSequence):\($0.endsStream)" } == ["ann1:false", "ann2:true", "bob1:true"])
+            let lease = try #require(claimed.first?.leasedUntil)
+            // As stored (to the microsecond).
+            let leaseEnd = try await env.pool.query("SELECT leased_until FROM deliveries WHERE account_id = 'bob'")[0].decode(Date.self, at: 0)
+            #expect(abs(leaseEnd.timeIntervalSince(lease)) < 0.001)
+
+            // New events while the streams are out: held until the lease ends.
+            try await Self.addDeliveries(env, endpoint: endpoint.id, account: "ann", 3...4)
+            try await Self.addDeliveries(env, endpoint: endpoint.id, account: "bob", 2...2)
+            #expect(try await store.holdBlocked() == 4, "ann2 (claimed with ann1), ann3, ann4, bob2")
+            func waitsUntil(_ account: String, _ sequence: Int) async throws -> Date {
+                try await env.pool.query(
+                    "SELECT next_attempt_at FROM deliveries WHERE account_id = \(account) AND event_sequence = \(sequence)"
+                )[0].decode(Date.self, at: 0)
+            }
+            #expect(try await waitsUntil("ann", 3) == leaseEnd)
+            #expect(try await waitsUntil("bob", 2) == leaseEnd)
+
+            // ann's stream ends (both succeeded): ann3 and ann4 go now, not in ten minutes. bob1
+            // is retried: bob2 waits for that retry.
+            let retryAt = Date().addingTimeInterval(3600)
+            try await store.record(
+                [Self.attempt(claimed[0], .succeeded), Self.attempt(claimed[1], .succeeded), Self.attempt(claimed[2], .retry, next: retryAt)],
+                lease: lease, disableAfter: 86_400)
+            #expect(try await waitsUntil("ann", 3) <= Date())
+            #expect(try await waitsUntil("ann", 4) <= Date())
+            #expect(abs(try await waitsUntil("bob", 2).timeIntervalSince(retryAt)) < 0.001)
+            let next = try await store.claimDue(limit: 10, lease: 600)
+            #expect(next.map { "\($0.accountID)\($0.eventSequence)" } == ["ann3", "ann4"])
+            let leases = try await env.pool.query("SELECT count(*) FROM deliveries WHERE leased_until IS NOT NULL")[0].decode(Int.self, at: 0)
+            #expect(leases == 2, "only the new claim's")
+        }
+    }
+
     @Test("a claim's lease is written in place: no index holds leased_until, so the update is heap-only")
     func leaseIsAHeapOnlyUpdate() async throws {
         // One connection, so the statistics read below are the claim's backend's own.

@@ -336,7 +336,8 @@ public struct DeliveryWorker: Service {
             latencyMilliseconds: latency,
             error: failure.map { String($0.prefix(1000)) },
             responseExcerpt: excerpt,
-            attemptedAt: now
+            attemptedAt: now,
+            endsStream: delivery.endsStream
         )
     }
 }

@@ -41,6 +41,12 @@ public struct DeliveryStore: Sendable {
         /// `release` change only rows that still hold it, so a sender that outlived its lease
         /// cannot undo what the sender that claimed the stream after it is doing.
         public var leasedUntil: Date
+        /// Whether the claim took this delivery's stream whole and this is its last delivery:
+        /// nothing of the stream was pending behind it when it was claimed (no limit of the
+        /// claim cut the stream short). An attempt at it that succeeds, dies or finds the
+        /// endpoint gone leaves nothing behind it for `record` to look for, but what
+        /// `holdBlocked` set to wait for this claim's lease meanwhile.
+        public var endsStream: Bool = false
     }
 
     /// Claims due deliveries of enabled endpoints, keeping each account's events to each endpoint
@@ -79,7 +85,7 @@ public struct DeliveryStore: Sendable {
                 ORDER BY account_id, endpoint_id, event_sequence, delivery_id
                 """
             )
-            return try claimed(from: rows, leasedUntil: leasedUntil)
+            return try claimed(from: rows, limit: limit, leasedUntil: leasedUntil)
         }
         rows = try await pool.preparedQuery(
             """
@@ -149,12 +155,14 @@ public struct DeliveryStore: Sendable {
             ORDER BY l.account_id, l.endpoint_id, l.event_sequence, l.delivery_id
             """
         )
-        return try claimed(from: rows, leasedUntil: leasedUntil)
+        return try claimed(from: rows, limit: limit, leasedUntil: leasedUntil)
     }
 
-    /// The claimed deliveries of either claim's rows. A claim's rows share a few endpoints, so
-    /// each stored secret is opened (decrypted, when sealed, and decoded) once per claim.
-    private func claimed(from rows: QueryResult, leasedUntil: Date) throws -> [Claimed] {
+    /// The claimed deliveries of either claim's rows (ordered by stream and sequence), with
+    /// each stream's last marked when the claim took the stream whole. A claim's rows share a
+    /// few endpoints, so each stored secret is opened (decrypted, when sealed, and decoded)
+    /// once per claim.
+    private func claimed(from rows: QueryResult, limit: Int, leasedUntil: Date) throws -> [Claimed] {
         var opened: [String: WebhookSecret] = [:]
         func open(_ stored: String) throws -> WebhookSecret {
             if let secret = opened[stored] { return secret }
@@ -162,7 +170,31 @@ public struct DeliveryStore: Sendable {
             opened[stored] = secret
             return secret
         }
-        return try rows.map { try claimed(from: $0, leasedUntil: leasedUntil, open: open) }
+        var deliveries = try rows.map { try claimed(from: $0, leasedUntil: leasedUntil, open: open) }
+        Self.markStreamEnds(&deliveries, limit: limit)
+        return deliveries
+    }
+
+    /// Marks the last delivery of each stream that a claim of `limit` took whole
+    /// (``Claimed/endsStream``). Both claims take one head a stream and at most
+    /// `min(limit, maximumFollowersPerStream)` deliveries behind it, `limit` in all: a stream
+    /// with that many behind its head may have had more, and once `limit` followers were
+    /// taken any stream may have been cut short, so neither is marked.
+    static func markStreamEnds(_ deliveries: inout [Claimed], limit: Int) {
+        var streamStart = 0
+        var streams = 0
+        var ends: [Int] = []
+        for index in deliveries.indices {
+            let next = index + 1
+            guard next == deliveries.count || deliveries[next].accountID != deliveries[index].accountID
+                || deliveries[next].endpointID != deliveries[index].endpointID
+            else { continue }
+            streams += 1
+            if index - streamStart < min(limit, maximumFollowersPerStream) { ends.append(index) }
+            streamStart = next
+        }
+        guard deliveries.count - streams < limit else { return }
+        for index in ends { deliveries[index].endsStream = true }
     }
 
     /// A claimed delivery from a row of either claim: the columns in the order both select them.
@@ -220,6 +252,9 @@ public struct DeliveryStore: Sendable {
             didSet { responseExcerpt = Self.storable(responseExcerpt, limit: 4096) }
         }
         public var attemptedAt: Date
+        /// The attempt was at the last delivery of a stream its claim took whole
+        /// (``Claimed/endsStream``).
+        public var endsStream: Bool
 
         /// `text` as it can be stored and shown: at most `limit` bytes of UTF-8, no control
         /// characters but tab, line feed and carriage return.
@@ -239,7 +274,8 @@ public struct DeliveryStore: Sendable {
 
         public init(
             accountID: String, deliveryID: Int64, endpointID: UUID, eventSequence: Int64, attempt: Int, outcome: Outcome, nextAttemptAt: Date,
-            statusCode: Int?, latencyMilliseconds: Int, error: String?, responseExcerpt: String?, attemptedAt: Date
+            statusCode: Int?, latencyMilliseconds: Int, error: String?, responseExcerpt: String?, attemptedAt: Date,
+            endsStream: Bool = false
         ) {
             self.accountID = accountID
             self.deliveryID = deliveryID
@@ -253,6 +289,7 @@ public struct DeliveryStore: Sendable {
             self.error = Self.storable(error, limit: 1000)
             self.responseExcerpt = Self.storable(responseExcerpt, limit: 4096)
             self.attemptedAt = attemptedAt
+            self.endsStream = endsStream
         }
     }
 
@@ -339,7 +376,27 @@ public struct DeliveryStore: Sendable {
                 if let seen = lastOfStream[stream], (seen.eventSequence, seen.deliveryID) > (result.eventSequence, result.deliveryID) { continue }
                 lastOfStream[stream] = result
             }
-            let lasts = Array(lastOfStream.values)
+            var lasts = Array(lastOfStream.values)
+            if !isCitus, let lease {
+                // A stream that ends here (its claim took it whole, and its last delivery
+                // succeeded, died or found the endpoint gone) leaves nothing held or leased behind
+                // it but the stream's new deliveries that `holdBlocked` set to wait for this
+                // claim's lease: it sets a waiting delivery to its head's `leased_until`, which is
+                // `lease` exactly. One probe of the due index lets all of those go, for every
+                // stream of the round, where a probe of each stream's pending set (below) was
+                // about 8 % of a webhook drain's statement time (docs/PERFORMANCE.md item 49).
+                // First, so that the hold below still wins for the streams that are retried. A
+                // delivery of another stream let go by mistake (another claim's lease at the same
+                // microsecond) is only read by claims sooner: a claim never takes a stream out
+                // with a sender, whatever its deliveries' due times.
+                try await connection.preparedQuery(
+                    """
+                    UPDATE deliveries SET next_attempt_at = \(now)
+                    WHERE status = 'pending' AND next_attempt_at = \(lease)
+                    """
+                )
+                lasts.removeAll { $0.endsStream && $0.outcome != .retry }
+            }
             let holds = lasts.map { $0.outcome == .retry }
             let untils = lasts.map { $0.outcome == .retry ? $0.nextAttemptAt : now }
             let lastLeases = [Date?](repeating: lease, count: lasts.count)
@@ -373,7 +430,7 @@ public struct DeliveryStore: Sendable {
                       AND f.leased_until IS NOT NULL AND (v.lease IS NULL OR f.leased_until = v.lease)
                     """
                 )
-            } else {
+            } else if !lasts.isEmpty {
                 // Both in one statement, one probe of each stream's pending set after its last
                 // attempt (a statement each was two probes a stream, docs/PERFORMANCE.md item
                 // 27). The probe goes through deliveries_pending_by_stream (the LATERAL ...
