@@ -140,4 +140,67 @@ struct DeliveryLeaseTests {
             #expect(try await DeliveryStore(pool: env.pool).claimDue(limit: 100, lease: 60).count == streams)
         }
     }
+
+    @Test("a round the database refuses to record at once is recorded delivery by delivery: every delivery done once, none sent again")
+    func refusedRoundIsRecordedOneByOne() async throws {
+        try await TestEnvironment.withFresh { env in
+            let receiver = try await WebhookReceiver()
+            defer { receiver.stop() }
+            let (endpoint, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/ok"), eventTypes: nil)
+            try await receiver.setSecrets([secret.text])
+            // A stream of three events, and one of one.
+            try await env.pool.query(
+                """
+                INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
+                SELECT account, s, id, 'entitlement.renewed', now(), json_build_object('id', id, 'account_id', account, 'sequence', s)
+                FROM (SELECT account, s, gen_random_uuid() AS id FROM (VALUES ('three', 1), ('three', 2), ('three', 3), ('one', 1)) AS v(account, s)) e
+                """
+            )
+            try await env.pool.query(
+                "INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id) SELECT account_id, \(endpoint.id), sequence, event_id FROM events"
+            )
+            // The database refuses the attempt at the stream's second event with the receiver's
+            // answer in it: the round's record fails, then that attempt's own, which is then
+            // recorded without the answer.
+            try await env.pool.query(
+                """
+                CREATE FUNCTION refuse_second() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF NEW.account_id = 'three' AND NEW.response_excerpt IS NOT NULL
+                       AND NEW.delivery_id = (SELECT delivery_id FROM deliveries WHERE account_id = 'three' AND event_sequence = 2) THEN
+                        RAISE EXCEPTION 'refused for the test';
+                    END IF;
+                    RETURN NEW;
+                END $$
+                """
+            )
+            try await env.pool.query(
+                "CREATE TRIGGER refuse_second BEFORE INSERT ON delivery_attempts FOR EACH ROW EXECUTE FUNCTION refuse_second()"
+            )
+            let worker = Self.worker(DeliveryWorker.Configuration(), in: env)
+            #expect(try await worker.deliverBatch() == 4)
+
+            // Every delivery done, its lease ended, one attempt each; the refused one without
+            // the answer.
+            let rows = try await env.pool.query(
+                """
+                SELECT d.account_id || d.event_sequence, d.status, d.attempts, d.leased_until IS NULL, count(a.attempt), bool_and(a.response_excerpt IS NULL)
+                FROM deliveries d LEFT JOIN delivery_attempts a USING (account_id, delivery_id)
+                GROUP BY d.account_id, d.delivery_id ORDER BY 1
+                """
+            ).map {
+                "\(try $0.decode(String.self, at: 0)) \(try $0.decode(String.self, at: 1)) \(try $0.decode(Int.self, at: 2))"
+                    + " \(try $0.decode(Bool.self, at: 3)) \(try $0.decode(Int.self, at: 4)) \(try $0.decode(Bool.self, at: 5))"
+            }
+            #expect(rows == [
+                "one1 succeeded 1 true 1 false", "three1 succeeded 1 true 1 false", "three2 succeeded 1 true 1 true",
+                "three3 succeeded 1 true 1 false",
+            ])
+            // Nothing is sent again: the receiver got each event once.
+            #expect(try await worker.deliverBatch() == 0)
+            let entries = try await receiver.waitFor { $0.count >= 4 }
+            #expect(entries.count == 4)
+            #expect(Set(entries.compactMap { $0.id }).count == 4)
+        }
+    }
 }

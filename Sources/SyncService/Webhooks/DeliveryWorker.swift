@@ -184,9 +184,17 @@ public struct DeliveryWorker: Service {
             logger.warning("recording a round of webhook attempts failed; recording them one by one", metadata: ["error": "\(error)"])
         }
         // `results` holds each stream's attempts in sequence order, as its sender made them.
-        for result in results {
+        // Only a stream's last attempt of the round lets go of what follows it: what follows
+        // the others is this round's, still leased, and recorded next.
+        var lastOfStream: [Stream: Int] = [:]
+        for (index, result) in results.enumerated() {
+            lastOfStream[Stream(accountID: result.accountID, endpointID: result.endpointID)] = index
+        }
+        for (index, result) in results.enumerated() {
+            let last = lastOfStream[Stream(accountID: result.accountID, endpointID: result.endpointID)] == index
             do {
-                try await store.record([result], lease: lease, disableAfter: configuration.disableAfter, now: now)
+                try await store.record(
+                    [result], lease: lease, disableAfter: configuration.disableAfter, now: now, lettingGoOfStreams: last)
             } catch let error as PostgresError where error.isConnectionLoss || error.isRemoteNodeFailure || error.kind == .poolTimeout || error.kind == .closed {
                 throw error
             } catch {
@@ -197,7 +205,7 @@ public struct DeliveryWorker: Service {
                 var bare = result
                 bare.responseExcerpt = nil
                 bare.error = "the attempt's response could not be recorded"
-                try await store.record([bare], lease: lease, disableAfter: configuration.disableAfter, now: now)
+                try await store.record([bare], lease: lease, disableAfter: configuration.disableAfter, now: now, lettingGoOfStreams: last)
             }
         }
     }

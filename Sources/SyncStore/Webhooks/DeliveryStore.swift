@@ -311,7 +311,15 @@ public struct DeliveryStore: Sendable {
     /// goes in as a column of the rows (`v.lease`), a join condition: as a parameter compared
     /// with `leased_until`, the planner drove the status update from a scan of every delivery
     /// (256 ms a call, 40 times the update's time).
-    public func record(_ results: [AttemptResult], lease: Date? = nil, disableAfter: TimeInterval, now: Date = Date()) async throws {
+    ///
+    /// `lettingGoOfStreams` false records the attempts and nothing behind them: for attempts of
+    /// a round recorded one at a time that are not their stream's last in the round, as what
+    /// follows them is the same round's, still leased to it, and recorded next (letting go of
+    /// it would end its lease, and its own record, which checks the lease, would then find
+    /// nothing to update: the delivery would be sent again).
+    public func record(
+        _ results: [AttemptResult], lease: Date? = nil, disableAfter: TimeInterval, now: Date = Date(), lettingGoOfStreams: Bool = true
+    ) async throws {
         guard !results.isEmpty else { return }
         let leases = [Date?](repeating: lease, count: results.count)
         let isCitus = try await topology.isCitus(pool)
@@ -397,6 +405,7 @@ public struct DeliveryStore: Sendable {
                 )
                 lasts.removeAll { $0.endsStream && $0.outcome != .retry }
             }
+            if !lettingGoOfStreams { lasts = [] }
             let holds = lasts.map { $0.outcome == .retry }
             let untils = lasts.map { $0.outcome == .retry ? $0.nextAttemptAt : now }
             let lastLeases = [Date?](repeating: lease, count: lasts.count)
@@ -406,7 +415,9 @@ public struct DeliveryStore: Sendable {
             // update above records the attempt over it), so it follows the stream's last attempt,
             // where the hold looks too. A leased delivery is always pending here: an operator
             // cannot cancel it while it is out.
-            if isCitus {
+            if lasts.isEmpty {
+                // Nothing behind these attempts to hold or let go of.
+            } else if isCitus {
                 try await connection.preparedQuery(
                     """
                     UPDATE deliveries f SET next_attempt_at = v.until
@@ -430,7 +441,7 @@ public struct DeliveryStore: Sendable {
                       AND f.leased_until IS NOT NULL AND (v.lease IS NULL OR f.leased_until = v.lease)
                     """
                 )
-            } else if !lasts.isEmpty {
+            } else {
                 // Both in one statement, one probe of each stream's pending set after its last
                 // attempt (a statement each was two probes a stream, docs/PERFORMANCE.md item
                 // 27). The probe goes through deliveries_pending_by_stream (the LATERAL ...
