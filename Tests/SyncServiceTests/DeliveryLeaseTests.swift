@@ -203,4 +203,57 @@ struct DeliveryLeaseTests {
             #expect(Set(entries.compactMap { $0.id }).count == 4)
         }
     }
+
+    @Test("an operator's retry starts the retry schedule again, and every attempt keeps its own number in the delivery's history")
+    func retryKeepsTheHistory() async throws {
+        try await TestEnvironment.withFresh { env in
+            let receiver = try await WebhookReceiver()
+            defer { receiver.stop() }
+            // 500 for the first three requests of the event, then 200.
+            let (endpoint, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/flaky/3"), eventTypes: nil)
+            try await receiver.setSecrets([secret.text])
+            try await env.pool.query(
+                """
+                INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
+                SELECT 'again', 1, id, 'entitlement.renewed', now(), json_build_object('id', id, 'account_id', 'again', 'sequence', 1)
+                FROM (SELECT gen_random_uuid() AS id) generated
+                """
+            )
+            try await env.pool.query(
+                "INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id) SELECT account_id, \(endpoint.id), sequence, event_id FROM events"
+            )
+            // Two attempts in all, the second due at once.
+            var configuration = DeliveryWorker.Configuration()
+            configuration.schedule = RetrySchedule(delays: [0], jitter: 0)
+            let worker = Self.worker(configuration, in: env)
+            let store = DeliveryStore(pool: env.pool)
+            func history() async throws -> [String] {
+                try await env.pool.query(
+                    "SELECT attempt, status_code FROM delivery_attempts WHERE account_id = 'again' ORDER BY attempt"
+                ).map { "\(try $0.decode(Int.self, at: 0)):\(try $0.decode(Int.self, at: 1))" }
+            }
+            func delivery() async throws -> String {
+                let row = try await env.pool.query("SELECT status, attempts FROM deliveries WHERE account_id = 'again'")[0]
+                return "\(try row.decode(String.self, at: 0)) \(try row.decode(Int.self, at: 1))"
+            }
+
+            #expect(try await worker.deliverBatch() == 1)
+            #expect(try await worker.deliverBatch() == 1)
+            #expect(try await delivery() == "dead 2")
+            #expect(try await history() == ["1:500", "2:500"])
+
+            // Retried: the third attempt fails too, and is the first of a fresh schedule (retried,
+            // not dead); the fourth succeeds. Each is in the history under its own number.
+            let id = try await env.pool.query("SELECT delivery_id FROM deliveries WHERE account_id = 'again'")[0].decode(Int64.self, at: 0)
+            #expect(try await store.retry(deliveryID: id) == 1)
+            #expect(try await worker.deliverBatch() == 1)
+            #expect(try await delivery() == "pending 3")
+            #expect(try await worker.deliverBatch() == 1)
+            #expect(try await delivery() == "succeeded 4")
+            #expect(try await history() == ["1:500", "2:500", "3:500", "4:200"])
+            #expect(try await worker.deliverBatch() == 0)
+            let entries = try await receiver.waitFor { $0.count >= 4 }
+            #expect(entries.map(\.status) == [500, 500, 500, 200])
+        }
+    }
 }

@@ -322,7 +322,9 @@ public struct DeliveryWorker: Service {
         } else {
             WebhookMetrics.failed.increment()
             var generator = SystemRandomNumberGenerator()
-            if let delay = configuration.schedule.delay(afterAttempt: attemptNumber, using: &generator) {
+            // The schedule counts from an operator's last retry (at least this one attempt).
+            let scheduled = max(1, attemptNumber - delivery.attemptsBeforeRetry)
+            if let delay = configuration.schedule.delay(afterAttempt: scheduled, using: &generator) {
                 outcome = .retry
                 nextAttemptAt = now.addingTimeInterval(max(delay, retryAfter ?? 0))
             } else {

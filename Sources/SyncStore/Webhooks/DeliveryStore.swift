@@ -31,8 +31,13 @@ public struct DeliveryStore: Sendable {
         /// The event's JSON, as stored.
         public var payload: String
         public var url: String
-        /// Attempts made before this one.
+        /// Attempts made before this one, in the delivery's whole life: this one is number
+        /// `attempts + 1` in its history (`delivery_attempts`).
         public var attempts: Int
+        /// How many of those were made before an operator last made the delivery due again
+        /// (`retry`): the retry schedule counts from there, so this one is number
+        /// `attempts - attemptsBeforeRetry + 1` of its schedule.
+        public var attemptsBeforeRetry: Int
         /// The secrets that sign this attempt: the current one, and the previous during a rotation.
         public var secrets: [WebhookSecret]
         /// When the endpoint's deliveries started failing, if they are failing.
@@ -73,13 +78,13 @@ public struct DeliveryStore: Sendable {
         let leasedUntil = now.addingTimeInterval(lease)
         let rows: QueryResult
         if try await topology.isCitus(pool) {
-            // `subsync_claim_deliveries` (sql/0014) finds the heads without locks and leases each
+            // `subsync_claim_due_deliveries` (sql/0014, 0035) finds the heads without locks and leases each
             // stream with statements that name its account: on Citus, one shard each, where the
             // multi-shard `FOR UPDATE` below is refused. On one PostgreSQL it is 0.7-0.9x as
             // fast as the statement below (README "Running on Citus"), so that one stays.
             rows = try await pool.preparedQuery(
                 """
-                SELECT * FROM subsync_claim_deliveries(
+                SELECT * FROM subsync_claim_due_deliveries(
                     \(limit), \(min(limit, Self.maximumFollowersPerStream)), \(now), \(leasedUntil),
                     \(partition.index), \(partition.count))
                 ORDER BY account_id, endpoint_id, event_sequence, delivery_id
@@ -143,12 +148,12 @@ public struct DeliveryStore: Sendable {
                 -- `claimed` must stay a UNION: from one SELECT the constant would be pulled in.
                 UPDATE deliveries d SET leased_until = \(leasedUntil)
                 FROM claimed c WHERE d.account_id = c.account_id AND d.delivery_id = c.delivery_id AND d.status = c.expected
-                RETURNING d.account_id, d.delivery_id, d.endpoint_id, d.event_id, d.event_sequence, d.attempts
+                RETURNING d.account_id, d.delivery_id, d.endpoint_id, d.event_id, d.event_sequence, d.attempts, d.attempts_before_retry
             )
             SELECT l.account_id, l.delivery_id, l.endpoint_id, l.event_id, l.event_sequence, l.attempts,
                    e.type, e.occurred_at, e.payload::text, w.url, w.secret,
                    CASE WHEN w.previous_secret_expires_at > \(now) THEN w.previous_secret END,
-                   w.failing_since
+                   w.failing_since, l.attempts_before_retry
             FROM leased l
             JOIN events e ON e.account_id = l.account_id AND e.sequence = l.event_sequence
             JOIN webhook_endpoints w ON w.endpoint_id = l.endpoint_id
@@ -212,6 +217,7 @@ public struct DeliveryStore: Sendable {
             payload: try row.decode(String.self, at: 8),
             url: try row.decode(String.self, at: 9),
             attempts: try row.decode(Int.self, at: 5),
+            attemptsBeforeRetry: try row.decode(Int.self, at: 13),
             secrets: secrets,
             failingSince: try row.decode(Date?.self, at: 12),
             leasedUntil: leasedUntil
@@ -656,12 +662,14 @@ public struct DeliveryStore: Sendable {
     }
 
     /// Makes dead (or cancelled, or failed pending) deliveries due again now, with a fresh set
-    /// of attempts. `deliveryID` nil means every dead delivery. Returns how many.
+    /// of attempts: the retry schedule starts again, while the count of attempts goes on (so
+    /// each attempt keeps its own number in the delivery's history). `deliveryID` nil means
+    /// every dead delivery. Returns how many.
     public func retry(deliveryID: Int64?, endpoint: UUID? = nil) async throws -> Int {
         let rows = try await pool.query(
             """
             WITH retried AS (
-                UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL
+                UPDATE deliveries SET status = 'pending', attempts_before_retry = attempts, next_attempt_at = now(), completed_at = NULL
                 WHERE (\(deliveryID)::bigint IS NULL AND status = 'dead' OR delivery_id = \(deliveryID) AND status <> 'succeeded')
                   AND (\(endpoint)::uuid IS NULL OR endpoint_id = \(endpoint))
                 RETURNING account_id, endpoint_id, event_sequence, delivery_id
