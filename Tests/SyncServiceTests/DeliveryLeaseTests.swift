@@ -256,4 +256,31 @@ struct DeliveryLeaseTests {
             #expect(entries.map(\.status) == [500, 500, 500, 200])
         }
     }
+
+    @Test("a delivery loop records a round whose attempts a sender that outlived its lease logged first")
+    func roundAfterAStaleSenderIsRecorded() async throws {
+        try await TestEnvironment.withFresh { env in
+            let store = DeliveryStore(pool: env.pool)
+            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            try await WebhookOrderTests.addDeliveries(env, endpoint: endpoint.id, account: "eve", 1...2)
+            try await WebhookOrderTests.addDeliveries(env, endpoint: endpoint.id, account: "fay", 1...1)
+            // A claims everything and stalls past its lease; B claims it again; A logs first.
+            let now = Date()
+            let a = try await store.claimDue(limit: 10, lease: 60, now: now)
+            let b = try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(61))
+            #expect(a.count == 3 && b.count == 3)
+            try await store.record(a.filter { $0.accountID == "eve" }.map { WebhookOrderTests.attempt($0, .succeeded) }, lease: a[0].leasedUntil, disableAfter: 86_400)
+            // B's loop records its round: eve's attempts are in the log already, fay's is not.
+            let worker = Self.worker(DeliveryWorker.Configuration(), in: env)
+            try await worker.record(b.map { WebhookOrderTests.attempt($0, .succeeded) }, lease: b[0].leasedUntil)
+            let rows = try await env.pool.query(
+                """
+                SELECT d.account_id || d.event_sequence, d.status, d.leased_until IS NULL, count(a.attempt)
+                FROM deliveries d LEFT JOIN delivery_attempts a USING (account_id, delivery_id)
+                GROUP BY d.account_id, d.delivery_id ORDER BY 1
+                """
+            ).map { "\(try $0.decode(String.self, at: 0)) \(try $0.decode(String.self, at: 1)) \(try $0.decode(Bool.self, at: 2)) \(try $0.decode(Int.self, at: 3))" }
+            #expect(rows == ["eve1 succeeded true 1", "eve2 succeeded true 1", "fay1 succeeded true 1"])
+        }
+    }
 }

@@ -624,7 +624,12 @@ struct WebhookOrderTests {
             #expect(rows.allSatisfy { $0.1.map { abs($0.timeIntervalSince(b[0].leasedUntil)) < 0.001 } ?? false }, "B's lease stands")
             #expect(try await env.scalar("SELECT count(*) FROM delivery_attempts WHERE account_id = 'eve'") == 2)
             #expect(try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(62)).isEmpty)
-            // B records: done.
+            // B records. Taking its attempts for new ones (a delivery loop's first try at a round)
+            // fails on A's, and changes nothing; keeping what A logged, it is done.
+            await #expect(throws: PostgresError.self) {
+                try await store.record(b.map(succeeded), lease: b[0].leasedUntil, disableAfter: 86_400, onlyNewAttempts: true)
+            }
+            #expect(try await env.scalar("SELECT count(*) FROM deliveries WHERE account_id = 'eve' AND status = 'pending' AND leased_until IS NOT NULL") == 2)
             try await store.record(b.map(succeeded), lease: b[0].leasedUntil, disableAfter: 86_400)
             #expect(try await env.scalar("SELECT count(*) FROM deliveries WHERE account_id = 'eve' AND status = 'succeeded' AND leased_until IS NULL") == 2)
         }

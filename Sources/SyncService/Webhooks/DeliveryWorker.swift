@@ -176,10 +176,17 @@ public struct DeliveryWorker: Service {
     func record(_ results: [DeliveryStore.AttemptResult], lease: Date? = nil) async throws {
         let now = clock.now()
         do {
-            try await store.record(results, lease: lease, disableAfter: configuration.disableAfter, now: now)
+            // Every attempt new to the log, as it is unless a sender that outlived its lease
+            // logged the same one (see `DeliveryStore.record`); then one by one, below, which
+            // keeps what is logged.
+            try await store.record(results, lease: lease, disableAfter: configuration.disableAfter, now: now, onlyNewAttempts: true)
             return
         } catch let error as PostgresError where error.isConnectionLoss || error.isRemoteNodeFailure || error.kind == .poolTimeout || error.kind == .closed {
             throw error
+        } catch let error as PostgresError where error.sqlState == .uniqueViolation && error.table?.hasPrefix("delivery_attempts") == true {
+            logger.info(
+                "an attempt of this round was logged already, by a sender that outlived its lease; recording the round one by one",
+                metadata: ["error": "\(error)"])
         } catch {
             logger.warning("recording a round of webhook attempts failed; recording them one by one", metadata: ["error": "\(error)"])
         }
