@@ -206,12 +206,6 @@ struct WebhookOrderTests {
                 let rows = try await env.pool.query("SELECT event_sequence, next_attempt_at FROM deliveries WHERE status = 'pending'")
                 return Dictionary(uniqueKeysWithValues: try rows.map { (try $0.decode(Int.self, at: 0), try $0.decode(Date.self, at: 1)) })
             }
-            func result(_ claimed: DeliveryStore.Claimed, _ outcome: DeliveryStore.AttemptResult.Outcome, next: Date = Date()) -> DeliveryStore.AttemptResult {
-                DeliveryStore.AttemptResult(
-                    accountID: claimed.accountID, deliveryID: claimed.deliveryID, endpointID: claimed.endpointID,
-                    eventSequence: claimed.eventSequence, attempt: claimed.attempts + 1, outcome: outcome, nextAttemptAt: next,
-                    statusCode: outcome == .succeeded ? 200 : 500, latencyMilliseconds: 1, error: nil, responseExcerpt: nil, attemptedAt: Date())
-            }
 
             try await add(1...4)
             let first = try await store.claimDue(limit: 1, lease: 60)
@@ -228,7 +222,7 @@ struct WebhookOrderTests {
 
             // 1 went, 2 failed: everything behind 2 waits for its retry.
             let retryAt = Date().addingTimeInterval(3600)
-            try await store.record([result(first[0], .succeeded), result(first[1], .retry, next: retryAt)], disableAfter: 86_400)
+            try await store.record([Self.attempt(first[0], .succeeded), Self.attempt(first[1], .retry, next: retryAt)], disableAfter: 86_400)
             next = try await nextAttempts()
             #expect(next[1] == nil)
             for sequence in 2...5 { #expect(abs((next[sequence] ?? .distantPast).timeIntervalSince(retryAt)) < 0.001, "\(sequence)") }
@@ -240,7 +234,7 @@ struct WebhookOrderTests {
             #expect(rest.map(\.eventSequence) == [3, 4, 5])
 
             // 3 went, 4 died after its last attempt: 5, claimed but not sent, is let go at once.
-            try await store.record([result(rest[0], .succeeded), result(rest[1], .dead)], disableAfter: 86_400)
+            try await store.record([Self.attempt(rest[0], .succeeded), Self.attempt(rest[1], .dead)], disableAfter: 86_400)
             #expect(try await store.claimDue(limit: 10, lease: 60).map(\.eventSequence) == [5])
         }
     }
@@ -418,12 +412,6 @@ struct WebhookOrderTests {
             for account in ["ann", "bob"] {
                 try await Self.addDeliveries(env, endpoint: endpoint.id, account: account, 1...2)
             }
-            func succeeded(_ claimed: DeliveryStore.Claimed) -> DeliveryStore.AttemptResult {
-                DeliveryStore.AttemptResult(
-                    accountID: claimed.accountID, deliveryID: claimed.deliveryID, endpointID: claimed.endpointID,
-                    eventSequence: claimed.eventSequence, attempt: claimed.attempts + 1, outcome: .succeeded, nextAttemptAt: Date(),
-                    statusCode: 200, latencyMilliseconds: 1, error: nil, responseExcerpt: nil, attemptedAt: Date())
-            }
 
             // Sender A takes both streams, each head with the delivery behind it.
             let a = try await store.claimDue(limit: 10, lease: 60)
@@ -444,7 +432,7 @@ struct WebhookOrderTests {
             #expect(try await store.claimDue(limit: 10, lease: 60).isEmpty)
 
             // A finishes and records: everything it sent succeeded; ann3 goes next.
-            try await store.record(a.map(succeeded), disableAfter: 86_400)
+            try await store.record(a.map { Self.attempt($0, .succeeded) }, disableAfter: 86_400)
             let statuses = try await env.pool.query("SELECT account_id || event_sequence, status, leased_until IS NULL FROM deliveries ORDER BY 1")
                 .map { "\(try $0.decode(String.self, at: 0))=\(try $0.decode(String.self, at: 1)),\(try $0.decode(Bool.self, at: 2))" }
             #expect(statuses == ["ann1=succeeded,true", "ann2=succeeded,true", "ann3=pending,true", "bob1=succeeded,true", "bob2=succeeded,true"])
@@ -602,12 +590,6 @@ struct WebhookOrderTests {
             let store = DeliveryStore(pool: env.pool)
             let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
             try await Self.addDeliveries(env, endpoint: endpoint.id, account: "eve", 1...2)
-            func succeeded(_ claimed: DeliveryStore.Claimed) -> DeliveryStore.AttemptResult {
-                DeliveryStore.AttemptResult(
-                    accountID: claimed.accountID, deliveryID: claimed.deliveryID, endpointID: claimed.endpointID,
-                    eventSequence: claimed.eventSequence, attempt: claimed.attempts + 1, outcome: .succeeded, nextAttemptAt: Date(),
-                    statusCode: 200, latencyMilliseconds: 1, error: nil, responseExcerpt: nil, attemptedAt: Date())
-            }
             // A claims, stalls past its lease; B claims the stream again.
             let now = Date()
             let a = try await store.claimDue(limit: 10, lease: 60, now: now)
@@ -615,7 +597,7 @@ struct WebhookOrderTests {
             #expect(a.map(\.eventSequence) == [1, 2] && b.map(\.eventSequence) == [1, 2])
             // A wakes up: its attempts are logged, but the deliveries are B's to record, and
             // neither its record nor its release ends B's lease.
-            try await store.record(a.map(succeeded), lease: a[0].leasedUntil, disableAfter: 86_400)
+            try await store.record(a.map { Self.attempt($0, .succeeded) }, lease: a[0].leasedUntil, disableAfter: 86_400)
             try await store.release(a)
             let rows = try await env.pool.query(
                 "SELECT status, leased_until FROM deliveries WHERE account_id = 'eve' ORDER BY event_sequence"
@@ -627,10 +609,10 @@ struct WebhookOrderTests {
             // B records. Taking its attempts for new ones (a delivery loop's first try at a round)
             // fails on A's, and changes nothing; keeping what A logged, it is done.
             await #expect(throws: PostgresError.self) {
-                try await store.record(b.map(succeeded), lease: b[0].leasedUntil, disableAfter: 86_400, onlyNewAttempts: true)
+                try await store.record(b.map { Self.attempt($0, .succeeded) }, lease: b[0].leasedUntil, disableAfter: 86_400, onlyNewAttempts: true)
             }
             #expect(try await env.scalar("SELECT count(*) FROM deliveries WHERE account_id = 'eve' AND status = 'pending' AND leased_until IS NOT NULL") == 2)
-            try await store.record(b.map(succeeded), lease: b[0].leasedUntil, disableAfter: 86_400)
+            try await store.record(b.map { Self.attempt($0, .succeeded) }, lease: b[0].leasedUntil, disableAfter: 86_400)
             #expect(try await env.scalar("SELECT count(*) FROM deliveries WHERE account_id = 'eve' AND status = 'succeeded' AND leased_until IS NULL") == 2)
         }
     }
