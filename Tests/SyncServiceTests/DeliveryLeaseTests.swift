@@ -260,8 +260,7 @@ struct DeliveryLeaseTests {
     @Test("a delivery loop records a round whose attempts a sender that outlived its lease logged first")
     func roundAfterAStaleSenderIsRecorded() async throws {
         try await TestEnvironment.withFresh { env in
-            let store = DeliveryStore(pool: env.pool)
-            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            let (store, endpoint) = try await WebhookOrderTests.outbox(env)
             try await WebhookOrderTests.addDeliveries(env, endpoint: endpoint.id, account: "eve", 1...2)
             try await WebhookOrderTests.addDeliveries(env, endpoint: endpoint.id, account: "fay", 1...1)
             // A claims everything and stalls past its lease; B claims it again; A logs first.

@@ -177,6 +177,12 @@ struct WebhookOrderTests {
     }
 
     /// Inserts events of `account` with these sequence numbers, each with a delivery to `endpoint`.
+    /// The outbox, with an endpoint nothing listens at: for tests that claim and record by hand.
+    static func outbox(_ env: TestEnvironment) async throws -> (store: DeliveryStore, endpoint: WebhookEndpoint) {
+        let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+        return (DeliveryStore(pool: env.pool), endpoint)
+    }
+
     static func addDeliveries(_ env: TestEnvironment, endpoint: UUID, account: String, _ sequences: ClosedRange<Int>) async throws {
         for sequence in sequences {
             try await env.pool.query(
@@ -197,8 +203,7 @@ struct WebhookOrderTests {
     @Test("the outbox: one claim per stream at a time, waiting deliveries held and let go, in order")
     func streamBookkeeping() async throws {
         try await TestEnvironment.withFresh { env in
-            let store = DeliveryStore(pool: env.pool)
-            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            let (store, endpoint) = try await Self.outbox(env)
             func add(_ sequences: ClosedRange<Int>) async throws {
                 try await Self.addDeliveries(env, endpoint: endpoint.id, account: "sam", sequences)
             }
@@ -264,8 +269,7 @@ struct WebhookOrderTests {
     func recordReadsByKey() async throws {
         // One connection, so the statistics read below are the record's backend's own.
         try await TestEnvironment.withFresh(poolSize: 1) { env in
-            let store = DeliveryStore(pool: env.pool)
-            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            let (store, endpoint) = try await Self.outbox(env)
             // 20,000 pending deliveries in 5,000 streams (4 each), analyzed: the size at which the
             // planner, left alone, hashed all of them for each statement of a record.
             try await env.pool.query(
@@ -308,8 +312,7 @@ struct WebhookOrderTests {
     func recordReadsByKeyWithStaleStatistics() async throws {
         // One connection, so the statistics read below are the record's backend's own.
         try await TestEnvironment.withFresh(poolSize: 1) { env in
-            let store = DeliveryStore(pool: env.pool)
-            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            let (store, endpoint) = try await Self.outbox(env)
             // A steady state, analyzed: 20,000 deliveries done. Then a burst of 3,000 (a replay,
             // a busy hour) that the next analyze has not seen (autovacuum is off for the table:
             // with sql/0029 it could analyze the burst within a minute).
@@ -407,8 +410,7 @@ struct WebhookOrderTests {
     @Test("an operator's retry or cancel while a stream is out with a sender does not let a second sender overtake it")
     func operatorCannotBreakALease() async throws {
         try await TestEnvironment.withFresh { env in
-            let store = DeliveryStore(pool: env.pool)
-            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            let (store, endpoint) = try await Self.outbox(env)
             for account in ["ann", "bob"] {
                 try await Self.addDeliveries(env, endpoint: endpoint.id, account: account, 1...2)
             }
@@ -470,8 +472,7 @@ struct WebhookOrderTests {
     @Test("a claim marks the last delivery of each stream it took whole, and no stream a limit may have cut short")
     func claimMarksStreamEnds() async throws {
         try await TestEnvironment.withFresh { env in
-            let store = DeliveryStore(pool: env.pool)
-            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            let (store, endpoint) = try await Self.outbox(env)
             try await Self.addDeliveries(env, endpoint: endpoint.id, account: "ann", 1...3)
             try await Self.addDeliveries(env, endpoint: endpoint.id, account: "bob", 1...1)
             // Three followers at most: ann's two and bob's none are all there were.
@@ -495,8 +496,7 @@ struct WebhookOrderTests {
     @Test("a stream that ends lets go at once what waited for its lease, and a retried one holds it for the retry")
     func streamEndLetsGoWhatWaitedForTheLease() async throws {
         try await TestEnvironment.withFresh { env in
-            let store = DeliveryStore(pool: env.pool)
-            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            let (store, endpoint) = try await Self.outbox(env)
             try await Self.addDeliveries(env, endpoint: endpoint.id, account: "ann", 1...2)
             try await Self.addDeliveries(env, endpoint: endpoint.id, account: "bob", 1...1)
             let claimed = try await store.claimDue(limit: 10, lease: 600)
@@ -538,8 +538,7 @@ struct WebhookOrderTests {
     func leaseIsAHeapOnlyUpdate() async throws {
         // One connection, so the statistics read below are the claim's backend's own.
         try await TestEnvironment.withFresh(poolSize: 1) { env in
-            let store = DeliveryStore(pool: env.pool)
-            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            let (store, endpoint) = try await Self.outbox(env)
             try await env.pool.query(
                 """
                 INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
@@ -569,8 +568,7 @@ struct WebhookOrderTests {
     @Test("a sender that dies only delays its streams: after the lease they are claimed again, in order")
     func expiredLeaseIsClaimedAgain() async throws {
         try await TestEnvironment.withFresh { env in
-            let store = DeliveryStore(pool: env.pool)
-            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            let (store, endpoint) = try await Self.outbox(env)
             try await Self.addDeliveries(env, endpoint: endpoint.id, account: "cy", 1...2)
             let now = Date()
             #expect(try await store.claimDue(limit: 10, lease: 60, now: now).map(\.eventSequence) == [1, 2])
@@ -587,8 +585,7 @@ struct WebhookOrderTests {
     @Test("a sender that outlived its lease records its attempts but leaves the stream to the sender that claimed it after")
     func staleSenderLeavesTheNewLeaseAlone() async throws {
         try await TestEnvironment.withFresh { env in
-            let store = DeliveryStore(pool: env.pool)
-            let (endpoint, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:9/never", eventTypes: nil)
+            let (store, endpoint) = try await Self.outbox(env)
             try await Self.addDeliveries(env, endpoint: endpoint.id, account: "eve", 1...2)
             // A claims, stalls past its lease; B claims the stream again.
             let now = Date()
