@@ -614,6 +614,28 @@ struct WebhookOrderTests {
         }
     }
 
+    @Test("a sender that outlived its lease and failed holds nothing back of the stream another sender has now")
+    func staleFailureHoldsNothingBack() async throws {
+        try await TestEnvironment.withFresh { env in
+            let (store, endpoint) = try await Self.outbox(env)
+            try await Self.addDeliveries(env, endpoint: endpoint.id, account: "eve", 1...1)
+            // A claims, stalls past its lease; B claims the stream again; a new event comes.
+            let now = Date()
+            let a = try await store.claimDue(limit: 10, lease: 60, now: now)
+            let b = try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(61))
+            #expect(a.count == 1 && b.count == 1)
+            try await Self.addDeliveries(env, endpoint: endpoint.id, account: "eve", 2...2)
+            // A's attempt failed: its retry, in an hour, is not B's stream's business.
+            try await store.record(
+                [Self.attempt(a[0], .retry, next: now.addingTimeInterval(3600))], lease: a[0].leasedUntil, disableAfter: 86_400)
+            #expect(try await env.scalar("SELECT count(*) FROM deliveries WHERE account_id = 'eve' AND next_attempt_at <= now()") == 2)
+            // B's succeeded: the stream moves on to eve2 now.
+            try await store.record([Self.attempt(b[0], .succeeded)], lease: b[0].leasedUntil, disableAfter: 86_400)
+            let next = try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(62))
+            #expect(next.map { "\($0.accountID)\($0.eventSequence)" } == ["eve2"])
+        }
+    }
+
     @Test("two processes' delivery loops against flaky endpoints: every stream complete and in order", arguments: [1, 2])
     func concurrentSendersKeepOrder(round: Int) async throws {
         let receiver = try await WebhookReceiver()

@@ -375,7 +375,7 @@ public struct DeliveryStore: Sendable {
             // 3.3 s a call for 500 results among 30,000 pending (docs/PERFORMANCE.md item 28).
             // As a join condition it restricts nothing on its own, so the deliveries are only
             // ever probed by key. The claim's lease likewise.
-            try await connection.preparedQuery(
+            let updated = try await connection.preparedQuery(
                 """
                 UPDATE deliveries d SET
                     status = v.status, attempts = v.attempt, next_attempt_at = v.next_at,
@@ -390,6 +390,7 @@ public struct DeliveryStore: Sendable {
                 WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id
                   AND d.status = v.expected -- its endpoint was deleted meanwhile, or its lease ran out and it was cancelled
                   AND (v.lease IS NULL OR d.leased_until = v.lease)
+                RETURNING d.account_id, d.delivery_id
                 """
             )
             // What waits behind each stream's last attempt: held until a retry, or let go.
@@ -400,6 +401,18 @@ public struct DeliveryStore: Sendable {
                 lastOfStream[stream] = result
             }
             var lasts = Array(lastOfStream.values)
+            if lease != nil {
+                // A stream whose last attempt's delivery the update above left alone is not this
+                // sender's any more (its lease ran out and another sender has the stream, or an
+                // operator cancelled the delivery meanwhile): nothing behind it is held or let go
+                // of here. The sender that has it does that, and a retry of this sender's must not
+                // hold back what that sender lets go of.
+                var mine = Set<String>()
+                for row in updated {
+                    mine.insert("\(try row.decode(String.self, at: 0))\u{0}\(try row.decode(Int64.self, at: 1))")
+                }
+                lasts.removeAll { !mine.contains("\($0.accountID)\u{0}\($0.deliveryID)") }
+            }
             if !isCitus, let lease {
                 // A stream that ends here (its claim took it whole, and its last delivery
                 // succeeded, died or found the endpoint gone) leaves nothing held or leased behind
