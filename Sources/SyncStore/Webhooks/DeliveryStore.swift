@@ -401,18 +401,6 @@ public struct DeliveryStore: Sendable {
                 lastOfStream[stream] = result
             }
             var lasts = Array(lastOfStream.values)
-            if lease != nil {
-                // A stream whose last attempt's delivery the update above left alone is not this
-                // sender's any more (its lease ran out and another sender has the stream, or an
-                // operator cancelled the delivery meanwhile): nothing behind it is held or let go
-                // of here. The sender that has it does that, and a retry of this sender's must not
-                // hold back what that sender lets go of.
-                var mine = Set<String>()
-                for row in updated {
-                    mine.insert("\(try row.decode(String.self, at: 0))\u{0}\(try row.decode(Int64.self, at: 1))")
-                }
-                lasts.removeAll { !mine.contains("\($0.accountID)\u{0}\($0.deliveryID)") }
-            }
             if !isCitus, let lease {
                 // A stream that ends here (its claim took it whole, and its last delivery
                 // succeeded, died or found the endpoint gone) leaves nothing held or leased behind
@@ -434,6 +422,18 @@ public struct DeliveryStore: Sendable {
                 lasts.removeAll { $0.endsStream && $0.outcome != .retry }
             }
             if !lettingGoOfStreams { lasts = [] }
+            if lease != nil, !lasts.isEmpty {
+                // A stream whose last attempt's delivery the status update left alone is not this
+                // sender's any more (its lease ran out and another sender has the stream, or an
+                // operator cancelled the delivery meanwhile): nothing behind it is held or let go
+                // of here. The sender that has it does that, and a retry of this sender's must not
+                // hold back what that sender lets go of.
+                var mine = Set<String>()
+                for row in updated {
+                    mine.insert("\(try row.decode(String.self, at: 0))\u{0}\(try row.decode(Int64.self, at: 1))")
+                }
+                lasts.removeAll { !mine.contains("\($0.accountID)\u{0}\($0.deliveryID)") }
+            }
             let holds = lasts.map { $0.outcome == .retry }
             let untils = lasts.map { $0.outcome == .retry ? $0.nextAttemptAt : now }
             let lastLeases = [Date?](repeating: lease, count: lasts.count)
