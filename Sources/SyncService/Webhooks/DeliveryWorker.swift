@@ -193,12 +193,9 @@ public struct DeliveryWorker: Service {
         // `results` holds each stream's attempts in sequence order, as its sender made them.
         // Only a stream's last attempt of the round lets go of what follows it: what follows
         // the others is this round's, still leased, and recorded next.
-        var lastOfStream: [Stream: Int] = [:]
-        for (index, result) in results.enumerated() {
-            lastOfStream[Stream(accountID: result.accountID, endpointID: result.endpointID)] = index
-        }
-        for (index, result) in results.enumerated() {
-            let last = lastOfStream[Stream(accountID: result.accountID, endpointID: result.endpointID)] == index
+        let lasts = Set(DeliveryStore.lastAttempts(of: results).map(\.deliveryID))
+        for result in results {
+            let last = lasts.contains(result.deliveryID)
             do {
                 try await store.record(
                     [result], lease: lease, disableAfter: configuration.disableAfter, now: now, lettingGoOfStreams: last)

@@ -394,14 +394,8 @@ public struct DeliveryStore: Sendable {
                 """
             )
             // What waits behind each stream's last attempt: held until a retry, or let go.
-            var lastOfStream: [String: AttemptResult] = [:]
-            for result in results {
-                let stream = "\(result.accountID)\u{0}\(result.endpointID)"
-                if let seen = lastOfStream[stream], (seen.eventSequence, seen.deliveryID) > (result.eventSequence, result.deliveryID) { continue }
-                lastOfStream[stream] = result
-            }
-            var lasts = Array(lastOfStream.values)
-            if !isCitus, let lease {
+            var lasts = Self.lastAttempts(of: results)
+            if !isCitus, let lease, lasts.contains(where: { $0.endsStream && $0.outcome != .retry }) {
                 // A stream that ends here (its claim took it whole, and its last delivery
                 // succeeded, died or found the endpoint gone) leaves nothing held or leased behind
                 // it but the stream's new deliveries that `holdBlocked` set to wait for this
@@ -412,7 +406,8 @@ public struct DeliveryStore: Sendable {
                 // First, so that the hold below still wins for the streams that are retried. A
                 // delivery of another stream let go by mistake (another claim's lease at the same
                 // microsecond) is only read by claims sooner: a claim never takes a stream out
-                // with a sender, whatever its deliveries' due times.
+                // with a sender, whatever its deliveries' due times. Only when a stream ends here:
+                // behind the others, the probe below looks.
                 try await connection.preparedQuery(
                     """
                     UPDATE deliveries SET next_attempt_at = \(now)
@@ -428,11 +423,8 @@ public struct DeliveryStore: Sendable {
                 // operator cancelled the delivery meanwhile): nothing behind it is held or let go
                 // of here. The sender that has it does that, and a retry of this sender's must not
                 // hold back what that sender lets go of.
-                var mine = Set<String>()
-                for row in updated {
-                    mine.insert("\(try row.decode(String.self, at: 0))\u{0}\(try row.decode(Int64.self, at: 1))")
-                }
-                lasts.removeAll { !mine.contains("\($0.accountID)\u{0}\($0.deliveryID)") }
+                let mine = Set(try updated.map { DeliveryKey(accountID: try $0.decode(String.self, at: 0), deliveryID: try $0.decode(Int64.self, at: 1)) })
+                lasts.removeAll { !mine.contains(DeliveryKey(accountID: $0.accountID, deliveryID: $0.deliveryID)) }
             }
             let holds = lasts.map { $0.outcome == .retry }
             let untils = lasts.map { $0.outcome == .retry ? $0.nextAttemptAt : now }
@@ -543,6 +535,31 @@ public struct DeliveryStore: Sendable {
                 )
             }
         }
+    }
+
+    /// The last attempt of each stream (account and endpoint) in `results`, by event sequence:
+    /// what `record` holds or lets go behind, and what a round recorded attempt by attempt lets
+    /// go behind (`lettingGoOfStreams`).
+    public static func lastAttempts(of results: [AttemptResult]) -> [AttemptResult] {
+        var last: [StreamKey: AttemptResult] = [:]
+        for result in results {
+            let stream = StreamKey(accountID: result.accountID, endpointID: result.endpointID)
+            if let seen = last[stream], (seen.eventSequence, seen.deliveryID) > (result.eventSequence, result.deliveryID) { continue }
+            last[stream] = result
+        }
+        return Array(last.values)
+    }
+
+    /// A stream: an account's deliveries to one endpoint.
+    private struct StreamKey: Hashable {
+        var accountID: String
+        var endpointID: UUID
+    }
+
+    /// A delivery's primary key.
+    private struct DeliveryKey: Hashable {
+        var accountID: String
+        var deliveryID: Int64
     }
 
     /// Ends the lease of claimed deliveries that were not sent (their sender could not start
