@@ -265,8 +265,7 @@ struct DeliveryLeaseTests {
             try await WebhookOrderTests.addDeliveries(env, endpoint: endpoint.id, account: "fay", 1...1)
             // A claims everything and stalls past its lease; B claims it again; A logs first.
             let now = Date()
-            let a = try await store.claimDue(limit: 10, lease: 60, now: now)
-            let b = try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(61))
+            let (a, b) = try await WebhookOrderTests.staleAndCurrentClaims(store, now: now)
             #expect(a.count == 3 && b.count == 3)
             try await store.record(a.filter { $0.accountID == "eve" }.map { WebhookOrderTests.attempt($0, .succeeded) }, lease: a[0].leasedUntil, disableAfter: 86_400)
             // B's loop records its round: eve's attempts are in the log already, fay's is not.

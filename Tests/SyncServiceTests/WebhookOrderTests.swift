@@ -183,6 +183,14 @@ struct WebhookOrderTests {
         return (DeliveryStore(pool: env.pool), endpoint)
     }
 
+    /// Sender A's claim, and sender B's of the same streams after A's lease (60 s) ran out: A
+    /// stalled past its lease.
+    static func staleAndCurrentClaims(_ store: DeliveryStore, now: Date) async throws -> (stale: [DeliveryStore.Claimed], current: [DeliveryStore.Claimed]) {
+        let stale = try await store.claimDue(limit: 10, lease: 60, now: now)
+        let current = try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(61))
+        return (stale, current)
+    }
+
     static func addDeliveries(_ env: TestEnvironment, endpoint: UUID, account: String, _ sequences: ClosedRange<Int>) async throws {
         for sequence in sequences {
             try await env.pool.query(
@@ -589,8 +597,7 @@ struct WebhookOrderTests {
             try await Self.addDeliveries(env, endpoint: endpoint.id, account: "eve", 1...2)
             // A claims, stalls past its lease; B claims the stream again.
             let now = Date()
-            let a = try await store.claimDue(limit: 10, lease: 60, now: now)
-            let b = try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(61))
+            let (a, b) = try await Self.staleAndCurrentClaims(store, now: now)
             #expect(a.map(\.eventSequence) == [1, 2] && b.map(\.eventSequence) == [1, 2])
             // A wakes up: its attempts are logged, but the deliveries are B's to record, and
             // neither its record nor its release ends B's lease.
@@ -621,8 +628,7 @@ struct WebhookOrderTests {
             try await Self.addDeliveries(env, endpoint: endpoint.id, account: "eve", 1...1)
             // A claims, stalls past its lease; B claims the stream again; a new event comes.
             let now = Date()
-            let a = try await store.claimDue(limit: 10, lease: 60, now: now)
-            let b = try await store.claimDue(limit: 10, lease: 60, now: now.addingTimeInterval(61))
+            let (a, b) = try await Self.staleAndCurrentClaims(store, now: now)
             #expect(a.count == 1 && b.count == 1)
             try await Self.addDeliveries(env, endpoint: endpoint.id, account: "eve", 2...2)
             // A's attempt failed: its retry, in an hour, is not B's stream's business.
