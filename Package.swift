@@ -140,6 +140,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "HTTPBenchmark",
+            dependencies: ["Curl"],
+            path: "Benchmarks/HTTPBenchmark",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "ResolverBenchmark",
             dependencies: ["SyncCore"],
             path: "Benchmarks/ResolverBenchmark",

@@ -172,23 +172,3 @@ public struct AddressGuard: Sendable {
         }
     }
 }
-
-extension String {
-    /// Without leading and trailing ASCII whitespace (space, tab, CR, LF, VT, FF): what HTTP
-    /// calls optional whitespace, and what a list in an environment variable may carry. Works
-    /// on the UTF-8 bytes (the Unicode property lookup it replaced was a visible cost of every
-    /// response header, docs/PERFORMANCE.md item 16).
-    func trimmingASCIIWhitespace() -> String {
-        let bytes = utf8
-        guard let start = bytes.firstIndex(where: { !$0.isASCIIWhitespace }),
-              let end = bytes.lastIndex(where: { !$0.isASCIIWhitespace })
-        else { return "" }
-        return String(decoding: bytes[start...end], as: UTF8.self)
-    }
-}
-
-extension UInt8 {
-    var isASCIIWhitespace: Bool {
-        self == 0x20 || (0x09...0x0D).contains(self)
-    }
-}

@@ -92,22 +92,28 @@ public final class CurlClient: Sendable {
         var valid: [(transfer: CurlTransfer, slot: Int)] = []
         valid.reserveCapacity(requests.count)
         // A batch's requests mostly share a few URLs (a round's deliveries to one endpoint):
-        // each is parsed once (libcurl's parser was 0.4 % of a webhook drain's CPU per request).
-        var validURLs = Set<String>()
+        // each is parsed once, and its host key (the per-host queue's) worked out once
+        // (libcurl's parser was 0.4 % of a webhook drain's CPU per request).
+        var hostKeys: [String: String] = [:]
         for (index, request) in requests.enumerated() {
+            let hostKey: String
             do {
-                if validURLs.contains(request.url) {
+                if let known = hostKeys[request.url] {
                     try Self.validateMethodAndHeaders(request)
+                    hostKey = known
                 } else {
                     try Self.validate(request)
-                    validURLs.insert(request.url)
+                    hostKey = CurlTransfer.hostKey(of: request.url)
+                    hostKeys[request.url] = hostKey
                 }
             } catch {
                 batch.complete(index, with: .failure(error))
                 continue
             }
             valid.append(
-                (CurlTransfer(request: request, addressGuard: configuration.addressGuard, userAgent: configuration.userAgent), index))
+                (CurlTransfer(
+                    request: request, addressGuard: configuration.addressGuard, userAgent: configuration.userAgent,
+                    hostKey: hostKey), index))
         }
         let accepted = valid
         let queue = self.queue

@@ -3,13 +3,30 @@ public struct CurlResponse: Sendable {
     /// The HTTP status code.
     public var status: Int
     /// The headers of the final response (not of any 1xx before it), names lowercased, in order.
-    public var headers: [(name: String, value: String)]
+    /// A response from the loop keeps them as libcurl sent them and parses them here, on the
+    /// first read by whoever reads them, not on the loop thread for every response.
+    public var headers: [(name: String, value: String)] {
+        get {
+            switch headerStorage {
+            case .fields(let fields): fields
+            case .block(let block): block.fields
+            }
+        }
+        set { headerStorage = .fields(newValue) }
+    }
     /// The response body, at most `maximumResponseBytes` of it.
     public var body: [UInt8]
     /// Whether the body was longer than `maximumResponseBytes` and was cut.
     public var truncated: Bool
     /// The whole transfer's duration as libcurl measured it (`CURLINFO_TOTAL_TIME_T`).
     public var totalTime: Duration
+
+    private enum HeaderStorage: Sendable {
+        case fields([(name: String, value: String)])
+        case block(CurlHeaderBlock)
+    }
+
+    private var headerStorage: HeaderStorage
 
     public init(
         status: Int,
@@ -19,7 +36,15 @@ public struct CurlResponse: Sendable {
         totalTime: Duration = .zero
     ) {
         self.status = status
-        self.headers = headers
+        self.headerStorage = .fields(headers)
+        self.body = body
+        self.truncated = truncated
+        self.totalTime = totalTime
+    }
+
+    init(status: Int, headerBlock: CurlHeaderBlock, body: [UInt8], truncated: Bool, totalTime: Duration) {
+        self.status = status
+        self.headerStorage = .block(headerBlock)
         self.body = body
         self.truncated = truncated
         self.totalTime = totalTime

@@ -43,6 +43,7 @@ struct CurlClientTests {
                         (name: "Content-Type", value: "application/json"),
                         (name: "X-Custom", value: "value-123"),
                         (name: "webhook-id", value: "evt_1"),
+                        (name: "X-Empty", value: ""),
                     ],
                     body: body))
             #expect(response.status == 200)
@@ -58,6 +59,7 @@ struct CurlClientTests {
             #expect(seen.body == body)
             #expect(seen.headers["x-custom"] == "value-123")
             #expect(seen.headers["webhook-id"] == "evt_1")
+            #expect(seen.headers["x-empty"] == "")
             #expect(seen.headers["content-type"] == "application/json")
             #expect(seen.headers["user-agent"] == "subsync-webhooks/1")
             #expect(seen.headers["expect"] == nil)

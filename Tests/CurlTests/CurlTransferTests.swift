@@ -34,6 +34,30 @@ struct CurlTransferTests {
         #expect(response.header("missing") == nil)
     }
 
+    @Test("a response from the loop reads its headers from the block as collected; assigning replaces them")
+    func responseFromBlock() {
+        let lines = [
+            "HTTP/1.1 503 Service Unavailable\r\n", "Retry-After:  30 \r\n", "X-Folded: a\r\n", "\tb\r\n",
+            "X-Empty:\r\n", "\r\n",
+        ]
+        var block = CurlHeaderBlock(limit: 1_000)
+        for line in lines {
+            Array(line.utf8).withUnsafeBytes { block.receive($0) }
+        }
+        var response = CurlResponse(status: 503, headerBlock: block, body: [], truncated: false, totalTime: .zero)
+        #expect(response.headers.map(\.name) == ["retry-after", "x-folded", "x-empty"])
+        #expect(response.headers.map(\.value) == ["30", "a b", ""])
+        #expect(response.header("RETRY-AFTER") == "30")
+        response.headers = [(name: "x-other", value: "1")]
+        #expect(response.header("retry-after") == nil)
+        #expect(response.header("x-other") == "1")
+        // The same lines through a transfer's callback give the same fields.
+        let transfer = transfer()
+        feed(transfer, lines)
+        #expect(transfer.responseHeaders.map(\.name) == ["retry-after", "x-folded", "x-empty"])
+        #expect(transfer.responseHeaders.map(\.value) == ["30", "a b", ""])
+    }
+
     @Test("collected header bytes are bounded")
     func headerCap() {
         let transfer = transfer()
