@@ -6,7 +6,10 @@
 # configured and logging in WORK; sets nginx_port and nginx_pid (the caller's EXIT trap kills it).
 # write_delivery_body FILE: a delivery's body with a realistic event payload (~1.5 KB): what
 # payload_json holds afterwards is the event's data, for fixtures that store events.
-# measure_wrk WORK SECONDS: wrk POSTing that body (2 threads, 16 connections); sets baseline_rps.
+# measure_wrk WORK SECONDS: wrk POSTing that body (2 threads, 16 connections); sets baseline_rps
+# and baseline_ns (the whole machine's CPU a request, nanoseconds).
+# busy_jiffies: the machine's busy time so far (user, nice, system in /proc/stat), in clock ticks;
+# cpu_ns_per BUSY_BEFORE BUSY_AFTER COUNT: nanoseconds of the machine's CPU per item between them.
 start_receiver() {
   local work=$1
   for tool in wrk nginx; do
@@ -55,11 +58,19 @@ wrk.method = "POST"
 wrk.body = io.open("$work/body.json"):read("*a")
 wrk.headers["Content-Type"] = "application/json"
 function done(summary, latency, requests)
-  io.write(string.format("BASELINE rps=%.0f p99_ms=%.2f\n", summary.requests / (summary.duration / 1e6), latency:percentile(99) / 1000))
+  io.write(string.format("BASELINE rps=%.0f p99_ms=%.2f requests=%d\n", summary.requests / (summary.duration / 1e6), latency:percentile(99) / 1000, summary.requests))
 end
 LUA
   echo "== baseline: wrk POSTing the same body to the same receiver (2 threads, 16 connections, ${seconds}s)"
+  local before after
+  before=$(busy_jiffies)
   baseline=$(wrk -t2 -c16 -d"${seconds}s" -s "$work/post.lua" "http://127.0.0.1:$nginx_port/hook" | grep '^BASELINE')
-  echo "$baseline"
+  after=$(busy_jiffies)
   baseline_rps=$(echo "$baseline" | sed 's/.*rps=\([0-9]*\).*/\1/')
+  baseline_ns=$(cpu_ns_per "$before" "$after" "$(echo "$baseline" | sed 's/.*requests=\([0-9]*\).*/\1/')")
+  echo "$baseline cpu_ns_per_request=$baseline_ns"
 }
+
+busy_jiffies() { awk 'NR == 1 {print $2 + $3 + $4}' /proc/stat; }
+
+cpu_ns_per() { echo $(( ($2 - $1) * 1000000000 / $(getconf CLK_TCK) / ($3 > 0 ? $3 : 1) )); }
