@@ -52,7 +52,7 @@ struct CurlHeaderBlock: Sendable {
                 continue
             }
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
-            let name = String(decoding: line[..<colon].map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+            let name = String(decoding: line[..<colon].map(\.asciiLowercased), as: UTF8.self)
                 .trimmingASCIIWhitespace()
             let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingASCIIWhitespace()
             guard !name.isEmpty else { continue }

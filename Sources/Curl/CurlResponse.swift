@@ -35,16 +35,16 @@ public struct CurlResponse: Sendable {
         truncated: Bool = false,
         totalTime: Duration = .zero
     ) {
-        self.status = status
-        self.headerStorage = .fields(headers)
-        self.body = body
-        self.truncated = truncated
-        self.totalTime = totalTime
+        self.init(status: status, headerStorage: .fields(headers), body: body, truncated: truncated, totalTime: totalTime)
     }
 
     init(status: Int, headerBlock: CurlHeaderBlock, body: [UInt8], truncated: Bool, totalTime: Duration) {
+        self.init(status: status, headerStorage: .block(headerBlock), body: body, truncated: truncated, totalTime: totalTime)
+    }
+
+    private init(status: Int, headerStorage: HeaderStorage, body: [UInt8], truncated: Bool, totalTime: Duration) {
         self.status = status
-        self.headerStorage = .block(headerBlock)
+        self.headerStorage = headerStorage
         self.body = body
         self.truncated = truncated
         self.totalTime = totalTime

@@ -20,12 +20,17 @@ extension String {
     func equalsASCIICaseInsensitively(_ lowercase: StaticString) -> Bool {
         let other = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
         guard utf8.count == other.count else { return false }
-        return zip(utf8, other).allSatisfy { ((0x41...0x5A).contains($0) ? $0 | 0x20 : $0) == $1 }
+        return zip(utf8, other).allSatisfy { $0.asciiLowercased == $1 }
     }
 }
 
 extension UInt8 {
     var isASCIIWhitespace: Bool {
         self == 0x20 || (0x09...0x0D).contains(self)
+    }
+
+    /// An ASCII capital letter as its lowercase letter; every other byte as it is.
+    var asciiLowercased: UInt8 {
+        (0x41...0x5A).contains(self) ? self | 0x20 : self
     }
 }
