@@ -110,7 +110,7 @@ public struct LocalServer: Sendable {
             logger.info("initializing a local PostgreSQL cluster", metadata: ["data": "\(dataDirectory.path)"])
             try run(
                 "initdb",
-                ["-D", dataDirectory.path, "-U", "subsync", "--auth-local=trust", "--auth-host=reject", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"]
+                ["-D", dataDirectory.path, "-U", "subsync", "--auth-local=trust", "--auth-host=reject", "-E", "UTF8", "--locale=C.UTF-8", "--lc-collate=C", "--no-sync"]
             )
         }
         try fileManager.createDirectory(at: socketDirectory, withIntermediateDirectories: true)

@@ -54,6 +54,12 @@ import Testing
         #expect(try superuser[0].decode(Bool.self, at: 0), "the service's role is the cluster's owner")
         let listening = try await connection.query("SELECT current_setting('listen_addresses')")
         #expect(try listening[0].decode(String.self, at: 0) == "")
+        // Its database compares text bytewise (`C`), with UTF-8 character classes
+        // (docs/PERFORMANCE.md item 53).
+        let locale = try await connection.query(
+            "SELECT datcollate::text, datctype::text FROM pg_database WHERE datname = current_database()")
+        #expect(try locale[0].decode(String.self, at: 0) == "C")
+        #expect(try locale[0].decode(String.self, at: 1) == "C.UTF-8")
         await connection.close()
 
         // Nothing listens on the port over TCP.
