@@ -1,5 +1,5 @@
 import Postgres
-import SyncStore
+@testable import SyncStore
 import TestSupport
 import Testing
 
@@ -8,7 +8,7 @@ import Testing
     @Test(arguments: ["C", "POSIX"])
     func bytewiseCollationsAreNotReported(_ collation: String) async throws {
         try await TestDatabase.withFreshDatabase(
-            creating: "TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE '\(collation)' LC_CTYPE 'C.UTF-8'"
+            creating: "TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER libc LC_COLLATE '\(collation)' LC_CTYPE 'C.UTF-8'"
         ) { configuration in
             try await TestDatabase.withConnection(configuration) { connection in
                 let collation = try await DatabaseCollation.nonBytewise(on: connection)
@@ -20,7 +20,7 @@ import Testing
     /// C.UTF-8 orders like C under glibc, yet PostgreSQL compares through the locale for it.
     @Test func aLocaleCollationIsNamed() async throws {
         try await TestDatabase.withFreshDatabase(
-            creating: "TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C.UTF-8' LC_CTYPE 'C.UTF-8'"
+            creating: "TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER libc LC_COLLATE 'C.UTF-8' LC_CTYPE 'C.UTF-8'"
         ) { configuration in
             try await TestDatabase.withConnection(configuration) { connection in
                 let collation = try await DatabaseCollation.nonBytewise(on: connection)
@@ -29,13 +29,13 @@ import Testing
         }
     }
 
-    /// The databases subsync's scripts and embedded server create compare bytewise.
-    @Test func theTestServerCreatesBytewiseDatabases() async throws {
-        try await TestDatabase.withFreshDatabase { configuration in
-            try await TestDatabase.withConnection(configuration) { connection in
-                let collation = try await DatabaseCollation.nonBytewise(on: connection)
-                #expect(collation == nil)
-            }
-        }
+    /// The providers this server may not have: ICU compares through its locale whatever
+    /// `datcollate` says; PostgreSQL 17's builtin provider compares code points bytewise.
+    @Test func providersAreReadBeforeTheLibcCollation() {
+        #expect(DatabaseCollation.describe(collation: "C", provider: "i", locale: "und-x-icu") == "ICU und-x-icu")
+        #expect(DatabaseCollation.describe(collation: "en_US.UTF-8", provider: "b", locale: "C.UTF-8") == nil)
+        #expect(DatabaseCollation.describe(collation: "en_US.UTF-8", provider: "c", locale: nil) == "en_US.UTF-8")
+        #expect(DatabaseCollation.describe(collation: "POSIX", provider: nil, locale: nil) == nil)
+        #expect(DatabaseCollation.describe(collation: "C.UTF-8", provider: nil, locale: nil) == "C.UTF-8")
     }
 }

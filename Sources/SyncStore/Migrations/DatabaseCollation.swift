@@ -3,25 +3,31 @@ import Postgres
 /// How the database compares text. Every per-account table is keyed by `account_id` and most by
 /// other text ids too (report, transaction, device, meter), so every index probe, insert and
 /// sort compares them. Under the `C` (or `POSIX`) collation PostgreSQL compares the bytes
-/// directly; under any other, even `C.UTF-8`, each comparison copies both strings and goes
-/// through the locale: about 4 % of a resolution drain's CPU here, and a drain about 7 % longer
-/// (docs/PERFORMANCE.md item 53). Nothing in subsync needs a language's order for its ids, so
-/// the databases it creates use `C`, and `serve` says so when an operator's does not.
+/// directly; under any other libc or ICU collation, even `C.UTF-8`, each comparison copies both
+/// strings and goes through the locale: about 4 % of a resolution drain's busy CPU here, and a
+/// drain about 7 % longer (docs/PERFORMANCE.md item 53). Nothing in subsync needs a language's
+/// order for its ids, so the clusters it creates use `C`, and `serve` says so when an
+/// operator's database does not.
 public enum DatabaseCollation {
-    /// The database's collation when it is not a bytewise one (`C`, `POSIX`): the libc locale's
-    /// name, or `ICU <locale>` for a database with the ICU provider (PostgreSQL 15 and later).
+    /// The database's default collation when it does not compare bytewise: the libc locale's
+    /// name, or `ICU <locale>` for a database with the ICU provider; `nil` for `C` and `POSIX`
+    /// and for PostgreSQL 17's builtin provider (which orders by code point through `memcmp`).
     public static func nonBytewise(on connection: Connection) async throws -> String? {
-        // Read through to_jsonb so that servers before 15 (no ICU provider columns) answer too.
-        let rows = try await connection.preparedQuery(
+        // The row as JSON, so that the provider's columns are read where the server has them:
+        // `datlocprovider` and `daticulocale` since PostgreSQL 15, `daticulocale` renamed
+        // `datlocale` in 17.
+        let rows = try await connection.query(
             """
-            SELECT datcollate::text, to_jsonb(d) ->> 'datlocprovider', to_jsonb(d) ->> 'daticulocale'
-            FROM pg_database d WHERE datname = current_database()
+            SELECT datcollate::text, j ->> 'datlocprovider', COALESCE(j ->> 'datlocale', j ->> 'daticulocale')
+            FROM pg_database d CROSS JOIN LATERAL to_jsonb(d) AS j
+            WHERE datname = current_database()
             """
         )
-        return try describe(
-            collation: rows[0].decode(String.self, at: 0),
-            provider: rows[0].decode(String?.self, at: 1),
-            icuLocale: rows[0].decode(String?.self, at: 2))
+        guard let row = rows.first else { return nil }
+        return describe(
+            collation: try row.decode(String.self, at: 0),
+            provider: try row.decode(String?.self, at: 1),
+            locale: try row.decode(String?.self, at: 2))
     }
 
     /// See ``nonBytewise(on:)``.
@@ -29,8 +35,13 @@ public enum DatabaseCollation {
         try await pool.withConnection { try await nonBytewise(on: $0) }
     }
 
-    static func describe(collation: String, provider: String?, icuLocale: String?) -> String? {
-        if provider == "i" { return "ICU \(icuLocale ?? "")" }
-        return collation == "C" || collation == "POSIX" ? nil : collation
+    /// The answer of ``nonBytewise(on:)`` for a database's `datcollate`, `datlocprovider`
+    /// (`c` libc, `i` ICU, `b` builtin; `nil` before PostgreSQL 15) and provider locale.
+    static func describe(collation: String, provider: String?, locale: String?) -> String? {
+        switch provider {
+        case "i": return "ICU " + (locale ?? "")
+        case "b": return nil
+        default: return collation == "C" || collation == "POSIX" ? nil : collation
+        }
     }
 }
