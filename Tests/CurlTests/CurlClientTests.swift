@@ -28,6 +28,18 @@ private func timedError(_ body: () async throws -> Void) async -> (Duration, (an
     }
 }
 
+private extension CurlRequest {
+    /// This request with 300 s to connect and to finish instead of the product's defaults (5 s and
+    /// 15 s): for tests whose subject is not a timeout. On one core shared with a busy loop and
+    /// PostgreSQL (scripts/test --stress) a loopback answer can take longer than seconds.
+    var generous: CurlRequest {
+        var request = self
+        request.connectTimeout = .seconds(300)
+        request.totalTimeout = .seconds(300)
+        return request
+    }
+}
+
 @Suite("CurlClient")
 struct CurlClientTests {
     @Test("POST delivers the exact body and headers; the answer carries status, headers and body")
@@ -45,14 +57,14 @@ struct CurlClientTests {
                         (name: "webhook-id", value: "evt_1"),
                         (name: "X-Empty", value: ""),
                     ],
-                    body: body))
+                    body: body).generous)
             #expect(response.status == 200)
             #expect(response.body == body)
             #expect(!response.truncated)
             #expect(response.header("X-SEEN-CUSTOM") == "value-123")
             #expect(response.headers.allSatisfy { $0.name == $0.name.lowercased() })
             #expect(response.header("content-length") == "\(body.count)")
-            #expect(response.totalTime > .zero && response.totalTime < .seconds(60))
+            #expect(response.totalTime > .zero && response.totalTime < .seconds(600))
 
             let seen = try #require(recorder.requests.first)
             #expect(seen.method == "POST")
@@ -72,13 +84,13 @@ struct CurlClientTests {
             let client = loopbackClient()
             defer { client.shutdown() }
             let put = try await client.execute(
-                CurlRequest(url: "http://127.0.0.1:\(port)/echo", method: "PUT", body: Array("abc".utf8)))
+                CurlRequest(url: "http://127.0.0.1:\(port)/echo", method: "PUT", body: Array("abc".utf8)).generous)
             #expect(put.status == 200)
             #expect(put.body == Array("abc".utf8))
-            let get = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo", method: "GET"))
+            let get = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo", method: "GET").generous)
             #expect(get.status == 200)
             #expect(get.body.isEmpty)
-            let emptyPost = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo"))
+            let emptyPost = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo").generous)
             #expect(emptyPost.status == 200)
 
             let seen = recorder.requests
@@ -99,15 +111,15 @@ struct CurlClientTests {
                 CurlRequest(
                     url: "http://127.0.0.1:\(port)/echo", method: "PUT",
                     headers: [(name: "X-Custom", value: "only-first"), (name: "Content-Type", value: "text/plain")],
-                    body: Array("first body".utf8)))
+                    body: Array("first body".utf8)).generous)
             #expect(first.header("x-seen-custom") == "only-first")
-            let second = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo", method: "GET"))
+            let second = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo", method: "GET").generous)
             #expect(second.status == 200)
             #expect(second.header("x-seen-custom") == nil, "the first answer's headers are not the second's")
             #expect(second.body.isEmpty)
-            let third = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/status/500", method: "GET"))
+            let third = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/status/500", method: "GET").generous)
             #expect(third.status == 500)
-            let fourth = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo", body: Array("4".utf8)))
+            let fourth = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo", body: Array("4".utf8)).generous)
             #expect(fourth.status == 200)
             #expect(fourth.body == Array("4".utf8))
 
@@ -122,7 +134,7 @@ struct CurlClientTests {
             // The address guard judges every request, whichever handle it runs on.
             for _ in 0..<2 {
                 do {
-                    _ = try await client.execute(CurlRequest(url: "http://127.0.0.2:\(port)/echo", method: "GET"))
+                    _ = try await client.execute(CurlRequest(url: "http://127.0.0.2:\(port)/echo", method: "GET").generous)
                     Issue.record("127.0.0.2 was accepted, though only 127.0.0.1 is allowed")
                 } catch let error as CurlError {
                     guard case .addressNotAllowed = error else {
@@ -130,7 +142,7 @@ struct CurlClientTests {
                         continue
                     }
                 }
-                let allowed = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo", method: "GET"))
+                let allowed = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/echo", method: "GET").generous)
                 #expect(allowed.status == 200)
             }
         }
@@ -141,7 +153,7 @@ struct CurlClientTests {
         try await TestServer.run { port, _ in
             let client = loopbackClient()
             defer { client.shutdown() }
-            let response = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/status/500", method: "GET"))
+            let response = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/status/500", method: "GET").generous)
             #expect(response.status == 500)
             #expect(response.body == Array("boom".utf8))
         }
@@ -209,7 +221,7 @@ struct CurlClientTests {
         try await TestServer.run { port, recorder in
             let client = loopbackClient()
             defer { client.shutdown() }
-            let response = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/redirect", method: "GET"))
+            let response = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/redirect", method: "GET").generous)
             #expect(response.status == 302)
             #expect(response.header("Location") == "/target")
             #expect(recorder.hits("redirect") == 1)
@@ -222,25 +234,25 @@ struct CurlClientTests {
         try await TestServer.run { port, _ in
             let client = loopbackClient()
             defer { client.shutdown() }
-            let capped = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/huge", method: "GET"))
+            let capped = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/huge", method: "GET").generous)
             #expect(capped.status == 200)
             #expect(capped.body.count == 65_536)
             #expect(capped.truncated)
             #expect(capped.header("content-length") == "\(TestServer.hugeBodySize)")
 
             let tiny = try await client.execute(
-                CurlRequest(url: "http://127.0.0.1:\(port)/huge", method: "GET", maximumResponseBytes: 10))
+                CurlRequest(url: "http://127.0.0.1:\(port)/huge", method: "GET", maximumResponseBytes: 10).generous)
             #expect(tiny.body == Array(repeating: UInt8(ascii: "x"), count: 10))
             #expect(tiny.truncated)
 
             let none = try await client.execute(
-                CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", maximumResponseBytes: 0))
+                CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", maximumResponseBytes: 0).generous)
             #expect(none.status == 200)
             #expect(none.body.isEmpty)
             #expect(none.truncated)
 
             let exact = try await client.execute(
-                CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", maximumResponseBytes: 2))
+                CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", maximumResponseBytes: 2).generous)
             #expect(exact.body == Array("ok".utf8))
             #expect(!exact.truncated)
         }
@@ -252,7 +264,7 @@ struct CurlClientTests {
             let strict = CurlClient()
             defer { strict.shutdown() }
             let error = await #expect(throws: CurlError.self) {
-                _ = try await strict.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET"))
+                _ = try await strict.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET").generous)
             }
             guard case .addressNotAllowed(let message) = error else {
                 Issue.record("expected .addressNotAllowed, got \(String(describing: error))")
@@ -263,14 +275,14 @@ struct CurlClientTests {
 
             let allowed = loopbackClient()
             defer { allowed.shutdown() }
-            let response = try await allowed.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET"))
+            let response = try await allowed.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET").generous)
             #expect(response.status == 200)
             #expect(recorder.hits("ok") == 1)
 
             let tens = CurlClient(configuration: .init(addressGuard: try AddressGuard(allow: ["10.0.0.0/8"])))
             defer { tens.shutdown() }
             await #expect(throws: CurlError.self) {
-                _ = try await tens.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET"))
+                _ = try await tens.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET").generous)
             }
             #expect(recorder.hits("ok") == 1)
         }
@@ -282,7 +294,7 @@ struct CurlClientTests {
             let strict = CurlClient()
             defer { strict.shutdown() }
             let error = await #expect(throws: CurlError.self) {
-                _ = try await strict.execute(CurlRequest(url: "http://localhost:\(port)/ok", method: "GET"))
+                _ = try await strict.execute(CurlRequest(url: "http://localhost:\(port)/ok", method: "GET").generous)
             }
             guard case .addressNotAllowed(let message) = error else {
                 Issue.record("expected .addressNotAllowed, got \(String(describing: error))")
@@ -370,18 +382,19 @@ struct CurlClientTests {
             defer { client.shutdown() }
             // A slow request holds the only slot until the next one's startBy (1 s) has passed,
             // however late that is on a busy machine: the next may start by then, or not at all.
+            // (Its own 600 s, and its 900 s timeout, are far beyond any delay of the steps below.)
             async let slow = client.execute(
-                CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=30000", method: "GET", totalTimeout: .seconds(120)))
+                CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=600000", method: "GET", totalTimeout: .seconds(900)))
             try await recorder.waitForHit("slow")
             let startBy = ContinuousClock.now + .seconds(1)
-            // Then it answers, rather than after its 30 s.
+            // Then it answers, rather than after its 600 s.
             let release = Task {
                 try await Task.sleep(until: startBy + .milliseconds(100), clock: .continuous)
                 recorder.releaseSlow()
             }
             do {
                 _ = try await client.execute(
-                    CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", startBy: startBy))
+                    CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", startBy: startBy).generous)
                 Issue.record("a request that could not start by its startBy was sent")
             } catch let error as CurlError {
                 #expect(error == .notStarted)
@@ -391,7 +404,7 @@ struct CurlClientTests {
             #expect(recorder.hits("ok") == 0)
             // With time to spare, it goes.
             let sent = try await client.execute(
-                CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", startBy: .now + .seconds(60)))
+                CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET", startBy: .now + .seconds(600)).generous)
             #expect(sent.status == 200)
         }
     }
@@ -405,7 +418,7 @@ struct CurlClientTests {
                 for index in 0..<200 {
                     group.addTask {
                         let response = try await client.execute(
-                            CurlRequest(url: "http://127.0.0.1:\(port)/echo", body: Array("request \(index)".utf8)))
+                            CurlRequest(url: "http://127.0.0.1:\(port)/echo", body: Array("request \(index)".utf8)).generous)
                         return (index, response)
                     }
                 }
@@ -432,7 +445,7 @@ struct CurlClientTests {
             try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<20 {
                     group.addTask {
-                        try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET")).status
+                        try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET").generous).status
                     }
                 }
                 for try await status in group {
@@ -449,7 +462,7 @@ struct CurlClientTests {
             defer { client.shutdown() }
             var ports: [String] = []
             for _ in 0..<5 {
-                let response = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/port", method: "GET"))
+                let response = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/port", method: "GET").generous)
                 #expect(response.status == 200)
                 ports.append(String(decoding: response.body, as: UTF8.self))
             }
@@ -459,7 +472,7 @@ struct CurlClientTests {
             // A different client has its own multi handle and so its own connection.
             let other = loopbackClient()
             defer { other.shutdown() }
-            let otherPort = try await other.execute(CurlRequest(url: "http://127.0.0.1:\(port)/port", method: "GET"))
+            let otherPort = try await other.execute(CurlRequest(url: "http://127.0.0.1:\(port)/port", method: "GET").generous)
             #expect(String(decoding: otherPort.body, as: UTF8.self) != ports.first)
         }
     }
@@ -471,7 +484,7 @@ struct CurlClientTests {
             defer { client.shutdown() }
             let clock = ContinuousClock()
             let task = Task {
-                try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=30000", method: "GET"))
+                try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=600000", method: "GET").generous)
             }
             while recorder.hits("slow") == 0 {
                 try await Task.sleep(for: .milliseconds(10))
@@ -479,18 +492,19 @@ struct CurlClientTests {
             let cancelledAt = clock.now
             task.cancel()
             let result = await task.result
-            // Long before the server's answer at 30 s (the margin is for a busy machine).
-            #expect(clock.now - cancelledAt < .seconds(20))
+            // Long before the server's answer at 600 s and the request's 300 s timeout (the margin
+            // is for a busy machine).
+            #expect(clock.now - cancelledAt < .seconds(120))
             #expect(throws: CancellationError.self) { try result.get() }
 
             // Cancelled before it even started.
             let early = Task {
                 withUnsafeCurrentTask { $0?.cancel() }
-                return try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET"))
+                return try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET").generous)
             }
             await #expect(throws: CancellationError.self) { try await early.value }
 
-            let response = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET"))
+            let response = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET").generous)
             #expect(response.status == 200)
         }
     }
@@ -502,7 +516,7 @@ struct CurlClientTests {
             let clock = ContinuousClock()
             let tasks = (0..<3).map { _ in
                 Task {
-                    try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=30000", method: "GET"))
+                    try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=600000", method: "GET").generous)
                 }
             }
             while recorder.hits("slow") == 0 {
@@ -515,11 +529,12 @@ struct CurlClientTests {
                 let result = await task.result
                 #expect(throws: CurlError.shutDown) { try result.get() }
             }
-            // Long before the server's answer at 30 s (the margin is for a busy machine).
-            #expect(clock.now - shutAt < .seconds(20))
+            // Long before the server's answer at 600 s and the request's 300 s timeout (the margin
+            // is for a busy machine).
+            #expect(clock.now - shutAt < .seconds(120))
             #expect(recorder.hits("slow") == 1, "only one transfer was in flight")
             await #expect(throws: CurlError.shutDown) {
-                _ = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET"))
+                _ = try await client.execute(CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET").generous)
             }
         }
     }
@@ -531,12 +546,12 @@ struct CurlClientTests {
             let client = loopbackClient(maximumConcurrentTransfers: 64, maximumConnectionsPerHost: 3)
             defer { client.shutdown() }
             var requests = (0..<40).map { index in
-                CurlRequest(url: "http://127.0.0.1:\(port)/echo", body: Array("request \(index)".utf8))
+                CurlRequest(url: "http://127.0.0.1:\(port)/echo", body: Array("request \(index)".utf8)).generous
             }
-            requests.insert(CurlRequest(url: "ftp://127.0.0.1:\(port)/echo"), at: 5)
-            requests.insert(CurlRequest(url: "http://127.0.0.1:\(closed)/", method: "GET"), at: 17)
-            requests.insert(CurlRequest(url: "http://127.0.0.1:\(port)/status/500", method: "GET"), at: 30)
-            requests += (0..<9).map { _ in CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=100", method: "GET") }
+            requests.insert(CurlRequest(url: "ftp://127.0.0.1:\(port)/echo").generous, at: 5)
+            requests.insert(CurlRequest(url: "http://127.0.0.1:\(closed)/", method: "GET").generous, at: 17)
+            requests.insert(CurlRequest(url: "http://127.0.0.1:\(port)/status/500", method: "GET").generous, at: 30)
+            requests += (0..<9).map { _ in CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=100", method: "GET").generous }
             let outcomes = await client.executeAll(requests)
             #expect(outcomes.count == requests.count)
             var echoed = 0
@@ -566,7 +581,7 @@ struct CurlClientTests {
                 case .failure(let error):
                     Issue.record("unexpected failure \(error) for \(request.url)")
                 }
-                #expect(outcome.elapsed < .seconds(60))
+                #expect(outcome.elapsed < .seconds(600))
             }
             #expect(echoed == 40)
             #expect(recorder.hits("echo") == 40)
@@ -588,7 +603,7 @@ struct CurlClientTests {
             defer { client.shutdown() }
             let clock = ContinuousClock()
             // Two in flight, two waiting for a slot.
-            let requests = (0..<4).map { _ in CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=30000", method: "GET") }
+            let requests = (0..<4).map { _ in CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=600000", method: "GET").generous }
             let task = Task { await client.executeAll(requests) }
             while recorder.hits("slow") < 2 {
                 try await Task.sleep(for: .milliseconds(10))
@@ -596,7 +611,7 @@ struct CurlClientTests {
             let cancelledAt = clock.now
             task.cancel()
             let outcomes = await task.value
-            #expect(clock.now - cancelledAt < .seconds(20), "long before the server's answers at 30 s")
+            #expect(clock.now - cancelledAt < .seconds(120), "long before the server's answers at 600 s and the requests' 300 s timeout")
             #expect(outcomes.count == 4)
             for outcome in outcomes {
                 #expect(throws: CancellationError.self) { try outcome.result.get() }
@@ -606,18 +621,18 @@ struct CurlClientTests {
             // Cancelled before anything was handed to the loop.
             let early = Task {
                 withUnsafeCurrentTask { $0?.cancel() }
-                return await client.executeAll([CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET")])
+                return await client.executeAll([CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET").generous])
             }
             let earlyOutcomes = await early.value
             #expect(earlyOutcomes.count == 1)
             #expect(throws: CancellationError.self) { try earlyOutcomes[0].result.get() }
 
             // The client goes on working; then shutdown fails a batch in flight, and later ones.
-            let ok = await client.executeAll([CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET")])
+            let ok = await client.executeAll([CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET").generous])
             #expect((try? ok[0].result.get().status) == 200)
             let slowBefore = recorder.hits("slow")
             let inFlight = Task {
-                await client.executeAll((0..<3).map { _ in CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=30000", method: "GET") })
+                await client.executeAll((0..<3).map { _ in CurlRequest(url: "http://127.0.0.1:\(port)/slow?ms=600000", method: "GET").generous })
             }
             while recorder.hits("slow") < slowBefore + 2 {
                 try await Task.sleep(for: .milliseconds(10))
@@ -627,8 +642,8 @@ struct CurlClientTests {
             for outcome in await inFlight.value {
                 #expect(throws: CurlError.shutDown) { try outcome.result.get() }
             }
-            #expect(clock.now - shutAt < .seconds(20))
-            let after = await client.executeAll([CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET")])
+            #expect(clock.now - shutAt < .seconds(120))
+            let after = await client.executeAll([CurlRequest(url: "http://127.0.0.1:\(port)/ok", method: "GET").generous])
             #expect(throws: CurlError.shutDown) { try after[0].result.get() }
         }
     }

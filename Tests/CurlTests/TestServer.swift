@@ -68,9 +68,9 @@ final class Recorder: Sendable {
         hits.withLock { $0[path, default: 0] }
     }
 
-    /// Returns once `path` was requested (or after 30 s, for the caller's expectations to fail).
+    /// Returns once `path` was requested (or after 300 s, for the caller's expectations to fail).
     func waitForHit(_ path: String) async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(300)
         while hits(path) == 0, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }

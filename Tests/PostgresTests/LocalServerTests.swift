@@ -37,7 +37,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.timeLimit(.minutes(15)))
     func onlyItsOwnerCanConnect() async throws {
         let directory = URL(fileURLWithPath: "/tmp").appendingPathComponent("pgt-local-\(UUID().uuidString)")
         let port = LocalServer.freePort()

@@ -14,7 +14,7 @@ import Testing
     @Test func moreCallersThanConnections() async throws {
         let name = TestDatabase.uniqueName("pgt_pool")
         let pool = ConnectionPool(
-            configuration: .init(connection: try configuration(applicationName: name), maximumConnections: 4, leaseTimeout: .seconds(30))
+            configuration: .init(connection: try configuration(applicationName: name), maximumConnections: 4, leaseTimeout: .seconds(600))
         )
         struct Sample: Sendable {
             var pid: Int32
@@ -148,9 +148,10 @@ import Testing
 
     @Test func waitersAreServedBeforeTheirTimeout() async throws {
         // 20 callers on one connection, each holding it briefly: all succeed, none times out.
-        // The timeout (60 s) is far beyond the expected second, so only a lost wake-up fails it.
+        // The timeout (600 s) is far beyond the expected second, even on a busy core, so only a
+        // lost wake-up fails it.
         let pool = ConnectionPool(
-            configuration: .init(connection: try TestDatabase.configuration(), maximumConnections: 1, leaseTimeout: .seconds(60))
+            configuration: .init(connection: try TestDatabase.configuration(), maximumConnections: 1, leaseTimeout: .seconds(600))
         )
         try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<20 {
@@ -170,7 +171,7 @@ import Testing
     @Test func prewarmOpensConnectionsAheadOfNeedAndLeasesTakeThem() async throws {
         let name = TestDatabase.uniqueName("pgt_prewarm")
         let pool = ConnectionPool(
-            configuration: .init(connection: try configuration(applicationName: name), maximumConnections: 6, leaseTimeout: .seconds(30))
+            configuration: .init(connection: try configuration(applicationName: name), maximumConnections: 6, leaseTimeout: .seconds(600))
         )
         let observer = try await Connection.connect(configuration: try TestDatabase.configuration())
         func serverSidePIDs() async throws -> Set<Int32> {

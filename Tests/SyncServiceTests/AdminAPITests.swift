@@ -426,7 +426,7 @@ struct AdminAPITests {
         try await TestEnvironment.withFresh { env in
             try await env.application(workers: 1).test(.live) { client in
                 var samples: [[String: Any]] = []
-                let sampled = try await waitUntil(seconds: 90) {
+                let sampled = try await waitUntil(seconds: 300) {
                     let (status, json) = try await Self.call(client, .get, "/v1/admin/metrics/history")
                     #expect(status == .ok)
                     #expect(json["span_seconds"] as? Double == 3600)

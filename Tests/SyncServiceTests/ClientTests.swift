@@ -45,7 +45,7 @@ struct ClientTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             let services = ServiceGroup(configuration: .init(services: [app], logger: Logger(label: "client-tests")))
             group.addTask { try await services.run() }
-            let listening = await waitUntil(seconds: 60) { (try? RawConnection(port: port)) != nil }
+            let listening = await waitUntil(seconds: 300) { (try? RawConnection(port: port)) != nil }
             #expect(listening, "the service did not listen on \(port)")
             do {
                 let value = try await body()
@@ -63,7 +63,7 @@ struct ClientTests {
     /// The first element of `stream` that `predicate` accepts within `seconds` (a generous
     /// deadline), or nil. Call it once per stream: giving up cancels (ends) the stream.
     static func first<Element: Sendable>(
-        of stream: AsyncStream<Element>, seconds: Double = 60, where predicate: @escaping @Sendable (Element) -> Bool = { _ in true }
+        of stream: AsyncStream<Element>, seconds: Double = 300, where predicate: @escaping @Sendable (Element) -> Bool = { _ in true }
     ) async -> Element? {
         await withTaskGroup(of: Element?.self) { group in
             group.addTask {
@@ -98,7 +98,7 @@ struct ClientTests {
     /// Flushes until the outbox is empty (a restarted service may refuse the first connection).
     static func flushUntilDelivered(_ client: SubsyncClient) async throws -> Int {
         var delivered = 0
-        let done = await waitUntil(seconds: 60) {
+        let done = await waitUntil(seconds: 300) {
             switch await client.flush() {
             case .delivered(let count):
                 delivered += count

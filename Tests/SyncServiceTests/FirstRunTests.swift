@@ -35,7 +35,7 @@ struct FirstRunTests {
 
         // The banner's first requests, pasted as they are.
         let paste = try #require(EmbeddedServe.pasteBlock(in: banner))
-        let pasted = try await runBash(paste, directory: serve.directory, seconds: 120)
+        let pasted = try await runBash(paste, directory: serve.directory, seconds: 600)
         #expect(pasted.status == 0, "\(pasted.output)")
         let answers = pasted.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         #expect(answers.count == 2, "\(pasted.stdout)")
@@ -104,7 +104,7 @@ struct FirstRunTests {
         let script = block.replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:\(serve.httpPort)")
             .replacingOccurrences(of: "127.0.0.1:9000", with: "127.0.0.1:\(receiverPort)")
             .replacingOccurrences(of: "--port 9000", with: "--port \(receiverPort)")
-        let run = try await runBash(script, directory: serve.directory, seconds: 240)
+        let run = try await runBash(script, directory: serve.directory, seconds: 900)
         #expect(run.status == 0, "\(run.output)")
         #expect(run.stdout.contains(#""status":"ready""#), "\(run.stdout)")
         #expect(run.stdout.contains(#""accepted":1"#), "\(run.stdout)")
@@ -125,32 +125,35 @@ struct FirstRunTests {
         let firstPID = try #require(first.process?.processIdentifier)
 
         let second = try EmbeddedServe(sharing: first)
-        let refused = try await second.runToExit(seconds: 120)
+        let refused = try await second.runToExit(seconds: 300)
         #expect(refused.status == 69, "\(refused.output)")
         #expect(refused.output.contains("belongs to process \(firstPID)"), "\(refused.output)")
         // Polled: /readyz gives the database 2 s, which a busy machine can take.
-        #expect(await waitUntil(seconds: 120) { await first.status("/readyz") == 200 }, "the owner was disturbed")
+        #expect(await waitUntil(seconds: 300) { await first.status("/readyz") == 200 }, "the owner was disturbed")
 
         // The owner shuts down while a third one starts: the third either is refused (the owner
         // is still shutting down) and is started again, or serves; it never adopts a PostgreSQL
         // that is about to be stopped under it.
         first.process?.terminate()
         let third = try EmbeddedServe(sharing: first)
+        defer { third.cleanUp() }
         var attempts = 0
         while true {
             attempts += 1
             try third.launch()
-            let outcome = await third.readyOrExited(seconds: 120)
+            let outcome = await third.readyOrExited(seconds: 600)
             if outcome == .ready { break }
             let output = try third.output()
+            // Still running, neither ready nor refused: its exit status cannot be read.
+            guard outcome == .exited else { Issue.record("the third serve neither became ready nor exited: \(output)"); return }
             #expect(third.process?.terminationStatus == 69 && output.contains("belongs to process \(firstPID)"), "\(output)")
             guard attempts < 60 else { Issue.record("the third serve never started"); return }
             try await Task.sleep(for: .milliseconds(500))
         }
-        #expect(await first.waitForExit(seconds: 60))
+        try #require(await first.waitForExit(seconds: 300), "the first serve did not stop after SIGTERM")
         #expect(first.process?.terminationStatus == 0)
         // With the first one gone, the third still serves: its PostgreSQL was not stopped under it.
-        #expect(await waitUntil(seconds: 120) { await third.status("/readyz") == 200 })
+        #expect(await waitUntil(seconds: 300) { await third.status("/readyz") == 200 })
         #expect(try await third.sync(account: "after-handover") == 202)
         try await third.stop()
     }
@@ -162,13 +165,13 @@ struct FirstRunTests {
         try await serve.start()
         let killed = try #require(serve.postmasterPID())
         #expect(kill(killed, SIGKILL) == 0)
-        #expect(await waitUntil(seconds: 120) {
+        #expect(await waitUntil(seconds: 300) {
             if let pid = serve.postmasterPID(), pid != killed, kill(pid, 0) == 0 {
                 return await serve.status("/readyz") == 200
             }
             return false
         }, "PostgreSQL was not started again: \((try? serve.output()) ?? "")")
-        #expect(try await waitUntil(seconds: 120) { try await serve.sync(account: "after-kill") == 202 })
+        #expect(try await waitUntil(seconds: 300) { try await serve.sync(account: "after-kill") == 202 })
         #expect(serve.process?.isRunning == true)
         #expect(try serve.output().contains("the embedded PostgreSQL is gone; starting it again"))
         try await serve.stop()
@@ -184,7 +187,7 @@ struct FirstRunTests {
             at: postgres.appendingPathComponent("postgresql.conf"), to: postgres.appendingPathComponent("postgresql.conf.moved"))
         let killed = try #require(serve.postmasterPID())
         #expect(kill(killed, SIGKILL) == 0)
-        #expect(await serve.waitForExit(seconds: 180), "serve kept running without its database")
+        try #require(await serve.waitForExit(seconds: 600), "serve kept running without its database")
         #expect(serve.process?.terminationStatus == 69)
         let output = try serve.output()
         #expect(output.contains("could not be restarted (5 attempts"), "\(output)")
@@ -235,6 +238,8 @@ final class EmbeddedServe: @unchecked Sendable {
         }
         environment["SUBSYNC_EMBEDDED_PG_PORT"] = String(postgresPort)
         environment["SUBSYNC_WORKERS"] = "1"
+        // PostgreSQL on a busy core can be silent longer than serve's 15 s default.
+        environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] = "600"
         for (key, value) in overrides { environment[key] = value }
         process.environment = environment
         logFile = directory.appendingPathComponent("serve-\(UUID().uuidString).log")
@@ -262,7 +267,7 @@ final class EmbeddedServe: @unchecked Sendable {
     /// Starts serve and waits until it is ready.
     func start(environment: [String: String] = [:], dataDirectory: String? = ".subsync") async throws {
         try launch(environment: environment, dataDirectory: dataDirectory)
-        let outcome = await readyOrExited(seconds: 180)
+        let outcome = await readyOrExited(seconds: 600)
         guard outcome == .ready else {
             Issue.record("serve did not become ready (\(String(describing: outcome))): \((try? output()) ?? "")")
             throw CancellationError()
@@ -282,7 +287,7 @@ final class EmbeddedServe: @unchecked Sendable {
     /// SIGTERM, and a clean exit.
     func stop() async throws {
         process?.terminate()
-        #expect(await waitForExit(seconds: 60), "serve did not stop after SIGTERM")
+        try #require(await waitForExit(seconds: 300), "serve did not stop after SIGTERM")
         #expect(process?.terminationStatus == 0, "\((try? output()) ?? "")")
     }
 
@@ -302,7 +307,7 @@ final class EmbeddedServe: @unchecked Sendable {
 
     func status(_ path: String, credential: String? = nil) async -> Int {
         let headers = credential.map { ["-H", "Authorization: Bearer \($0)"] } ?? []
-        let result = try? await runProcess("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10"] + headers + ["http://127.0.0.1:\(httpPort)\(path)"])
+        let result = try? await runProcess("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "300"] + headers + ["http://127.0.0.1:\(httpPort)\(path)"])
         return Int(result?.stdout ?? "") ?? 0
     }
 
@@ -311,7 +316,7 @@ final class EmbeddedServe: @unchecked Sendable {
         let key = try file("admin-key")
         let body = #"{"device": {"id": "d1"}, "reports": [{"report_id": "r-\#(account)", "observed_at": "2026-01-01T00:00:00Z", "product_id": "voip.basic.monthly", "original_transaction_id": "t-\#(account)", "transaction_id": "t-\#(account)", "purchased_at": "2026-01-01T00:00:00Z", "expires_at": "2036-01-01T00:00:00Z"}]}"#
         let result = try await runProcess("/usr/bin/curl", [
-            "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "30", "-X", "POST",
+            "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "300", "-X", "POST",
             "-H", "Authorization: Bearer \(key)", "-H", "Content-Type: application/json", "-d", body,
             "http://127.0.0.1:\(httpPort)/v1/accounts/\(account)/sync?wait_ms=5000",
         ])

@@ -16,7 +16,7 @@ import TestSupport
 /// stopped with SIGSTOP (the postmaster and its backends), then resumed.
 @Suite("A hung database", .serialized)
 struct HungDatabaseTests {
-    @Test("readyz and sync answer 503 with Retry-After while PostgreSQL is stopped; afterwards nothing accepted is lost", .timeLimit(.minutes(3)))
+    @Test("readyz and sync answer 503 with Retry-After while PostgreSQL is stopped; afterwards nothing accepted is lost", .timeLimit(.minutes(15)))
     func hungDatabaseIsNotAHungService() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("subsync-hung-\(UUID().uuidString)")
         let server = try LocalServer(dataDirectory: directory, port: LocalServer.freePort())

@@ -19,10 +19,11 @@ struct OperationsCommandTests {
         var array: [[String: Any]] { (json as? [[String: Any]]) ?? [] }
     }
 
-    /// `postgresql://user@host:port/dbname` of the test database.
+    /// `postgresql://user@host:port/dbname` of the test database, with a connect timeout a busy
+    /// core cannot outlast (subsync's own default is 5 s).
     static func url(_ env: TestEnvironment) -> String {
         let c = env.connection
-        return "postgresql://\(c["user"] ?? "postgres")@\(c["host"] ?? "127.0.0.1"):\(c["port"] ?? "5432")/\(c["dbname"] ?? "postgres")"
+        return "postgresql://\(c["user"] ?? "postgres")@\(c["host"] ?? "127.0.0.1"):\(c["port"] ?? "5432")/\(c["dbname"] ?? "postgres")?connect_timeout=120"
     }
 
     static func start(_ arguments: [String], env: TestEnvironment?, extra: [String: String] = [:]) throws -> (Process, Pipe, Pipe) {

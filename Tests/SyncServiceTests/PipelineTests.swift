@@ -169,12 +169,12 @@ struct PipelineTests {
                 // Past the expiry, its next round expires the entitlement, dated by the clock.
                 clock.advance(by: .seconds(120))
                 var expiredAt: Date?
-                _ = try await waitUntil(seconds: 60) {
+                _ = try await waitUntil(seconds: 300) {
                     let rows = try await env.pool.query("SELECT occurred_at FROM events WHERE account_id = 'sam' AND type = 'entitlement.expired'")
                     expiredAt = try rows.first?.decode(Date.self, at: 0)
                     return expiredAt != nil
                 }
-                let when = try #require(expiredAt, "no entitlement.expired event within 60 s of the expiry")
+                let when = try #require(expiredAt, "no entitlement.expired event within 300 s of the expiry")
                 #expect(when == clock.now(), "the event is dated by the sweep that saw the expiry")
                 #expect(when >= expiry)
                 let read = try await client.getJSON("/v1/accounts/sam").json
@@ -234,7 +234,7 @@ struct PipelineTests {
                     return nil
                 }
                 group.addTask {
-                    let deadline = ContinuousClock.now + .seconds(120)
+                    let deadline = ContinuousClock.now + .seconds(900)
                     var left = Int.max
                     while left > 0, ContinuousClock.now < deadline {
                         try await Task.sleep(for: .milliseconds(50))
@@ -268,11 +268,12 @@ struct PipelineTests {
                 _ = try await client.sync(account: "free", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("f1")]).data, waitMilliseconds: nil)
             }
             // Another transaction holds "busy" (as a worker, a binding or a usage write would).
-            // If the batch waited for it, the server ends the holder after 60 s idle, and the
-            // expectations below fail instead of the test hanging.
+            // If the batch waited for it, the server ends the holder after 900 s idle (far longer
+            // than this test takes on a busy core), the expectations below fail and so does the
+            // holder's COMMIT, instead of the test hanging.
             let holder = try await Connection.connect(configuration: env.connection)
             try await holder.execute(
-                script: "SET idle_in_transaction_session_timeout = '60s'; BEGIN; SELECT 1 FROM account_states WHERE account_id = 'busy' FOR UPDATE")
+                script: "SET idle_in_transaction_session_timeout = '900s'; BEGIN; SELECT 1 FROM account_states WHERE account_id = 'busy' FOR UPDATE")
 
             // Without waiting: "free" is resolved, "busy" is queued again with its report pending.
             let first: ResolutionEngine.Outcome
@@ -284,8 +285,9 @@ struct PipelineTests {
             let queued = try await env.pool.query("SELECT account_id FROM account_work")
             #expect(try queued.map { try $0.decode(String.self, at: 0) } == ["busy"])
 
-            // Once the holder lets go, the next batch resolves it.
-            _ = try? await holder.execute(script: "COMMIT")
+            // Once the holder lets go, the next batch resolves it. (A holder the server ended
+            // fails here, loudly.)
+            try await holder.execute(script: "COMMIT")
             await holder.close()
             let second = try await engine.resolvePendingBatch(limit: 10)
             #expect(second.reportsResolved == 1)
@@ -365,12 +367,13 @@ struct PipelineTests {
                 _ = try await client.sync(account: "free", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("f1")]).data, waitMilliseconds: nil)
             }
             // Another worker's batch is creating "newbie" (its placeholder row inserted, not
-            // committed). Waiting for it would end only when the server ends the holder after 60 s
-            // idle, and the expectations below would fail instead of the test hanging.
+            // committed). Waiting for it would end only when the server ends the holder after 900 s
+            // idle (far longer than this test takes on a busy core), and the expectations below,
+            // and the holder's ROLLBACK, would fail instead of the test hanging.
             let holder = try await Connection.connect(configuration: env.connection)
             try await holder.execute(
                 script: """
-                    SET idle_in_transaction_session_timeout = '60s'; BEGIN;
+                    SET idle_in_transaction_session_timeout = '900s'; BEGIN;
                     SELECT count(*) FROM subsync_lock_account_states(ARRAY['newbie'], true, 'free', '{"placeholder": true}'::json)
                     """)
 
@@ -384,7 +387,7 @@ struct PipelineTests {
             #expect(try queued.map { try $0.decode(String.self, at: 0) } == ["newbie"])
 
             // The other batch fails and rolls back: the next batch creates the account itself.
-            _ = try? await holder.execute(script: "ROLLBACK")
+            try await holder.execute(script: "ROLLBACK")
             await holder.close()
             let second = try await engine.resolvePendingBatch(limit: 10)
             #expect(second.reportsResolved == 1)
@@ -405,9 +408,11 @@ struct PipelineTests {
                 _ = try await client.sync(account: "reserved", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("r1")]).data, waitMilliseconds: nil)
             }
             // Another batch holds "reserved": the account is returned without a row (NULL state),
-            // and not even its own transaction sees one.
+            // and not even its own transaction sees one. Should the worker's batch below wait for
+            // it, the server ends the holder after 900 s idle and the test fails instead of
+            // hanging; that is longer than every wait below (300 s, the waiter's 600 s lock_timeout).
             let holder = try await Connection.connect(configuration: env.connection)
-            try await holder.execute(script: "SET idle_in_transaction_session_timeout = '60s'; BEGIN")
+            try await holder.execute(script: "SET idle_in_transaction_session_timeout = '900s'; BEGIN")
             let reservation = try await holder.query(
                 "SELECT account_id, state IS NULL, last_sequence FROM subsync_lock_account_states_to_resolve(ARRAY['reserved'], true)")
             #expect(try reservation.map { "\(try $0.decode(String.self, at: 0))/\(try $0.decode(Bool.self, at: 1))/\(try $0.decode(Int.self, at: 2))" }
@@ -426,12 +431,12 @@ struct PipelineTests {
 
             // A caller that waits (a usage write) queues on the reservation's advisory lock.
             let waiter = try await Connection.connect(configuration: env.connection)
-            try await waiter.execute(script: "SET lock_timeout = '60s'; BEGIN")
+            try await waiter.execute(script: "SET lock_timeout = '600s'; BEGIN")
             let locking = Task {
                 try await waiter.query(
                     "SELECT account_id, state->>'by' FROM subsync_lock_account_states(ARRAY['reserved']::text[], false, 'free', '{\"by\": \"waiter\"}'::json)")
             }
-            let queued = try await waitUntil(seconds: 60) {
+            let queued = try await waitUntil(seconds: 300) {
                 try await env.pool.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")[0].decode(Int.self, at: 0) == 1
             }
             #expect(queued)
@@ -457,24 +462,26 @@ struct PipelineTests {
                 let account = creatorCommits ? "made-by-creator" : "made-by-waiter"
                 let creator = try await Connection.connect(configuration: env.connection)
                 let waiter = try await Connection.connect(configuration: env.connection)
+                // The creator holds until the test lets go (no idle timeout ends it); the waiter's
+                // lock_timeout (600 s, past the 300 s wait below) turns a wrong wait into an error.
                 try await creator.execute(
                     script: """
-                        SET idle_in_transaction_session_timeout = '60s'; BEGIN;
+                        SET idle_in_transaction_session_timeout = 0; BEGIN;
                         SELECT count(*) FROM subsync_lock_account_states(ARRAY['\(account)'], true, 'free', '{"by": "creator"}'::json)
                         """)
-                try await waiter.execute(script: "SET lock_timeout = '60s'; BEGIN")
+                try await waiter.execute(script: "SET lock_timeout = '600s'; BEGIN")
                 let locking = Task {
                     try await waiter.query(
                         "SELECT account_id, state->>'by' FROM subsync_lock_account_states(ARRAY[\(account)]::text[], false, 'free', '{\"by\": \"waiter\"}'::json)")
                 }
                 // The waiter is queued on the account's advisory lock, not on the row's insert.
-                let queued = try await waitUntil(seconds: 60) {
+                let queued = try await waitUntil(seconds: 300) {
                     try await env.pool.query(
                         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
                     )[0].decode(Int.self, at: 0) == 1
                 }
                 #expect(queued)
-                _ = try? await creator.execute(script: creatorCommits ? "COMMIT" : "ROLLBACK")
+                try await creator.execute(script: creatorCommits ? "COMMIT" : "ROLLBACK")
                 let rows = try await locking.value
                 #expect(try rows.map { "\(try $0.decode(String.self, at: 0))/\(try $0.decode(String.self, at: 1))" }
                     == ["\(account)/\(creatorCommits ? "creator" : "waiter")"])
@@ -508,12 +515,12 @@ struct PipelineTests {
         }
     }
 
-    /// Waits until no report is pending (at most 120 s).
+    /// Waits until no report is pending (at most 600 s).
     static func waitUntilDrained(_ pool: ConnectionPool) async throws {
-        let drained = try await waitUntil(seconds: 120) {
+        let drained = try await waitUntil(seconds: 600) {
             try await pool.query("SELECT count(*) FROM reports WHERE status = 'pending'")[0].decode(Int.self, at: 0) == 0
         }
-        if !drained { Issue.record("reports still pending after 120 s") }
+        if !drained { Issue.record("reports still pending after 600 s") }
     }
 }
 

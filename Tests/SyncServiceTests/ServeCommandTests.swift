@@ -24,6 +24,8 @@ struct ServeCommandTests {
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "DATABASE_URL")
         environment["SUBSYNC_EMBEDDED_PG_PORT"] = String(freeTCPPort())
+        // PostgreSQL on a busy core can be silent longer than serve's 15 s default.
+        environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] = "600"
         process.environment = environment
         let output = Pipe()
         process.standardOutput = output
@@ -31,8 +33,10 @@ struct ServeCommandTests {
         try process.run()
         defer { if process.isRunning { process.terminate() } }
 
+        // Ready within ten minutes: an embedded PostgreSQL's initdb on a busy core is slow.
         var status = 0
-        for _ in 0..<240 where status != 200 {
+        let readyBy = ContinuousClock.now + .seconds(600)
+        while status != 200, ContinuousClock.now < readyBy {
             try await Task.sleep(for: .milliseconds(250))
             status = await httpStatus("http://127.0.0.1:\(httpPort)/readyz")
             if !process.isRunning { break }
@@ -40,8 +44,8 @@ struct ServeCommandTests {
         #expect(status == 200, "serve did not become ready")
 
         process.terminate()  // SIGTERM
-        let exited = await waitForExit(process, seconds: 60)
-        #expect(exited, "serve did not stop after SIGTERM")
+        let exited = await waitForExit(process, seconds: 300)
+        try #require(exited, "serve did not stop after SIGTERM")
         #expect(process.terminationStatus == 0)
         let log = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(log.contains("embedded PostgreSQL"))
@@ -65,12 +69,14 @@ struct ServeCommandTests {
         process.executableURL = Self.binary
         process.arguments = ["serve", "--port", String(httpPort), "--workers", "1"]
         var environment = ProcessInfo.processInfo.environment
-        // Trust authentication ignores the password, so it only has to stay out of the logs.
-        environment["DATABASE_URL"] = "postgresql://subsync:\(password)@\(host):\(port)/\(database)"
+        // Trust authentication ignores the password, so it only has to stay out of the logs. The
+        // connect timeout is one a busy core cannot outlast (serve's own default is 5 s).
+        environment["DATABASE_URL"] = "postgresql://subsync:\(password)@\(host):\(port)/\(database)?connect_timeout=120"
         environment["SUBSYNC_ADMIN_KEY"] = adminKey
         environment["SUBSYNC_TOKEN_SECRET"] = tokenSecret
         environment["SUBSYNC_LOG_LEVEL"] = "trace"
         environment["SUBSYNC_REQUIRE_SIGNED"] = "false"
+        environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] = "600"
         process.environment = environment
         let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("subsync-log-\(UUID().uuidString)")
         _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
@@ -80,7 +86,7 @@ struct ServeCommandTests {
         process.standardError = handle
         try process.run()
         defer { if process.isRunning { process.terminate() } }
-        #expect(await waitUntil { await httpStatus("http://127.0.0.1:\(httpPort)/readyz") == 200 })
+        #expect(await waitUntil(seconds: 600) { await httpStatus("http://127.0.0.1:\(httpPort)/readyz") == 200 })
 
         let token = try await curl(["-X", "POST", "-H", "Authorization: Bearer \(adminKey)", "-H", "content-type: application/json",
                                     "-d", #"{"url": "https://example.com/hook"}"#, "http://127.0.0.1:\(httpPort)/v1/webhook-endpoints"])
@@ -93,7 +99,7 @@ struct ServeCommandTests {
                                 "-d", body, "http://127.0.0.1:\(httpPort)/v1/accounts/logged/sync?wait_ms=500"])
         }
         process.terminate()
-        #expect(await waitForExit(process, seconds: 60))
+        #expect(await waitForExit(process, seconds: 300))
         try handle.close()
         let log = try String(contentsOf: logFile, encoding: .utf8)
         #expect(log.contains("trace") || log.contains("debug") || log.count > 200, "expected verbose logs")
@@ -106,7 +112,7 @@ struct ServeCommandTests {
     func curl(_ arguments: [String]) async throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["-s", "--max-time", "60"] + arguments
+        process.arguments = ["-s", "--max-time", "300"] + arguments
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
@@ -212,11 +218,12 @@ struct ServeCommandTests {
 }
 
 /// The HTTP status of a GET, or 0 when nothing answers. Uses curl, so the check is independent
-/// of our own HTTP stack.
+/// of our own HTTP stack. Callers poll it until it answers 200; each try may take a minute (a
+/// busy core can keep an answer from coming within a few seconds).
 func httpStatus(_ url: String) async -> Int {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    process.arguments = ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2", url]
+    process.arguments = ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "60", url]
     let pipe = Pipe()
     process.standardOutput = pipe
     process.standardError = FileHandle.nullDevice

@@ -10,6 +10,7 @@ import SyncCore
 import SyncService
 import SyncStore
 import TestSupport
+import Testing
 
 /// Credentials the test applications accept.
 enum TestCredentials {
@@ -46,7 +47,8 @@ struct TestEnvironment: Sendable {
     /// Creates a fresh, migrated database for `body` and drops it afterwards.
     static func withFresh<T>(poolSize: Int = 8, _ body: (TestEnvironment) async throws -> T) async throws -> T {
         try await TestDatabase.withFreshDatabase { connection in
-            let pool = ConnectionPool(configuration: .init(connection: connection, maximumConnections: poolSize, leaseTimeout: .seconds(60)))
+            // A lease waits as long as a busy core needs: the lease timeout is tested in PoolTests.
+            let pool = ConnectionPool(configuration: .init(connection: connection, maximumConnections: poolSize, leaseTimeout: .seconds(600)))
             try await Migrator().migrate(pool: pool)
             let environment = TestEnvironment(
                 connection: connection,
@@ -125,10 +127,10 @@ struct TestEnvironment: Sendable {
         // wait_ms may be a minute here: tests that wait for resolution ask for as long as a busy
         // core needs, and still see the answer as soon as the reports are resolved.
         configuration.maximumWaitMilliseconds = 60_000
-        // Callers wait up to a minute for a connection: tests burst 30+ requests at 8
+        // Callers wait up to ten minutes for a connection: tests burst 30+ requests at 8
         // connections, which on a busy core queue longer than the 10 s default (a 503 there is
         // the service shedding load, not what those tests are about; PoolTests test the timeout).
-        let appPool = ConnectionPool(configuration: .init(connection: connection, maximumConnections: 8, leaseTimeout: .seconds(60)))
+        let appPool = ConnectionPool(configuration: .init(connection: connection, maximumConnections: 8, leaseTimeout: .seconds(600)))
         let dependencies = ServiceDependencies(
             pool: appPool,
             catalogue: catalogue,
@@ -196,15 +198,17 @@ extension TestClientProtocol {
             (response.status, (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]) ?? [:])
         }
         // The server bounds wait_ms (5 s); on a machine too busy to resolve within it, the test
-        // waits on for the state after these reports (a condition, up to 60 s). `resolved`
-        // stays what the server said, so the read-your-writes test still checks the wait.
+        // waits on for the state after these reports (a condition, up to 300 s; not met, the
+        // test fails here). `resolved` stays what the server said, so the read-your-writes test
+        // still checks the wait.
         if waitMilliseconds != nil, status == .accepted, json["resolved"] as? Bool == false, let credential {
-            try await waitUntil {
+            let settled = try await waitUntil(seconds: 300) {
                 let (readStatus, read) = try await getJSON("/v1/accounts/\(account)", credential: credential)
                 guard readStatus == .ok, read["pending_reports"] as? Int == 0 else { return false }
                 json["account"] = read
                 return true
             }
+            try #require(settled, "\(account) still had pending reports 300 s after its sync")
         }
         return (status, json)
     }

@@ -411,15 +411,17 @@ struct TrustAPITests {
     func notificationAndBindingShareThePurchaseLock() async throws {
         try await TestEnvironment.withFresh { env in
             let binder = TransactionBinder(pool: env.pool, engine: ResolutionEngine(pool: env.pool, catalogue: .default), policy: .reject)
+            // The holder keeps the lock however slow the machine (no idle timeout ends it); it
+            // lets go right after the wait below, whatever the wait found.
             let holder = try await Connection.connect(configuration: env.connection)
-            try await holder.execute(script: "SET idle_in_transaction_session_timeout = '60s'; BEGIN")
+            try await holder.execute(script: "SET idle_in_transaction_session_timeout = 0; BEGIN")
             try await binder.lockPurchases(["shared-purchase"], on: holder)
             let binding = Task {
                 try await binder.submit(
                     accountID: "binder", device: nil, reports: [],
                     claims: [PurchaseClaim(originalTransactionID: "shared-purchase", appAccountToken: nil)])
             }
-            let queued = try await waitUntil(seconds: 60) {
+            let queued = try await waitUntil(seconds: 300) {
                 try await env.pool.query(
                     "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
                 )[0].decode(Int.self, at: 0) == 1
@@ -455,8 +457,9 @@ struct TrustAPITests {
                 #expect(try await client.sync(account: "acct-token", body: try Self.signedBody(reportID: "t1", jws: own)).status == .accepted)
 
                 // Another connection holds the lock of purchase 8401, as a first binding does.
+                // No idle timeout: the holder must not be ended while the test uses it.
                 let holder = try await Connection.connect(configuration: env.connection)
-                try await holder.execute(script: "SET idle_in_transaction_session_timeout = '60s'; BEGIN")
+                try await holder.execute(script: "SET idle_in_transaction_session_timeout = 0; BEGIN")
                 try await binder.lockPurchases(["8401"], on: holder)
                 let uuid = UUID()
                 let renewal = try notification("DID_RENEW", uuid: uuid, transaction: Self.transaction(
@@ -467,7 +470,7 @@ struct TrustAPITests {
                     return (response.status, response.json["status"] as? String)
                 }
                 // No account has 8401 yet, so the token names acct-token, whose binding waits.
-                let waiting = try await waitUntil(seconds: 60) {
+                let waiting = try await waitUntil(seconds: 300) {
                     try await env.pool.query(
                         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
                     )[0].decode(Int.self, at: 0) == 1

@@ -89,6 +89,7 @@ final class WebhookReceiver: @unchecked Sendable {
         var request = URLRequest(url: URL(string: url("/_secrets"))!)
         request.httpMethod = "POST"
         request.httpBody = try JSONSerialization.data(withJSONObject: ["secrets": secrets])
+        request.timeoutInterval = 300
         _ = try await URLSession.shared.data(for: request)
     }
 
@@ -97,16 +98,20 @@ final class WebhookReceiver: @unchecked Sendable {
         var request = URLRequest(url: URL(string: url("/_mode"))!)
         request.httpMethod = "POST"
         request.httpBody = try JSONSerialization.data(withJSONObject: ["mode": mode])
+        request.timeoutInterval = 300
         _ = try await URLSession.shared.data(for: request)
     }
 
     func entries() async throws -> [Entry] {
-        let (data, _) = try await URLSession.shared.data(from: URL(string: url("/_log"))!)
+        // Up to 300 s (URLSession's default is 60): the receiver shares a busy core in --stress.
+        var request = URLRequest(url: URL(string: url("/_log"))!)
+        request.timeoutInterval = 300
+        let (data, _) = try await URLSession.shared.data(for: request)
         return try JSONDecoder().decode([Entry].self, from: data)
     }
 
     /// Polls the log until `condition` holds (at most `seconds`).
-    func waitFor(seconds: Double = 60, _ condition: ([Entry]) -> Bool) async throws -> [Entry] {
+    func waitFor(seconds: Double = 300, _ condition: ([Entry]) -> Bool) async throws -> [Entry] {
         let deadline = Date().addingTimeInterval(seconds)
         var entries: [Entry] = []
         while Date() < deadline {

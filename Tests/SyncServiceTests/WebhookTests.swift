@@ -204,7 +204,7 @@ struct WebhookDeliveryTests {
         ).map { (try $0.decode(Int?.self, at: 0), try $0.decode(String?.self, at: 1), try $0.decode(String?.self, at: 2)) }
     }
 
-    func waitForAttempts(_ env: TestEnvironment, endpoint: UUID, count: Int, seconds: Double = 60) async throws -> [(status: Int?, error: String?, excerpt: String?)] {
+    func waitForAttempts(_ env: TestEnvironment, endpoint: UUID, count: Int, seconds: Double = 300) async throws -> [(status: Int?, error: String?, excerpt: String?)] {
         let deadline = Date().addingTimeInterval(seconds)
         var result: [(status: Int?, error: String?, excerpt: String?)] = []
         while Date() < deadline {
@@ -282,7 +282,8 @@ struct WebhookDeliveryTests {
                     #expect(result.status == .accepted)
                 }
                 var succeeded = 0
-                try await waitUntil {
+                // Far less than the hour's poll: only a NOTIFY can have woken the parts by then.
+                try await waitUntil(seconds: 600) {
                     succeeded = try await env.pool.query(
                         "SELECT count(*) FROM deliveries WHERE account_id = 'nora' AND endpoint_id = \(endpointID) AND status = 'succeeded'"
                     )[0].decode(Int.self, at: 0)
@@ -556,7 +557,7 @@ struct WebhookDeliveryTests {
                 // The secret from its start: a delivery may arrive before a later setSecrets would.
                 try await receiver.start(secrets: [secret.text])
                 let events = try await env.pool.query("SELECT event_id::text FROM events").map { try $0.decode(String.self, at: 0) }
-                let entries = try await receiver.waitFor(seconds: 60) { Set($0.map(\.id)).isSuperset(of: events) }
+                let entries = try await receiver.waitFor(seconds: 300) { Set($0.map(\.id)).isSuperset(of: events) }
                 #expect(Set(entries.map(\.id)).isSuperset(of: events))
                 #expect(entries.allSatisfy { !$0.verifiedBy.isEmpty })
             }

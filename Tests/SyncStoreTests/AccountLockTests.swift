@@ -35,12 +35,19 @@ import Testing
     }
 
     private func compare(on connection: Connection, holder: Connection) async throws {
+        // The holder keeps its locks for as long as the test runs, however slow the machine (no
+        // idle timeout ends its transaction: on one busy core the comparisons below take minutes).
+        // The functions under test never wait for a lock; if one did, the tested connection's
+        // lock_timeout turns the hang into an error, and before each comparison the holder is
+        // checked to still hold both locks, so a comparison never runs against a lost holder.
         _ = try await holder.execute(
             script: """
-                SET idle_in_transaction_session_timeout = '60s'; BEGIN;
+                SET idle_in_transaction_session_timeout = 0; BEGIN;
                 SELECT 1 FROM account_states WHERE account_id = 'held' FOR UPDATE;
                 SELECT pg_advisory_xact_lock(2, hashtext('creating'));
                 """)
+        _ = try await connection.execute(script: "SET lock_timeout = '300s'")
+        let holderPID = try await holder.query("SELECT pg_backend_pid()")[0].decode(Int.self, at: 0)
 
         let kinds = ["free-1", "free-2", "held", "new-1", "new-2", "creating"]
         var generator = SystemRandomNumberGenerator()
@@ -48,6 +55,9 @@ import Testing
         subsets.shuffle(using: &generator)
         for subset in subsets {
             let ids = subset.shuffled(using: &generator)
+            try #require(
+                try await holdsBoth(holderPID, seenFrom: connection),
+                "the holder (pid \(holderPID)) no longer holds 'held' and 'creating': the comparison would be meaningless")
             let perAccount = try await rows(
                 "SELECT * FROM subsync_lock_account_states_to_resolve(\(ids.sorted())::text[], true)", on: connection)
             let atOnce = try await rows(
@@ -60,6 +70,18 @@ import Testing
             #expect(Set(atOnce.rows.map { $0.split(separator: "|")[0] }.map(String.init)) == expected)
         }
         _ = try await holder.execute(script: "ROLLBACK")
+    }
+
+    /// Whether the holder's transaction still holds the row lock on 'held' and the advisory lock
+    /// of 'creating' (both granted to its backend), as another connection sees it.
+    private func holdsBoth(_ pid: Int, seenFrom connection: Connection) async throws -> Bool {
+        let rows = try await connection.query(
+            """
+            SELECT (SELECT count(*) FROM pg_locks WHERE pid = \(pid) AND granted AND locktype = 'advisory'
+                        AND classid = 2 AND objid = (hashtext('creating')::bigint & 4294967295)::oid)
+                 + (SELECT count(*) FROM pg_locks WHERE pid = \(pid) AND granted AND locktype = 'transactionid')
+            """)
+        return try rows[0].decode(Int.self, at: 0) == 2
     }
 
     /// The rows a lock function returns, as text, sorted, with the advisory locks it left held;

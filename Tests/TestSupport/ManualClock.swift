@@ -95,7 +95,7 @@ public final class ManualClock: ServiceClock {
     /// Waits (in real time, up to `seconds`) until at least `count` tasks sleep on this clock.
     /// Returns whether they did.
     @discardableResult
-    public func waitForSleepers(atLeast count: Int, seconds: Double = 60) async -> Bool {
+    public func waitForSleepers(atLeast count: Int, seconds: Double = 300) async -> Bool {
         await waitUntil(seconds: seconds) { self.sleeperCount >= count }
     }
 
@@ -127,7 +127,7 @@ public final class ManualClock: ServiceClock {
 /// the expected time): a test asserts what happened, and in which order, never how fast.
 /// Returns whether the condition became true.
 @discardableResult
-public func waitUntil(seconds: Double = 60, _ condition: () async throws -> Bool) async rethrows -> Bool {
+public func waitUntil(seconds: Double = 300, _ condition: () async throws -> Bool) async rethrows -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
     while true {
         if try await condition() { return true }
