@@ -29,7 +29,7 @@ import TestSupport
                 let state = Resolver.resolve(transactions: aggregates, catalogue: .default, now: now)
                 expectSameJSON(state)
                 for entitlement in state.entitlements { expectSameJSON(entitlement) }
-                let entries = UsageDerivation.entries(transactions: aggregates, state: state, catalogue: .default, now: now)
+                let entries = UsageDerivation.entries(transactions: aggregates, catalogue: .default)
                 expectSameJSON(entries)
                 for (offset, draft) in EventDeriver.events(previous: previous, current: state, now: now).enumerated() {
                     var event = Event(

@@ -79,6 +79,53 @@ enum RandomLedger {
         }
     }
 
+    /// The store's way (sums of the recorded entries per period of a timeline, kept in
+    /// `usage_totals`, plus the entries before and after every period summed on the spot) gives
+    /// the balance that ``UsageBalance/compute(meter:entries:now:)`` gives from every entry, on
+    /// random partitions of time and random ledgers.
+    @Test func periodTotalsGiveWhatEveryEntryGives() async {
+        await propertyCheck(count: 400, input: specs, Gen.uint64()) { specs, seed in
+            var rng = SeededGenerator(seed: seed)
+            // A timeline: periods end to end, cut at random instants, with random allowances.
+            var bounds = [RandomLedger.base.addingTimeInterval(Double(Int.random(in: -20...5, using: &rng)) * 86_400)]
+            for _ in 0..<Int.random(in: 1...5, using: &rng) {
+                bounds.append(bounds[bounds.count - 1].addingTimeInterval(Double(Int.random(in: 1...40, using: &rng)) * 86_400 + Double(Int.random(in: 0...86_399, using: &rng))))
+            }
+            let timeline = zip(bounds, bounds.dropFirst()).map { start, end in
+                let units = [0, 100, 1_000, nil].randomElement(using: &rng) ?? 0
+                return (period: UsagePeriod(start: start, end: end), units: units, allowance: units.map { LimitValue.limited($0) } ?? .unlimited)
+            }
+            let recorded = specs.map(RandomLedger.entry).filter { $0.kind != .allowance }
+            let allowances = timeline.enumerated().map { index, period in
+                UsageEntry(id: "allowance:minutes:\(index)", meter: "minutes", kind: .allowance, units: period.units,
+                           at: period.period.start, periodEnd: period.period.end)
+            }
+            var unique: [String: UsageEntry] = [:]
+            for entry in recorded { unique[entry.id] = entry }
+            for now in RandomLedger.probeTimes + [bounds[bounds.count - 1].addingTimeInterval(-1)] {
+                let reference = UsageBalance.compute(meter: "minutes", entries: recorded + allowances, now: now)
+                // As the store sums them: by span of time.
+                let first = timeline[0].period.start
+                let last = timeline[timeline.count - 1].period.end
+                func sums(_ contains: (Date) -> Bool) -> UsageSums {
+                    var sums = UsageSums()
+                    for entry in unique.values where contains(entry.at) { sums.add(entry) }
+                    return sums
+                }
+                var periods = timeline.map { period in
+                    UsageBalance.PeriodSums(period: period.period, allowance: period.allowance, sums: sums(period.period.contains))
+                }
+                let before = sums { $0 < first }
+                let after = sums { $0 >= last }
+                periods[0].sums = periods[0].sums + UsageSums(rewards: before.rewards, credits: before.credits, debits: before.debits)
+                let settled = UsageBalance.settle(
+                    meter: "minutes", periods: periods, unallocatedUse: before.used + after.used,
+                    trailing: UsageSums(rewards: after.rewards, credits: after.credits, debits: after.debits), now: now)
+                #expect(settled == reference, "seed \(seed) at \(now)")
+            }
+        }
+    }
+
     @Test func everyUnitUsedIsAccountedForAndNoPoolIsOverspent() async {
         await propertyCheck(count: 400, input: specs) { specs in
             let entries = specs.map(RandomLedger.entry)

@@ -44,10 +44,9 @@ import TestSupport
         _ reports: [Report], into stored: inout [UsageEntry], arrived: Set<String> = [], now: Date = utc(2026, 6, 1)
     ) -> TransactionAggregate? {
         let aggregates = TransactionAggregate.aggregate(reports)
-        let state = Resolver.resolve(transactions: aggregates, catalogue: .default, now: now)
         var ids: [String: Set<String>] = [:]
         for entry in stored { ids[entry.meter, default: []].insert(entry.id) }
-        let new = UsageDerivation.entries(transactions: aggregates, state: state, catalogue: .default, now: now)
+        let new = UsageDerivation.entries(transactions: aggregates, catalogue: .default)
             + UsageDerivation.creditCorrections(transactions: aggregates, catalogue: .default, stored: ids, arrived: arrived, now: now)
         for entry in new where entry.kind != .allowance && !(ids[entry.meter]?.contains(entry.id) ?? false) {
             stored.append(entry)

@@ -29,6 +29,8 @@ struct UsageAPITests {
                 // Calls of the last hour, but never before the start of this calendar month in UTC:
                 // all inside the free tier's current period, whatever today is.
                 let minute = { (n: Int) in recentlyThisMonth(Double(n) * 60, now: now) }
+                // The three devices have known the service since before these calls.
+                try await env.knownDevices(["phone", "web", "tablet"], of: "ana", since: minute(60))
                 let phone = try Self.usageBody(device: "phone", [("call-1", 30, minute(50)), ("call-2", 20, minute(40))])
                 let (status, first) = try await client.postJSON("/v1/accounts/ana/usage", body: phone)
                 #expect(status == .accepted, "\(first)")
@@ -186,7 +188,7 @@ struct UsageAPITests {
             // 180 minutes on the free tier: 100 from the allowance, 80 from the pack.
             _ = try await ledger.submit(
                 [UsageEntry(id: "usage:call", meter: "minutes", kind: .usage, units: 180, at: now.addingTimeInterval(-300))],
-                accountID: "di", deviceID: "phone", now: now)
+                accountID: "di", device: DeviceInfo(id: "phone"), now: now)
             #expect(try await ledger.balances(of: "di", now: now).first?.credits == 20)
             // Refunded: the 100 minutes are taken back, 80 of them already spent.
             try await resolve([pack("refund", device: "store", revoked: now.addingTimeInterval(-60))])

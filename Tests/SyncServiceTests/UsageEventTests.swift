@@ -81,7 +81,7 @@ struct UsageEventTests {
         }
     }
 
-    @Test("a period with usage closes when it ends (the sweeper), and closes again with the next revision when late usage changes it")
+    @Test("a period with usage closes when it ends (the sweeper), and closes again with the next revision, announced by the next sweep, when late usage changes it")
     func periodsCloseOnTheSweeper() async throws {
         try await TestEnvironment.withFresh { env in
             let clock = ManualClock()
@@ -111,16 +111,26 @@ struct UsageEventTests {
                 #expect(closed["revision"] as? Int == 1)
                 #expect(try await env.scalar("SELECT count(*) FROM events WHERE account_id = 'max' AND origin = 'sweeper'") == 1)
 
-                // The tablet was offline: its call of that month arrives now.
+                // The tablet (known since the month began) was offline: its call of that month
+                // arrives now. The write marks the revision due; the next sweep announces it.
                 let late = month.start.addingTimeInterval(86_400)
+                try await env.knownDevices(["tablet"], of: "max", since: month.start)
                 let (status, answer) = try await client.postJSON("/v1/accounts/max/usage", body: try UsageAPITests.usageBody(device: "tablet", [("t1", 10, late)]))
                 #expect(status == .accepted, "\(answer)")
+                #expect(try await env.scalar("SELECT count(*) FROM usage_periods WHERE account_id = 'max' AND revision_due") == 1)
+                let revisedOnce = try await waitUntil(seconds: 300) {
+                    clock.advance(by: .seconds(1))
+                    return try await env.scalar("SELECT count(*) FROM events WHERE account_id = 'max' AND type = 'usage.period_closed'") == 2
+                }
+                #expect(revisedOnce)
                 events = try await Self.events(env, "max")
                 #expect(events.map(\.type) == ["usage.low", "usage.exhausted", "usage.period_closed", "usage.period_closed"])
                 let revised = try #require(events.last?.payload["usage"] as? [String: Any])
                 #expect(revised["revision"] as? Int == 2)
                 #expect(revised["used"] as? Int == 130)
                 #expect(revised["overage_units"] as? Int == 30)
+                #expect(try await env.scalar("SELECT count(*) FROM events WHERE account_id = 'max' AND origin = 'sweeper'") == 2)
+                #expect(try await env.scalar("SELECT count(*) FROM usage_periods WHERE account_id = 'max' AND revision_due") == 0)
 
                 // Time goes on: nothing is closed twice, and the new month had no usage.
                 clock.advance(by: .seconds(3_600))
@@ -183,7 +193,7 @@ struct UsageEventTests {
             try await resolve(pack("bought"))
             _ = try await UsageLedger(pool: env.pool, catalogue: .default).submit(
                 [UsageEntry(id: "usage:phone:c1", meter: "minutes", kind: .usage, units: 150, at: now.addingTimeInterval(-300))],
-                accountID: "rio", deviceID: "phone", now: now)
+                accountID: "rio", device: DeviceInfo(id: "phone"), now: now)
             #expect(try await Self.events(env, "rio").map(\.type).filter { $0.hasPrefix("usage.") }.isEmpty, "50 of the pack left")
             try await resolve(pack("refunded", revoked: now.addingTimeInterval(-60)))
             let types = try await Self.events(env, "rio").map(\.type)

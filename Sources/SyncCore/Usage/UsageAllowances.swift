@@ -1,7 +1,7 @@
 import Foundation
 
-/// Which allowance an account has *now*, for each meter: the ledger's `allowance` entries, written
-/// by whoever resolves the account (worker, sweeper, reconcile) and joined by ``UsageBalance``.
+/// Which allowance period an account in a resolved state has at an instant, for each meter
+/// (``UsageTimeline`` walks an account's history with it; nothing records its answer).
 ///
 /// The period follows what gives the account its tier:
 /// - **A subscription or pass** (the active entitlement of the account's tier; of several, the one
@@ -14,37 +14,41 @@ import Foundation
 /// - **The base tier**: calendar periods, starting no earlier than the moment the last paid access
 ///   ended (an expiry or a revocation in the same month), so a lapse starts a free period instead
 ///   of reaching back into the paid one.
-///
-/// The entry id names the period start and the tier, so resolving again in the same period
-/// writes the same entry (a duplicate), and an upgrade within one period writes a second entry
-/// for that period, whose larger allowance ``UsageBalance`` takes.
 public enum UsageAllowances {
-    /// The allowance entries for `state` at `now`, one per meter of `catalogue`.
+    /// The allowance entries for `state` at `now`, one per meter of `catalogue`: the period
+    /// containing `now` as the rules above give it, uncut (``UsageTimeline`` lays these periods
+    /// end to end over an account's history).
     public static func entries(for state: AccountState, catalogue: Catalogue, now: Date) -> [UsageEntry] {
-        guard !catalogue.meters.isEmpty else { return [] }
-        let rank = catalogue.tier(id: state.tier)?.rank ?? 0
+        catalogue.meters.map { meter in
+            let (period, tier) = period(of: meter, for: state, catalogue: catalogue, at: now)
+            let rank = catalogue.tier(id: tier)?.rank ?? 0
+            return .allowance(meter: meter.id, tier: tier, units: meter.allowance(tierRank: rank), period: period)
+        }
+    }
+
+    /// The period of `meter` containing `now` for an account in `state` (resolved at `now`), and
+    /// the tier whose allowance it has.
+    public static func period(of meter: Meter, for state: AccountState, catalogue: Catalogue, at now: Date) -> (UsagePeriod, tier: String) {
         let source = state.entitlements
             .filter { $0.isActive && $0.tier == state.tier }
             .max { ($0.expiresAt ?? .distantPast, $0.id) < ($1.expiresAt ?? .distantPast, $1.id) }
-        return catalogue.meters.map { meter in
-            let period: UsagePeriod
-            switch source {
-            case .some(let source) where source.expiresAt != nil:
-                period = UsagePeriod.containing(now, anchor: source.purchasedAt, length: meter.period)
-            case .some(let source):
-                var calendar = UsagePeriod.containing(now, anchor: UsagePeriod.calendarAnchor, length: meter.period)
-                calendar.start = max(calendar.start, source.purchasedAt)
-                period = calendar
-            case nil:
-                var calendar = UsagePeriod.containing(now, anchor: UsagePeriod.calendarAnchor, length: meter.period)
-                let lastPaidEnd = state.entitlements.compactMap { entitlement -> Date? in
-                    let ends = [entitlement.expiresAt, entitlement.revokedAt].compactMap { $0 }.filter { $0 <= now }
-                    return ends.max()
-                }.max()
-                if let lastPaidEnd { calendar.start = max(calendar.start, lastPaidEnd) }
-                period = calendar
-            }
-            return .allowance(meter: meter.id, tier: state.tier, units: meter.allowance(tierRank: rank), period: period)
+        let period: UsagePeriod
+        switch source {
+        case .some(let source) where source.expiresAt != nil:
+            period = UsagePeriod.containing(now, anchor: source.purchasedAt, length: meter.period)
+        case .some(let source):
+            var calendar = UsagePeriod.containing(now, anchor: UsagePeriod.calendarAnchor, length: meter.period)
+            calendar.start = max(calendar.start, source.purchasedAt)
+            period = calendar
+        case nil:
+            var calendar = UsagePeriod.containing(now, anchor: UsagePeriod.calendarAnchor, length: meter.period)
+            let lastPaidEnd = state.entitlements.compactMap { entitlement -> Date? in
+                let ends = [entitlement.expiresAt, entitlement.revokedAt].compactMap { $0 }.filter { $0 <= now }
+                return ends.max()
+            }.max()
+            if let lastPaidEnd { calendar.start = max(calendar.start, lastPaidEnd) }
+            period = calendar
         }
+        return (period, state.tier)
     }
 }

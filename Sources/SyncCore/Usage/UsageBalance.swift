@@ -69,7 +69,9 @@ public struct UsageBalance: Sendable, Hashable, Codable {
         case meter, periods, current, unallocated, rewards, credits, available
     }
 
-    /// The balance of `meter` from `entries` (entries of other meters are ignored) at `now`.
+    /// The balance of `meter` from `entries` (entries of other meters are ignored) at `now`:
+    /// the entries are summed per period (``UsageSums``), then ``settle(meter:periods:unallocatedUse:trailing:now:)``
+    /// applies the spending rule, which the store runs on its stored per-period totals too.
     public static func compute(meter: String, entries: some Sequence<UsageEntry>, now: Date) -> UsageBalance {
         // 1. A set by id.
         var byID: [String: UsageEntry] = [:]
@@ -80,58 +82,61 @@ public struct UsageBalance: Sendable, Hashable, Codable {
 
         // 2. Periods and their allowances.
         var allowanceByPeriod: [UsagePeriod: LimitValue] = [:]
-        var usages: [UsageEntry] = []
-        var grants: [UsageEntry] = []
-        for entry in byID.values {
-            switch entry.kind {
-            case .allowance:
-                guard let end = entry.periodEnd, end > entry.at else { continue }
-                let period = UsagePeriod(start: entry.at, end: end)
-                let units: LimitValue = entry.units.map { .limited(max(0, $0)) } ?? .unlimited
-                allowanceByPeriod[period] = max(allowanceByPeriod[period] ?? .limited(0), units)
-            case .usage:
-                usages.append(entry)
-            case .credit, .creditRevoked, .creditRestored, .reward, .adjustment:
-                grants.append(entry)
-            }
+        for entry in byID.values where entry.kind == .allowance {
+            guard let end = entry.periodEnd, end > entry.at else { continue }
+            let period = UsagePeriod(start: entry.at, end: end)
+            let units: LimitValue = entry.units.map { .limited(max(0, $0)) } ?? .unlimited
+            allowanceByPeriod[period] = max(allowanceByPeriod[period] ?? .limited(0), units)
         }
         let periods = allowanceByPeriod.keys.sorted()
 
-        // 3. Usage by period.
-        var usedByPeriod = [Int](repeating: 0, count: periods.count)
+        // 3. Sums per period: a usage in the period that contains it and started last; a grant or
+        // debit in the first period (in order) that ends after it.
+        var sums = [UsageSums](repeating: UsageSums(), count: periods.count)
         var unallocatedUse = 0
-        for usage in usages {
-            let units = max(0, usage.units ?? 0)
-            if let index = owningPeriod(of: usage.at, in: periods) {
-                usedByPeriod[index] += units
+        var trailing = UsageSums()
+        for entry in byID.values where entry.kind != .allowance {
+            if entry.kind == .usage {
+                if let index = owningPeriod(of: entry.at, in: periods) {
+                    sums[index].add(entry)
+                } else {
+                    unallocatedUse += max(0, entry.units ?? 0)
+                }
+            } else if let index = periods.firstIndex(where: { entry.at < $0.end }) {
+                sums[index].add(entry)
             } else {
-                unallocatedUse += units
+                trailing.add(entry)
             }
         }
+        return settle(
+            meter: meter,
+            periods: periods.indices.map { PeriodSums(period: periods[$0], allowance: allowanceByPeriod[periods[$0]] ?? .limited(0), sums: sums[$0]) },
+            unallocatedUse: unallocatedUse, trailing: trailing, now: now)
+    }
 
-        // 4. Periods in order: the period's grants, then its usage (allowance, rewards, credits),
-        // then its debits (refunds and negative adjustments).
-        var additions = grants.filter { grant in grant.kind != .creditRevoked && (grant.kind != .adjustment || (grant.units ?? 0) >= 0) }
-        var debits = grants.filter { grant in grant.kind == .creditRevoked || (grant.kind == .adjustment && (grant.units ?? 0) < 0) }
-        additions.sort { ($0.at, $0.id) < ($1.at, $1.id) }
-        debits.sort { ($0.at, $0.id) < ($1.at, $1.id) }
-        var nextAddition = 0
-        var nextDebit = 0
+    /// One period with its allowance and the sums of its entries.
+    public struct PeriodSums: Sendable, Hashable {
+        public var period: UsagePeriod
+        public var allowance: LimitValue
+        public var sums: UsageSums
+
+        public init(period: UsagePeriod, allowance: LimitValue, sums: UsageSums) {
+            self.period = period
+            self.allowance = allowance
+            self.sums = sums
+        }
+    }
+
+    /// The spending rule (4. and 5. above) over periods given with the sums of their entries,
+    /// sorted by (start, end): each period's rewards and credits join the pools, its usage is
+    /// spent from its allowance, then rewards, then credits, the rest is overage, then its debits
+    /// are taken from the credit pool. `unallocatedUse` (usage in no period) is spent after every
+    /// period, after the `trailing` grants (those after every period) and before their debits.
+    public static func settle(
+        meter: String, periods: [PeriodSums], unallocatedUse: Int, trailing: UsageSums, now: Date
+    ) -> UsageBalance {
         var rewards = 0
         var credits = 0
-        func add(before limit: Date?) {
-            while nextAddition < additions.count, limit.map({ additions[nextAddition].at < $0 }) ?? true {
-                let grant = additions[nextAddition]
-                if grant.kind == .reward { rewards += max(0, grant.units ?? 0) } else { credits += max(0, grant.units ?? 0) }
-                nextAddition += 1
-            }
-        }
-        func debit(before limit: Date?) {
-            while nextDebit < debits.count, limit.map({ debits[nextDebit].at < $0 }) ?? true {
-                credits -= abs(debits[nextDebit].units ?? 0)
-                nextDebit += 1
-            }
-        }
         func spend(_ used: Int, allowance: LimitValue, period: UsagePeriod) -> Period {
             let fromAllowance = switch allowance {
             case .limited(let units): min(used, units)
@@ -150,19 +155,22 @@ public struct UsageBalance: Sendable, Hashable, Codable {
         }
 
         var results: [Period] = []
-        for (index, period) in periods.enumerated() {
-            add(before: period.end)
-            results.append(spend(usedByPeriod[index], allowance: allowanceByPeriod[period] ?? .limited(0), period: period))
-            debit(before: period.end)
+        results.reserveCapacity(periods.count)
+        for period in periods {
+            rewards += period.sums.rewards
+            credits += period.sums.credits
+            results.append(spend(period.sums.used, allowance: period.allowance, period: period.period))
+            credits -= period.sums.debits
         }
-        add(before: nil)
+        rewards += trailing.rewards
+        credits += trailing.credits
         var unallocated: Period?
         if unallocatedUse > 0 {
             unallocated = spend(unallocatedUse, allowance: .limited(0), period: UsagePeriod(start: now, end: now))
         }
-        debit(before: nil)
+        credits -= trailing.debits
 
-        let current = owningPeriod(of: now, in: periods).map { results[$0] }
+        let current = owningPeriod(of: now, in: periods.map(\.period)).map { results[$0] }
         let allowanceLeft: Int? = current.map { $0.allowanceLeft } ?? 0
         return UsageBalance(
             meter: meter, periods: results, current: current, unallocated: unallocated, rewards: rewards, credits: credits,
@@ -170,7 +178,7 @@ public struct UsageBalance: Sendable, Hashable, Codable {
     }
 
     /// The index of the period that contains `date` and started last (then ended last).
-    static func owningPeriod(of date: Date, in periods: [UsagePeriod]) -> Int? {
+    public static func owningPeriod(of date: Date, in periods: [UsagePeriod]) -> Int? {
         // Sorted by (start, end): the last one containing `date` is the owner.
         periods.lastIndex { $0.contains(date) }
     }

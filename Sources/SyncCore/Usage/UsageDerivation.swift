@@ -1,9 +1,9 @@
 import Foundation
 
 /// The ledger entries that follow from an account's transactions, written by whoever resolves the
-/// account (in the same transaction as its state): the allowance of each meter at `now`
-/// (``UsageAllowances``), and for each consumable that grants units, one `credit` (at its
-/// purchase). Refunds, their reversals and moves between accounts depend on what the account
+/// account (in the same transaction as its state): for each consumable that grants units, one
+/// `credit` (at its purchase). Allowances are not entries any more: ``UsageTimeline`` derives
+/// them from the transactions whenever a balance is computed. Refunds, their reversals and moves between accounts depend on what the account
 /// has stored: ``creditCorrections(transactions:catalogue:stored:arrived:now:)``. Ids come from
 /// the transaction, so resolving again writes nothing new.
 ///
@@ -11,10 +11,8 @@ import Foundation
 /// with `SUBSYNC_REQUIRE_SIGNED=false` an unsigned report may unlock a tier for testing, but it
 /// never mints minutes.
 public enum UsageDerivation {
-    public static func entries(
-        transactions: some Sequence<TransactionAggregate>, state: AccountState, catalogue: Catalogue, now: Date
-    ) -> [UsageEntry] {
-        var entries = UsageAllowances.entries(for: state, catalogue: catalogue, now: now)
+    public static func entries(transactions: some Sequence<TransactionAggregate>, catalogue: Catalogue) -> [UsageEntry] {
+        var entries: [UsageEntry] = []
         for transaction in transactions {
             guard let product = catalogue.products[transaction.productID], product.kind == .consumable,
                 !product.grants.isEmpty, transaction.representative.isVerified
@@ -27,7 +25,7 @@ public enum UsageDerivation {
         return entries
     }
 
-    /// What a consumable's history needs beyond ``entries(transactions:state:catalogue:now:)``,
+    /// What a consumable's history needs beyond ``entries(transactions:catalogue:)``,
     /// given the credit entries the account has (`stored`: per meter, the ids of its `credit`,
     /// `credit_revoked` and `credit_restored` entries), for the purchases the account holds.
     ///
@@ -96,6 +94,23 @@ public enum UsageDerivation {
         let firstRefund = "credit_revoked:\(id)"
         // What `entries` writes: the purchase's credit.
         if !ids.contains(firstCredit) { counts.credited += 1 }
+        // A refund already reversed when first seen: its refund and its reversal are both facts
+        // the aggregate holds, so both are written, at their own times, as they are when they
+        // arrive one after the other (the credits between them are the same whatever the order
+        // and grouping of the reports; docs/USAGE.md).
+        if storedCounts.refunded == 0, storedCounts.transferred == 0, !purchase.arrived, !purchase.isRevoked,
+            let revokedAt = purchase.latestRevokedAt, let reinstatedAt = purchase.latestReinstatedAt, reinstatedAt > revokedAt
+        {
+            var stamp = reinstatedAt.microsecondsSince1970
+            while ids.contains("credit_restored:\(id)#\(stamp)") { stamp += 1 }
+            for (kind, entryID, at) in [
+                (UsageEntry.Kind.creditRevoked, firstRefund, revokedAt), (.creditRestored, "credit_restored:\(id)#\(stamp)", reinstatedAt),
+            ] where !ids.contains(entryID) {
+                ids.insert(entryID)
+                entries.append(UsageEntry(id: entryID, meter: meter, kind: kind, units: units, at: at))
+                if kind == .creditRevoked { counts.refunded += 1 } else { counts.restored += 1 }
+            }
+        }
         // Packs the entries give, against the one (or none, refunded) the purchase gives.
         let gives = purchase.isRevoked ? 0 : 1
         while gives != counts.net {

@@ -105,9 +105,59 @@ public struct UsagePeriod: Sendable, Hashable, Codable, Comparable {
     public static let calendarAnchor = Date(timeIntervalSince1970: 0)
 
     /// A period start as it appears in allowance ids: RFC 3339 in UTC, whole seconds.
+    /// (with microseconds when the start is not a whole second: a period cut at a purchase).
     static func idFormat(_ date: Date) -> String {
-        date.formatted(idStyle)
+        let seconds = date.timeIntervalSince1970
+        guard seconds != seconds.rounded(.down) else { return date.formatted(idStyle) }
+        return date.formatted(fractionalIDStyle)
     }
 
     private static let idStyle = Date.ISO8601FormatStyle(timeZone: .gmt)
+    private static let fractionalIDStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt)
+}
+
+/// What the balance needs of a meter's recorded entries over a span of time (a period): their
+/// sums by the part each plays (docs/USAGE.md, "The balance"). The store keeps these per period
+/// (`usage_totals`), so a balance costs the same however many entries an account has.
+public struct UsageSums: Sendable, Hashable, Codable {
+    /// Units used (usage entries).
+    public var used: Int
+    /// Units rewarded.
+    public var rewards: Int
+    /// Units credited: packs, refunds reversed, positive adjustments.
+    public var credits: Int
+    /// Units taken back from the credit pool after the period's usage: refunds, transfers away,
+    /// negative adjustments (positive here).
+    public var debits: Int
+    /// Recorded entries counted (every kind but allowances).
+    public var entries: Int
+
+    public init(used: Int = 0, rewards: Int = 0, credits: Int = 0, debits: Int = 0, entries: Int = 0) {
+        self.used = used
+        self.rewards = rewards
+        self.credits = credits
+        self.debits = debits
+        self.entries = entries
+    }
+
+    /// Adds one recorded entry (an allowance adds nothing).
+    public mutating func add(_ entry: UsageEntry) {
+        let units = entry.units ?? 0
+        switch entry.kind {
+        case .allowance: return
+        case .usage: used += max(0, units)
+        case .reward: rewards += max(0, units)
+        case .credit, .creditRestored: credits += max(0, units)
+        case .adjustment:
+            if units >= 0 { credits += units } else { debits += -units }
+        case .creditRevoked: debits += abs(units)
+        }
+        entries += 1
+    }
+
+    public static func + (lhs: UsageSums, rhs: UsageSums) -> UsageSums {
+        UsageSums(
+            used: lhs.used + rhs.used, rewards: lhs.rewards + rhs.rewards, credits: lhs.credits + rhs.credits,
+            debits: lhs.debits + rhs.debits, entries: lhs.entries + rhs.entries)
+    }
 }

@@ -13,10 +13,13 @@ public struct UsagePeriodMarks: Sendable, Hashable {
     public var closedRevision: Int
     /// The totals the last `usage.period_closed` carried.
     public var closedTotals: UsageBalance.Period?
+    /// The totals of the closed period changed since they were last announced, and the next
+    /// announcement (the sweeper's) is due.
+    public var revisionDue: Bool
 
     public init(
         meter: String, period: UsagePeriod, low: Bool = false, exhausted: Bool = false, closedRevision: Int = 0,
-        closedTotals: UsageBalance.Period? = nil
+        closedTotals: UsageBalance.Period? = nil, revisionDue: Bool = false
     ) {
         self.meter = meter
         self.period = period
@@ -24,6 +27,7 @@ public struct UsagePeriodMarks: Sendable, Hashable {
         self.exhausted = exhausted
         self.closedRevision = closedRevision
         self.closedTotals = closedTotals
+        self.revisionDue = revisionDue
     }
 }
 
@@ -31,8 +35,14 @@ public struct UsagePeriodMarks: Sendable, Hashable {
 /// balance at `now` and the marks of what was announced before:
 ///
 /// - **`usage.period_closed`**, for every period that has ended (`end <= now`) and had usage: once
-///   with its totals (revision 1), and again (revision 2, 3, ...) whenever the totals change
-///   afterwards (an offline device's calls arriving late). A period without usage closes quietly.
+///   with its totals (revision 1), and again (revision 2, 3, ...) when the totals change
+///   afterwards (an offline device's calls arriving late). Revisions are *coalesced*: an
+///   evaluation that does not announce revisions (every writer's; only the sweeper's does) marks
+///   the period `revisionDue` instead, so any number of late changes between two sweeps is one
+///   announcement with the final totals. A period without usage closes quietly. A period that
+///   was announced and is no longer in the balance (a late report moved the allowance periods)
+///   is announced once more with zero totals: its usage now counts in the periods that replaced it,
+///   and the last revision of every period stays its true total.
 /// - **`usage.low`**, when the current period has usage, a limited allowance greater than zero
 ///   and `available <= floor(low_fraction × allowance)`; once, until `available` rises above
 ///   the threshold again (a pack bought, an upgrade), which re-arms it.
@@ -49,35 +59,75 @@ public enum UsageNotices {
         public var usage: UsageSnapshot
     }
 
+    /// `announcingRevisions`: whether a closed period's changed totals are announced now (the
+    /// sweeper) or marked due (every other evaluation).
     public static func evaluate(
-        balance: UsageBalance, meter: Meter, currency: String?, marks: [UsagePeriod: UsagePeriodMarks], now: Date
+        balance: UsageBalance, meter: Meter, currency: String?, marks: [UsagePeriod: UsagePeriodMarks], now: Date,
+        announcingRevisions: Bool = true
     ) -> (notices: [Notice], marks: [UsagePeriodMarks]) {
         var notices: [Notice] = []
         var changed: [UsagePeriodMarks] = []
         let periods = Set(balance.periods.map { UsagePeriod(start: $0.start, end: $0.end) })
 
-        for period in balance.periods where period.end <= now {
-            let key = UsagePeriod(start: period.start, end: period.end)
-            guard period.used > 0 || marks[key] != nil else { continue }
-            var mark = marks[key] ?? UsagePeriodMarks(meter: meter.id, period: key)
-            guard mark.closedRevision == 0 || mark.closedTotals != period else { continue }
-            mark.closedRevision += 1
-            mark.closedTotals = period
+        // A closed period's announcement of `totals`, or (not announcing revisions) its mark due.
+        func announce(_ totals: UsageBalance.Period, mark before: UsagePeriodMarks) {
+            var mark = before
             // A period that ended is neither low nor exhausted any more.
             mark.low = false
             mark.exhausted = false
+            if mark.closedRevision > 0 && !announcingRevisions {
+                mark.revisionDue = true
+                if mark != before { changed.append(mark) }
+                return
+            }
+            mark.closedRevision += 1
+            mark.closedTotals = totals
+            mark.revisionDue = false
             changed.append(mark)
-            var usage = UsageSnapshot(period: period, meter: meter, currency: currency)
+            var usage = UsageSnapshot(period: totals, meter: meter, currency: currency)
             usage.revision = mark.closedRevision
             notices.append(Notice(type: .usagePeriodClosed, usage: usage))
         }
-        // A marked period the balance no longer has (its allowance was never written again: not
-        // expected, entries are never deleted) closes quietly, so nothing waits for it forever.
-        for mark in marks.values.sorted(by: { $0.period < $1.period })
-        where mark.period.end <= now && mark.closedRevision == 0 && !periods.contains(mark.period) {
-            var closed = mark
-            closed.closedRevision = 1
-            changed.append(closed)
+
+        for period in balance.periods where period.end <= now {
+            let key = UsagePeriod(start: period.start, end: period.end)
+            guard period.used > 0 || marks[key] != nil else { continue }
+            let mark = marks[key] ?? UsagePeriodMarks(meter: meter.id, period: key)
+            if mark.closedRevision > 0 && mark.closedTotals == period {
+                // Announced as it stands: a revision marked due is no longer needed.
+                if mark.revisionDue {
+                    var settled = mark
+                    settled.revisionDue = false
+                    changed.append(settled)
+                }
+                continue
+            }
+            announce(period, mark: mark)
+        }
+        // A marked period the balance no longer has: a late report moved the allowance periods
+        // (or the period was recorded by an earlier version). Announced before: announced again
+        // with zero totals (its usage counts in the periods that replaced it). Never announced:
+        // closed quietly once it ends, so nothing waits for it forever.
+        for mark in marks.values.sorted(by: { $0.period < $1.period }) where !periods.contains(mark.period) {
+            if mark.closedRevision > 0 {
+                guard let totals = mark.closedTotals, totals.used > 0 || totals.overage > 0 else {
+                    if mark.revisionDue {
+                        var settled = mark
+                        settled.revisionDue = false
+                        changed.append(settled)
+                    }
+                    continue
+                }
+                announce(
+                    UsageBalance.Period(
+                        start: totals.start, end: totals.end, allowance: totals.allowance, used: 0, fromAllowance: 0,
+                        fromRewards: 0, fromCredits: 0, overage: 0),
+                    mark: mark)
+            } else if mark.period.end <= now {
+                var closed = mark
+                closed.closedRevision = 1
+                changed.append(closed)
+            }
         }
 
         if let current = balance.current, current.used > 0 {

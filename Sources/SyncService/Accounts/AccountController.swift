@@ -119,7 +119,7 @@ struct AccountController: Sendable {
         let submission: ReportInbox.Submission
         if admitted.claims.isEmpty {
             // Nothing to bind: the one-statement inbox write.
-            submission = try await inbox.submit(accountID: accountID, device: device, reports: admitted.reports)
+            submission = try await inbox.submit(accountID: accountID, device: device, reports: admitted.reports, seenAt: clock.now())
         } else {
             submission = try await submitBound(accountID: accountID, device: device, admitted: admitted)
         }
@@ -152,7 +152,8 @@ struct AccountController: Sendable {
     /// `reject` is a 409 that names the purchase but not the other account.
     private func submitBound(accountID: String, device: DeviceInfo, admitted: ReportAdmission.Admitted) async throws -> ReportInbox.Submission {
         do {
-            let outcome = try await binder.submit(accountID: accountID, device: device, reports: admitted.reports, claims: admitted.claims)
+            let outcome = try await binder.submit(
+                accountID: accountID, device: device, reports: admitted.reports, claims: admitted.claims, seenAt: clock.now())
             if !outcome.transfers.isEmpty { ServiceMetrics.bindingConflicts("transferred").increment(by: outcome.transfers.count) }
             for transfer in outcome.transfers {
                 logger.notice("purchase transferred between accounts", metadata: [

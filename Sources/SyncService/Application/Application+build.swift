@@ -93,9 +93,9 @@ public func buildApplication(
     let binder = TransactionBinder(pool: pool, engine: engine, policy: configuration.accountBinding)
     let tokens = AppAccountTokens(key: configuration.appAccountTokenKey)
     let usage = UsageController(
-        ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue),
-        holds: UsageHolds(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,
-        authenticator: dependencies.authenticator, clock: dependencies.clock,
+        ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue, policy: configuration.usagePolicy),
+        holds: UsageHolds(pool: pool, catalogue: dependencies.catalogue, policy: configuration.usagePolicy), catalogue: dependencies.catalogue,
+        policy: configuration.usagePolicy, authenticator: dependencies.authenticator, clock: dependencies.clock,
         limiter: configuration.accountRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) })
     usage.addRoutes(to: router)
     CatalogueController(catalogue: dependencies.catalogue, authenticator: dependencies.authenticator).addRoutes(to: router)

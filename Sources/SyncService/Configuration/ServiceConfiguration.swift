@@ -110,6 +110,11 @@ public struct ServiceConfiguration: Sendable {
     public var appAppleID: Int64?
     /// `SUBSYNC_ACCOUNT_BINDING`: what to do with a purchase that belongs to another account.
     public var accountBinding: BindingPolicy = .reject
+    /// `SUBSYNC_USAGE_LATE_WINDOW_HOURS`: how late usage may be reported (calls made offline),
+    /// 1 to 2,160 hours (90 days, the default); docs/USAGE.md "Late usage".
+    /// `SUBSYNC_USAGE_MAX_ENTRIES_PER_PERIOD` (default 100,000) and `SUBSYNC_USAGE_MAX_OPEN_HOLDS`
+    /// (default 100): bounds per account and meter, docs/USAGE.md "Bounds".
+    public var usagePolicy: UsagePolicy = .default
 
     /// Whether unsigned device reports are refused: ``requireSigned`` when set, else on with a
     /// database URL and off in the embedded development mode.
@@ -195,6 +200,16 @@ public struct ServiceConfiguration: Sendable {
         }
         if let text = environment["SUBSYNC_POLL_INTERVAL_MS"] {
             configuration.pollInterval = .milliseconds(try parseInt(text, name: "SUBSYNC_POLL_INTERVAL_MS", range: 10...60_000))
+        }
+        if let text = environment["SUBSYNC_USAGE_LATE_WINDOW_HOURS"] {
+            let hours = try parseInt(text, name: "SUBSYNC_USAGE_LATE_WINDOW_HOURS", range: 1...Int(UsagePolicy.maximumLateWindow / 3600))
+            configuration.usagePolicy.lateWindow = TimeInterval(hours) * 3600
+        }
+        if let text = environment["SUBSYNC_USAGE_MAX_ENTRIES_PER_PERIOD"] {
+            configuration.usagePolicy.maximumEntriesPerPeriod = try parseInt(text, name: "SUBSYNC_USAGE_MAX_ENTRIES_PER_PERIOD", range: 1...10_000_000)
+        }
+        if let text = environment["SUBSYNC_USAGE_MAX_OPEN_HOLDS"] {
+            configuration.usagePolicy.maximumOpenHolds = try parseInt(text, name: "SUBSYNC_USAGE_MAX_OPEN_HOLDS", range: 1...10_000)
         }
         if let text = environment["SUBSYNC_SWEEP_INTERVAL_MS"] {
             configuration.sweepInterval = .milliseconds(try parseInt(text, name: "SUBSYNC_SWEEP_INTERVAL_MS", range: 10...60_000))

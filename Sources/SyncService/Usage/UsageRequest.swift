@@ -27,10 +27,9 @@ struct UsagePayload: Decodable {
 enum UsageLimits {
     static let maximumEntries = 500
     static let maximumBodyBytes = 256 * 1024
-    /// How late usage may be reported (an offline device), and how far ahead of the service's
-    /// clock a device's clock may run.
-    static let maximumAge: TimeInterval = 90 * 86_400
-    static let maximumLead: TimeInterval = 5 * 60
+    /// How far ahead of the service's clock a device's clock may run (how late usage may be
+    /// reported is the operator's ``UsagePolicy/lateWindow``).
+    static let maximumLead: TimeInterval = UsagePolicy.clockSkew
 
     /// 422 `unknown_meter` / `invalid_units` unless `meter` is the catalogue's and `units` is
     /// 1...``UsageUnits/maximum``; `field` prefixes the names in the message (`usage[3].`).
@@ -45,18 +44,25 @@ enum UsageLimits {
         }
     }
 
-    /// 422 `invalid_time` unless `time` is within ``maximumAge`` before `now` and ``maximumLead`` after it.
-    static func check(time: Date, now: Date, field: String) throws {
-        guard time <= now.addingTimeInterval(maximumLead), time >= now.addingTimeInterval(-maximumAge) else {
-            throw APIError(.unprocessableContent, code: "invalid_time", message: "\(field) must be within the last 90 days and not in the future")
+    /// 422 `invalid_time` unless `time` is within the late window before `now` and ``maximumLead`` after it.
+    static func check(time: Date, now: Date, policy: UsagePolicy, field: String) throws {
+        guard time <= now.addingTimeInterval(maximumLead), time >= now.addingTimeInterval(-policy.lateWindow) else {
+            throw APIError(.unprocessableContent, code: "invalid_time",
+                           message: "\(field) must be within the late window (\(Self.describe(policy.lateWindow))) and not in the future")
         }
+    }
+
+    /// `90 days`, `36 hours`: a late window for people.
+    static func describe(_ window: TimeInterval) -> String {
+        let hours = Int(window / 3600)
+        return hours % 24 == 0 ? "\(hours / 24) day\(hours == 24 ? "" : "s")" : "\(hours) hour\(hours == 1 ? "" : "s")"
     }
 }
 
 extension UsageRequest {
     /// Decodes and checks a body against `catalogue` at `now`, or throws an ``APIError`` naming the
     /// bad field; nothing is stored for a request with one bad entry.
-    static func decode(_ data: Data, catalogue: Catalogue, now: Date) throws -> (DeviceInfo, [UsageEntry]) {
+    static func decode(_ data: Data, catalogue: Catalogue, policy: UsagePolicy, now: Date) throws -> (DeviceInfo, [UsageEntry]) {
         let request = try WireBody.decode(UsageRequest.self, from: data)
         try WireBody.check(request.device)
         guard (1...UsageLimits.maximumEntries).contains(request.usage.count) else {
@@ -71,7 +77,7 @@ extension UsageRequest {
                 throw APIError(.badRequest, code: "invalid_request", message: "\(field).id must be 1–128 characters of letters, digits and ._:@-")
             }
             try UsageLimits.check(meter: payload.meter, units: payload.units, catalogue: catalogue, field: field + ".")
-            try UsageLimits.check(time: payload.at, now: now, field: field + ".at")
+            try UsageLimits.check(time: payload.at, now: now, policy: policy, field: field + ".at")
             // Namespaced by device: two devices that both number their calls from 1 never collide.
             let entry = UsageEntry(
                 id: "usage:\(request.device.id):\(payload.id)", meter: payload.meter, kind: .usage, units: payload.units,

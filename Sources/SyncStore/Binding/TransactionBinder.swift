@@ -38,10 +38,10 @@ public struct TransactionBinder: Sendable {
     /// as in ``ReportInbox/submit(accountID:device:reports:)``, and the workers are woken.
     /// - Throws: ``BindingConflict`` under ``BindingPolicy/reject``.
     public func submit(
-        accountID: String, device: DeviceInfo?, reports: [Report], claims: [PurchaseClaim]
+        accountID: String, device: DeviceInfo?, reports: [Report], claims: [PurchaseClaim], seenAt: Date? = nil
     ) async throws -> Outcome {
         try await pool.withTransaction { connection in
-            try await submit(accountID: accountID, device: device, reports: reports, claims: claims, on: connection)
+            try await submit(accountID: accountID, device: device, reports: reports, claims: claims, seenAt: seenAt, on: connection)
         }
     }
 
@@ -49,7 +49,7 @@ public struct TransactionBinder: Sendable {
     /// notification records itself in the same one). A ``BindingConflict`` is thrown before any
     /// statement fails, so the transaction stays usable.
     public func submit(
-        accountID: String, device: DeviceInfo?, reports: [Report], claims: [PurchaseClaim], on connection: Connection
+        accountID: String, device: DeviceInfo?, reports: [Report], claims: [PurchaseClaim], seenAt: Date? = nil, on connection: Connection
     ) async throws -> Outcome {
         let (transfers, newlyBound) = try await bind(claims, to: accountID, on: connection)
         let inbox = ReportInbox(pool: pool)
@@ -60,7 +60,7 @@ public struct TransactionBinder: Sendable {
             try await connection.notify(channel: ReportInbox.channel, payload: accountID)
         }
         if let device {
-            return Outcome(submission: try await inbox.submit(accountID: accountID, device: device, reports: reports, on: connection), transfers: transfers)
+            return Outcome(submission: try await inbox.submit(accountID: accountID, device: device, reports: reports, seenAt: seenAt, on: connection), transfers: transfers)
         }
         let inserted = Set(try await inbox.insert(accountID: accountID, reports: reports, on: connection))
         if !inserted.isEmpty { try await connection.notify(channel: ReportInbox.channel, payload: accountID) }
@@ -246,7 +246,7 @@ public struct TransactionBinder: Sendable {
             // transactions go, so one purchase is never credited twice, and a refunded pack is not
             // taken back a second time. A second transfer away gets an id of its own.
             let stamp = now.microsecondsSince1970
-            try await connection.preparedQuery(
+            let debited = try await connection.preparedQuery(
                 """
                 INSERT INTO usage_entries (account_id, meter, entry_id, kind, units, at, reason)
                 SELECT n.account_id, n.meter,
@@ -269,8 +269,16 @@ public struct TransactionBinder: Sendable {
                 ) AS n
                 WHERE n.units > 0
                 ON CONFLICT (account_id, meter, entry_id) DO NOTHING
+                RETURNING meter, entry_id, units
                 """
             )
+            // The debits count in the old account's stored period totals (UsageTotals).
+            try await UsageTotals.add(
+                try debited.map { row in
+                    (transfer.fromAccountID, UsageEntry(
+                        id: try row.decode(String.self, at: 1), meter: try row.decode(String.self, at: 0), kind: .creditRevoked,
+                        units: Int(try row.decode(Int64.self, at: 2)), at: now))
+                }, on: connection)
             try await connection.preparedQuery(
                 """
                 DELETE FROM transactions

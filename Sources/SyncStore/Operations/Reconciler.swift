@@ -130,6 +130,21 @@ public struct Reconciler: Sendable {
                 ledgers[accountID] = inspection.ledger
                 counts[accountID] = inspection.countsOfMissingTransactions
             }
+            let unjustified = drifted.flatMap { accountID in (inspections[accountID]?.unjustifiedAllowances ?? []).map { (accountID, $0) } }
+            if !unjustified.isEmpty {
+                try await connection.preparedQuery(
+                    """
+                    DELETE FROM usage_entries AS u USING unnest(\(unjustified.map(\.0))::text[], \(unjustified.map(\.1))::text[]) AS d(a, id)
+                    WHERE u.account_id = d.a AND u.entry_id = d.id AND u.kind = 'allowance'
+                    """
+                )
+            }
+            for accountID in drifted {
+                guard let keys = inspections[accountID]?.driftedTotals, !keys.isEmpty else { continue }
+                try await UsageTotals.store(
+                    try await UsageTotals.sums(of: accountID, spans: keys, on: connection).map { ($0.key, $0.value) }, removing: [],
+                    of: accountID, on: connection)
+            }
             let outcome = try await engine.resolve(
                 accounts: drifted, replacingAggregatesWith: ledgers, reportCounts: counts, origin: .reconcile, on: connection)
             return (drifted.count, drifted.flatMap { inspections[$0]?.differences ?? [] }, outcome.eventsWritten)
@@ -158,6 +173,10 @@ public struct Reconciler: Sendable {
         var differences: [Difference] = []
         /// The aggregates rebuilt from the resolved reports.
         var ledger = TransactionLedger()
+        /// Ids of recorded allowance rows the facts do not justify (removed by a repair).
+        var unjustifiedAllowances: [String] = []
+        /// Stored period totals that do not match their entries (summed again by a repair).
+        var driftedTotals: [UsageTotals.StoredKey] = []
         /// Reports per rebuilt transaction that has no stored row (its `report_count`).
         var countsOfMissingTransactions: [String: Int] = [:]
     }
@@ -265,6 +284,9 @@ public struct Reconciler: Sendable {
         }
 
         let storedCredits = try await ResolutionEngine.storedCreditEntries(of: accounts, on: connection)
+        let storedAllowances = try await Self.storedAllowances(of: accounts, on: connection)
+        let storedTotals = try await UsageTotals.rows(of: accounts, on: connection)
+        let historyStarts = storedAllowances.isEmpty ? [:] : try await UsageLedger.historyStarts(of: accounts, on: connection)
 
         let decoder = JSONDecoder.postgres
         let now = clock.now()
@@ -293,22 +315,78 @@ public struct Reconciler: Sendable {
                 differences.append(Difference(accountID: accountID, scope: .account, field: "row", stored: nil, recomputed: expected.tier))
             }
             // Usage entries that follow from the transactions (consumables' credits and refunds).
-            let base = Resolver.resolve(transactions: [], catalogue: catalogue, now: now)
             // A refund reversed, a purchase refunded again or one that came back since its entries
             // were written needs one more (`creditCorrections`): the stored units do not net to
             // the purchase's state.
             let aggregates = inspection.ledger.unorderedAggregates
-            let derived = UsageDerivation.entries(transactions: aggregates, state: base, catalogue: catalogue, now: now)
+            let derived = UsageDerivation.entries(transactions: aggregates, catalogue: catalogue)
                 + UsageDerivation.creditCorrections(transactions: aggregates, catalogue: catalogue, stored: storedCredits[accountID] ?? [:], now: now)
             for entry in derived where entry.kind != .allowance && storedCredits[accountID]?[entry.meter]?.contains(entry.id) != true {
                 differences.append(Difference(
                     accountID: accountID, scope: .usage, transactionID: UsageDerivation.transactionID(ofCreditEntry: entry.id),
                     field: "usage_entries.row", stored: nil, recomputed: "\(entry.kind.rawValue) \(entry.units ?? 0) \(entry.meter)"))
             }
+            // Allowance rows recorded by earlier versions that the facts do not justify: a period or
+            // tier the timeline the balance uses does not have (an allowance written as the account
+            // was known when usage arrived). Nothing reads them any more; repair removes them.
+            if let recorded = storedAllowances[accountID], !recorded.isEmpty {
+                let start = (historyStarts[accountID] ?? now).addingTimeInterval(-UsagePolicy.clockSkew)
+                let justified = Set(catalogue.meters.flatMap { meter in
+                    UsageTimeline.periods(meter: meter, catalogue: catalogue, transactions: aggregates, from: start, through: now)
+                        .map { AllowanceKey(meter: meter.id, start: $0.period.start, end: $0.period.end, units: $0.allowance) }
+                })
+                for entry in recorded.sorted(by: { ($0.meter, $0.at, $0.id) < ($1.meter, $1.at, $1.id) }) {
+                    let units: LimitValue = entry.units.map { .limited($0) } ?? .unlimited
+                    guard let end = entry.periodEnd,
+                        !justified.contains(AllowanceKey(meter: entry.meter, start: entry.at, end: end, units: units))
+                    else { continue }
+                    inspection.unjustifiedAllowances.append(entry.id)
+                    differences.append(Difference(
+                        accountID: accountID, scope: .usage, field: "usage_entries.allowance",
+                        stored: "\(entry.id) \(entry.units.map(String.init) ?? "unlimited")", recomputed: nil))
+                }
+            }
+            // Stored period totals (usage_totals) against the entries they sum.
+            if let rows = storedTotals[accountID], !rows.isEmpty {
+                let summed = try await UsageTotals.sums(of: accountID, spans: Array(rows.keys), on: connection)
+                for (key, sums) in rows.sorted(by: { ($0.key.meter, $0.key.start) < ($1.key.meter, $1.key.start) })
+                where summed[key] != sums {
+                    inspection.driftedTotals.append(key)
+                    differences.append(Difference(
+                        accountID: accountID, scope: .usage, field: "usage_totals.\(key.meter).\(RFC3339.format(key.start))",
+                        stored: Self.describe(sums), recomputed: summed[key].map(Self.describe)))
+                }
+            }
             inspection.differences = differences
             inspections[accountID] = inspection
         }
         return inspections
+    }
+
+    static func describe(_ sums: UsageSums) -> String {
+        "used \(sums.used) rewards \(sums.rewards) credits \(sums.credits) debits \(sums.debits) entries \(sums.entries)"
+    }
+
+    /// An allowance period as reconcile compares it: the meter, the period and its units.
+    private struct AllowanceKey: Hashable {
+        var meter: String
+        var start: Date
+        var end: Date
+        var units: LimitValue
+    }
+
+    /// The allowance rows earlier versions recorded in `usage_entries`, per account.
+    static func storedAllowances(of accounts: [String], on connection: Connection) async throws -> [String: [UsageEntry]] {
+        var stored: [String: [UsageEntry]] = [:]
+        for row in try await connection.preparedQuery(
+            """
+            SELECT entry_id, meter, kind, units, at, period_end, account_id FROM usage_entries
+            WHERE account_id = ANY(\(accounts)::text[]) AND kind = 'allowance'
+            """
+        ) {
+            stored[try row.decode(String.self, at: 6), default: []].append(try UsageLedger.entry(row))
+        }
+        return stored
     }
 
     private func compareTransactions(

@@ -47,17 +47,24 @@ public struct ReportInbox: Sendable {
     /// It is one statement, so one round trip and atomic on its own: the device upsert, the
     /// report insert and the NOTIFY (sent at commit, only when something new was stored) are
     /// parts of a single `WITH` query.
-    public func submit(accountID: String, device: DeviceInfo, reports unordered: [Report]) async throws -> Submission {
-        try await pool.withConnection { try await submit(accountID: accountID, device: device, reports: unordered, on: $0) }
+    ///
+    /// `seenAt` is the service clock's time of the request, recorded as the device's last contact
+    /// (and its first, for a new device: usage cannot be dated before it, docs/USAGE.md); `nil`
+    /// takes the database's clock.
+    public func submit(accountID: String, device: DeviceInfo, reports unordered: [Report], seenAt: Date? = nil) async throws -> Submission {
+        try await pool.withConnection { try await submit(accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: $0) }
     }
 
     /// ``submit(accountID:device:reports:)`` on `connection`, inside the caller's transaction if
     /// it has one (the NOTIFY is then sent when that transaction commits).
-    public func submit(accountID: String, device: DeviceInfo, reports unordered: [Report], on connection: Connection) async throws -> Submission {
+    public func submit(
+        accountID: String, device: DeviceInfo, reports unordered: [Report], seenAt: Date? = nil, on connection: Connection
+    ) async throws -> Submission {
         // Key order: concurrent requests with overlapping ids then lock rows in the same order.
         let reports = unordered.sorted { $0.reportID < $1.reportID }
         let binds: [PostgresValue] = [
             accountID.postgresValue, device.id.postgresValue, device.platform.postgresValue, device.appVersion.postgresValue,
+            seenAt.postgresValue,
         ] + Self.arrays(of: reports)
         let rows = try await connection.preparedQuery(PostgresQuery(Self.submitSQL, binds: binds))
         return Submission(reportIDs: unordered.map(\.reportID), inserted: Set(try rows.map { try $0.decode(String.self, at: 0) }))
@@ -68,15 +75,15 @@ public struct ReportInbox: Sendable {
     private static let submitSQL = """
         WITH device AS (
             -- last_seen_at from EXCLUDED: Citus refuses now() in DO UPDATE SET (not immutable).
-            INSERT INTO devices (account_id, device_id, platform, app_version, last_seen_at)
-            VALUES ($1, $2, $3, $4, now())
+            INSERT INTO devices (account_id, device_id, platform, app_version, first_seen_at, last_seen_at)
+            VALUES ($1, $2, $3, $4, COALESCE($5::timestamptz, now()), COALESCE($5::timestamptz, now()))
             ON CONFLICT (account_id, device_id) DO UPDATE
-            SET last_seen_at = EXCLUDED.last_seen_at,
+            SET last_seen_at = GREATEST(devices.last_seen_at, EXCLUDED.last_seen_at),
                 platform = COALESCE(EXCLUDED.platform, devices.platform),
                 app_version = COALESCE(EXCLUDED.app_version, devices.app_version)
             RETURNING 1
         ), inserted AS (
-            \(insertSQL(firstArrayParameter: 5))
+            \(insertSQL(firstArrayParameter: 6))
         ), queued AS (
             \(queueSQL)
         ), notified AS (

@@ -53,7 +53,8 @@ extension ResolutionEngine {
         do {
             return try await pool.withTransaction { connection in
                 // Accounts whose state changes with time, then accounts whose usage periods have
-                // ended unclosed (`usage.period_closed`, docs/USAGE.md), each with a limit of its
+                // ended unclosed or have a revised total to announce (`usage.period_closed`,
+                // docs/USAGE.md: late changes are coalesced here), each with a limit of its
                 // own so that neither can starve the other. Found without locks, then locked one
                 // by one without waiting (an account another sweeper or a worker holds is left
                 // for the next sweep): no statement locks rows of several accounts, which Citus
@@ -68,6 +69,11 @@ extension ResolutionEngine {
                     UNION
                     (SELECT account_id FROM usage_periods
                      WHERE closed_revision = 0 AND period_end <= \(now)
+                     ORDER BY period_end
+                     LIMIT \(limit))
+                    UNION
+                    (SELECT account_id FROM usage_periods
+                     WHERE revision_due -- usage_periods_revision_due (sql/0036)
                      ORDER BY period_end
                      LIMIT \(limit))
                     """

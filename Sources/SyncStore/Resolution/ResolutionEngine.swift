@@ -214,7 +214,7 @@ public struct ResolutionEngine: Sendable {
         for accountID in accountIDs {
             let ledger = ledgers[accountID] ?? TransactionLedger()
             let current = Resolver.resolve(ledger: ledger, catalogue: catalogue, now: now)
-            usage.append((accountID, UsageDerivation.entries(transactions: ledger.unorderedAggregates, state: current, catalogue: catalogue, now: now)))
+            usage.append((accountID, UsageDerivation.entries(transactions: ledger.unorderedAggregates, catalogue: catalogue)))
             let previous = previousStates[accountID]
             var sequence = previous?.sequence ?? 0
             for draft in EventDeriver.events(previous: previous?.state, current: current, now: now) {
@@ -246,9 +246,10 @@ public struct ResolutionEngine: Sendable {
 
         // 4. Write everything; the usage events follow from the ledger as written.
         try await writeTransactions(changedTransactions, on: connection)
-        let touched = try await UsageLedger.writeDerived(usage, on: connection)
+        let credited = try await UsageLedger.writeDerived(usage, on: connection)
         events += try await usageEvents(
-            touched: touched, all: origin == .transfer ? accountIDs : [], states: &states, now: now, on: connection)
+            credited: credited, retimed: Set(changedTransactions.map(\.accountID)), all: origin == .transfer ? accountIDs : [],
+            states: &states, origin: origin, now: now, on: connection)
         outcome.accountsResolved = accountIDs.count
         outcome.eventsWritten = events.count
         // Each state is encoded once, for its row and for its account's events.
@@ -264,31 +265,37 @@ public struct ResolutionEngine: Sendable {
     }
 
     /// The usage events (`usage.low`, `usage.exhausted`, `usage.period_closed`) of the accounts
-    /// whose ledger this resolution changed in a way that can matter (a credit or refund; a new
-    /// allowance on an account that has had usage), whose periods have ended unclosed (the
-    /// sweeper's visit), and of `all` (a transfer, which debits the old account), numbered
+    /// whose ledger this resolution changed in a way that can matter: a credit or refund
+    /// (`credited`), new facts about transactions on an account that has had usage (`retimed`:
+    /// the allowance periods derived from them may have moved), periods that have ended unclosed
+    /// (the sweeper's visit), and `all` (a transfer, which debits the old account); numbered
     /// after each account's other events.
     private func usageEvents(
-        touched: UsageLedger.Touched, all: [String],
+        credited: Set<String>, retimed: Set<String>, all: [String],
         states: inout [(accountID: String, state: AccountState, lastSequence: Int64)],
-        now: Date, on connection: Connection
+        origin: Origin, now: Date, on connection: Connection
     ) async throws -> [Event] {
+        // The sweeper visits accounts whose state changes with time (a lapse starts a period)
+        // and whose closed periods have a revision due: every one of them is looked at.
+        let retimed = origin == .sweeper ? retimed.union(states.map(\.accountID)) : retimed
         // Runs even without meters in the catalogue: periods of a meter that was removed must
         // still close, or the sweeper would visit their accounts forever.
-        var evaluated = touched.grants.union(all)
+        var evaluated = credited.union(all)
         let opaque = try await keysOpaqueToPlanner(on: connection)
         for row in try await connection.preparedQuery(
             """
             SELECT DISTINCT account_id FROM usage_periods
             WHERE account_id = ANY(\(states.map(\.accountID), cast: "text[]", opaqueToPlanner: opaque))
               AND ((closed_revision = 0 AND period_end <= \(now))
-                   OR account_id = ANY(\(Array(touched.allowances), cast: "text[]", opaqueToPlanner: opaque)))
+                   OR account_id = ANY(\(Array(retimed), cast: "text[]", opaqueToPlanner: opaque)))
             """
         ) {
             evaluated.insert(try row.decode(String.self, at: 0))
         }
         guard !evaluated.isEmpty else { return [] }
-        let notices = try await UsageEvents.notices(of: Array(evaluated), catalogue: catalogue, now: now, on: connection)
+        let notices = try await UsageEvents.notices(
+            of: Array(evaluated), catalogue: catalogue, now: now, announcingRevisions: origin == .sweeper || origin == .reconcile,
+            on: connection)
         var events: [Event] = []
         for index in states.indices {
             guard let accountNotices = notices[states[index].accountID], !accountNotices.isEmpty else { continue }

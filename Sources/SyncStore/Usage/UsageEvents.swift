@@ -53,23 +53,18 @@ enum UsageEvents {
 
     /// Evaluates the usage notices of `accountIDs` at `now` from their ledgers and stored
     /// marks, writes the marks that changed, and returns each account's notices in order.
+    /// `announcingRevisions`: whether closed periods' changed totals are announced now (the
+    /// sweeper, reconcile) or marked due for the sweeper (every writer), which coalesces them.
     static func notices(
-        of accountIDs: [String], catalogue: Catalogue, now: Date, on connection: Connection
+        of accountIDs: [String], catalogue: Catalogue, now: Date, announcingRevisions: Bool, on connection: Connection
     ) async throws -> [String: [UsageNotices.Notice]] {
         guard !accountIDs.isEmpty else { return [:] }
-        var entries: [String: [UsageEntry]] = [:]
-        for row in try await connection.preparedQuery(
-            """
-            SELECT entry_id, meter, kind, units, at, period_end, account_id FROM usage_entries
-            WHERE account_id = ANY(\(accountIDs)::text[])
-            """
-        ) {
-            entries[try row.decode(String.self, at: 6), default: []].append(try UsageLedger.entry(row))
-        }
+        // Under the accounts' locks (every caller holds them): missing period rows are stored.
+        let balances = try await UsageTotals.balances(of: accountIDs, meter: nil, catalogue: catalogue, now: now, storing: true, on: connection)
         var marks: [String: [String: [UsagePeriod: UsagePeriodMarks]]] = [:]
         for row in try await connection.preparedQuery(
             """
-            SELECT account_id, meter, period_start, period_end, low, exhausted, closed_revision, closed_totals::text
+            SELECT account_id, meter, period_start, period_end, low, exhausted, closed_revision, closed_totals::text, revision_due
             FROM usage_periods WHERE account_id = ANY(\(accountIDs)::text[])
             """
         ) {
@@ -78,7 +73,8 @@ enum UsageEvents {
             marks[try row.decode(String.self, at: 0), default: [:]][meter, default: [:]][period] = UsagePeriodMarks(
                 meter: meter, period: period, low: try row.decode(Bool.self, at: 4), exhausted: try row.decode(Bool.self, at: 5),
                 closedRevision: Int(try row.decode(Int32.self, at: 6)),
-                closedTotals: try row.decode(JSONColumn<UsageBalance.Period>?.self, at: 7)?.value)
+                closedTotals: try row.decode(JSONColumn<UsageBalance.Period>?.self, at: 7)?.value,
+                revisionDue: try row.decode(Bool.self, at: 8))
         }
 
         var notices: [String: [UsageNotices.Notice]] = [:]
@@ -93,10 +89,10 @@ enum UsageEvents {
                 }
             }
             for meter in catalogue.meters {
-                let balance = UsageBalance.compute(meter: meter.id, entries: entries[accountID] ?? [], now: now)
+                guard let balance = balances[accountID]?.first(where: { $0.meter == meter.id }) else { continue }
                 let result = UsageNotices.evaluate(
                     balance: balance, meter: meter, currency: catalogue.document.currency,
-                    marks: marks[accountID]?[meter.id] ?? [:], now: now)
+                    marks: marks[accountID]?[meter.id] ?? [:], now: now, announcingRevisions: announcingRevisions)
                 notices[accountID, default: []] += result.notices
                 changed += result.marks.map { (accountID, $0) }
             }
@@ -104,17 +100,20 @@ enum UsageEvents {
         guard !changed.isEmpty else { return notices }
         try await connection.preparedQuery(
             """
-            INSERT INTO usage_periods (account_id, meter, period_start, period_end, low, exhausted, closed_revision, closed_totals, updated_at)
-            SELECT a, m, s, e, l, x, r, t::jsonb, now() FROM unnest(
+            INSERT INTO usage_periods (
+                account_id, meter, period_start, period_end, low, exhausted, closed_revision, closed_totals, revision_due, updated_at)
+            SELECT a, m, s, e, l, x, r, t::jsonb, d, now() FROM unnest(
                 \(changed.map(\.accountID))::text[], \(changed.map(\.marks.meter))::text[],
                 \(changed.map(\.marks.period.start))::timestamptz[], \(changed.map(\.marks.period.end))::timestamptz[],
                 \(changed.map(\.marks.low))::boolean[], \(changed.map(\.marks.exhausted))::boolean[],
                 \(changed.map { Int64($0.marks.closedRevision) })::bigint[],
-                \(try changed.map { try $0.marks.closedTotals.map(ResolutionEngine.json) })::text[]
-            ) AS v(a, m, s, e, l, x, r, t)
+                \(try changed.map { try $0.marks.closedTotals.map(ResolutionEngine.json) })::text[],
+                \(changed.map(\.marks.revisionDue))::boolean[]
+            ) AS v(a, m, s, e, l, x, r, t, d)
             ON CONFLICT (account_id, meter, period_start, period_end) DO UPDATE SET
                 low = EXCLUDED.low, exhausted = EXCLUDED.exhausted, closed_revision = EXCLUDED.closed_revision,
-                closed_totals = EXCLUDED.closed_totals, updated_at = EXCLUDED.updated_at -- (Citus: immutable only)
+                closed_totals = EXCLUDED.closed_totals, revision_due = EXCLUDED.revision_due,
+                updated_at = EXCLUDED.updated_at -- (Citus: immutable only)
             """
         )
         return notices
@@ -140,7 +139,8 @@ enum UsageEvents {
         var events = credits.compactMap {
             creditEvent(&account, entry: $0.entry, transactionID: $0.transactionID, actor: $0.actor, reason: $0.reason, now: now)
         }
-        for notice in try await notices(of: [accountID], catalogue: catalogue, now: now, on: connection)[accountID] ?? [] {
+        let evaluated = try await notices(of: [accountID], catalogue: catalogue, now: now, announcingRevisions: false, on: connection)
+        for notice in evaluated[accountID] ?? [] {
             events.append(event(&account, type: notice.type, now: now, usage: notice.usage))
         }
         guard !events.isEmpty else { return [] }

@@ -12,12 +12,12 @@ import SyncCore
 public struct UsageHolds: Sendable {
     let pool: ConnectionPool
     let catalogue: Catalogue
-    let ledger: UsageLedger
+    let policy: UsagePolicy
 
-    public init(pool: ConnectionPool, catalogue: Catalogue) {
+    public init(pool: ConnectionPool, catalogue: Catalogue, policy: UsagePolicy = .default) {
         self.pool = pool
         self.catalogue = catalogue
-        self.ledger = UsageLedger(pool: pool, catalogue: catalogue)
+        self.policy = policy
     }
 
     public struct Hold: Sendable, Equatable, Codable {
@@ -51,6 +51,9 @@ public struct UsageHolds: Sendable {
 
     public enum HoldError: Error, Sendable, Equatable {
         case notFound
+        /// A settle's `at` before the hold was created (the call cannot have happened before it
+        /// was reserved) or after `now`.
+        case timeOutsideHold(createdAt: Date)
         /// The hold was already settled with other units, or released (settle), or settled (release).
         case ended(Hold.Status)
     }
@@ -58,24 +61,27 @@ public struct UsageHolds: Sendable {
     /// Reserves up to `units` of `meter` for `ttl`: as many as the balance minus every open hold
     /// allows (all of them on an unlimited allowance); none when nothing is left.
     public func reserve(
-        accountID: String, deviceID: String, meter: String, units: Int, ttl: TimeInterval, now: Date
+        accountID: String, device: DeviceInfo, meter: String, units: Int, ttl: TimeInterval, now: Date
     ) async throws -> Reservation {
         try await pool.withTransaction { connection in
             _ = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
-            try await ledger.writeAllowances(of: accountID, at: [now], on: connection)
-            let entries = try await UsageLedger.entries(of: accountID, meter: meter, on: connection)
-            let balance = UsageBalance.compute(meter: meter, entries: entries, now: now)
-            let held = try await Self.held(of: accountID, meter: meter, now: now, on: connection)
-            let available = balance.available.map { max(0, $0 - held) }
+            _ = try await UsageLedger.recordContact(of: device, accountID: accountID, now: now, on: connection)
+            let open = try await Self.openHolds(of: accountID, meter: meter, now: now, on: connection)
+            if open.count >= policy.maximumOpenHolds {
+                throw TooManyHolds(maximum: policy.maximumOpenHolds, nextExpiry: open.earliestExpiry ?? now)
+            }
+            let balances = try await UsageTotals.balances(of: [accountID], meter: meter, catalogue: catalogue, now: now, storing: true, on: connection)
+            let balance = balances[accountID]?.first ?? UsageBalance.compute(meter: meter, entries: [], now: now)
+            let available = balance.available.map { max(0, $0 - open.units) }
             let granted = available.map { min(units, $0) } ?? units
             guard granted > 0 else { return Reservation(hold: nil, available: available) }
             let hold = Hold(
-                id: UUID(), meter: meter, deviceID: deviceID, units: granted, createdAt: now,
+                id: UUID(), meter: meter, deviceID: device.id, units: granted, createdAt: now.roundedToMicroseconds,
                 expiresAt: now.addingTimeInterval(ttl).roundedToMicroseconds, status: .open, settledUnits: nil)
             try await connection.preparedQuery(
                 """
                 INSERT INTO usage_holds (account_id, hold_id, meter, device_id, units, created_at, expires_at)
-                VALUES (\(accountID), \(hold.id.uuidString)::uuid, \(meter), \(deviceID), \(Int64(granted)), \(now), \(hold.expiresAt))
+                VALUES (\(accountID), \(hold.id.uuidString)::uuid, \(meter), \(device.id), \(Int64(granted)), \(hold.createdAt), \(hold.expiresAt))
                 """
             )
             return Reservation(hold: hold, available: available)
@@ -85,6 +91,8 @@ public struct UsageHolds: Sendable {
     /// Settles a hold with the units actually used (written to the ledger as a usage entry
     /// `hold:<id>` at `at`), even past its expiry: the call happened. Settling again with
     /// the same units answers the same; with other units, or a released hold, is ``HoldError/ended(_:)``.
+    /// `at` must lie between the hold's creation and `now` (``HoldError/timeOutsideHold(createdAt:)``):
+    /// a settle cannot place the call in an earlier period than the one it was reserved in.
     public func settle(accountID: String, holdID: UUID, units: Int, at: Date, now: Date) async throws -> Hold {
         try await pool.withTransaction { connection in
             let locked = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
@@ -94,7 +102,10 @@ public struct UsageHolds: Sendable {
             case .settled, .released: throw HoldError.ended(hold.status)
             case .open, .expired: break
             }
-            try await ledger.writeAllowances(of: accountID, at: [at], on: connection)
+            // Within a microsecond: both sides went through timestamptz's precision.
+            guard at.addingTimeInterval(0.000_001) >= hold.createdAt, at <= now.addingTimeInterval(0.000_001) else {
+                throw HoldError.timeOutsideHold(createdAt: hold.createdAt)
+            }
             // `hold:` ids cannot be written by devices (theirs are `usage:<device>:<id>`).
             let usage = UsageEntry(id: "hold:\(holdID.uuidString.lowercased())", meter: hold.meter, kind: .usage, units: units, at: at)
             guard try await UsageLedger.write([usage], accountID: accountID, deviceID: hold.deviceID, on: connection).count == 1 else {
@@ -148,14 +159,25 @@ public struct UsageHolds: Sendable {
         return try rows.map { try Self.hold($0, now: now) }
     }
 
-    static func held(of accountID: String, meter: String, now: Date, on connection: Connection) async throws -> Int {
+    /// The open, unexpired holds of one meter of `accountID`: how many, how many units they
+    /// reserve, and when the first of them expires.
+    static func openHolds(
+        of accountID: String, meter: String, now: Date, on connection: Connection
+    ) async throws -> (count: Int, units: Int, earliestExpiry: Date?) {
         let rows = try await connection.preparedQuery(
             """
-            SELECT COALESCE(sum(units), 0)::bigint FROM usage_holds
+            SELECT count(*)::bigint, COALESCE(sum(units), 0)::bigint, min(expires_at) FROM usage_holds
             WHERE account_id = \(accountID) AND meter = \(meter) AND status = 'open' AND expires_at > \(now)
             """
         )
-        return Int(try rows[0].decode(Int64.self, at: 0))
+        return (Int(try rows[0].decode(Int64.self, at: 0)), Int(try rows[0].decode(Int64.self, at: 1)), try rows[0].decode(Date?.self, at: 2))
+    }
+
+    /// An account already has the most open holds a meter allows (``UsagePolicy/maximumOpenHolds``).
+    public struct TooManyHolds: Error, Sendable, Equatable {
+        public var maximum: Int
+        /// When the first of them expires (a hold settled or released frees one sooner).
+        public var nextExpiry: Date
     }
 
     static func hold(accountID: String, holdID: UUID, now: Date, on connection: Connection) async throws -> Hold? {

@@ -3,14 +3,18 @@ import Postgres
 import SyncCore
 
 /// The usage ledger in SQL (`usage_entries`, docs/USAGE.md): immutable entries written once by
-/// id, read back as the set that ``UsageBalance`` turns into a balance.
+/// id, read back as the set that ``UsageBalance`` turns into a balance, together with the
+/// allowance periods ``UsageTimeline`` derives from the account's transactions (allowances are
+/// never recorded: the bill is a function of the facts, not of what was known when usage arrived).
 public struct UsageLedger: Sendable {
     let pool: ConnectionPool
     let catalogue: Catalogue
+    let policy: UsagePolicy
 
-    public init(pool: ConnectionPool, catalogue: Catalogue) {
+    public init(pool: ConnectionPool, catalogue: Catalogue, policy: UsagePolicy = .default) {
         self.pool = pool
         self.catalogue = catalogue
+        self.policy = policy
     }
 
     /// What a batch of device usage did.
@@ -26,17 +30,36 @@ public struct UsageLedger: Sendable {
         public var usageID: String
     }
 
-    /// Stores `usage` (entries of kind `usage`) of `accountID` reported by `deviceID`, together
-    /// with the allowance of every period the usage falls in (resolved from the account's stored
-    /// transactions at each usage's time, so usage reported days late lands in the period it
-    /// happened in, with that period's allowance). One transaction: all or nothing, under the
-    /// account's row lock, with the usage events the new entries call for (`usage.low`,
-    /// `usage.exhausted`, a closed period's revised totals).
-    public func submit(_ usage: [UsageEntry], accountID: String, deviceID: String, now: Date) async throws -> Submission {
+    /// Usage dated before its device first reached the service (minus ``UsagePolicy/clockSkew``):
+    /// the whole batch is refused (docs/USAGE.md, "Late usage").
+    public struct BeforeFirstContact: Error, Sendable, Equatable {
+        /// The position of the first such entry in the batch, and its id.
+        public var index: Int
+        public var usageID: String
+        /// When the device first reached the service.
+        public var firstContact: Date
+    }
+
+    /// Stores `usage` (entries of kind `usage`) of `accountID` reported by `device`, and records
+    /// the device's contact (its first, for a device never seen: usage cannot be dated before it).
+    /// One transaction: all or nothing, under the account's row lock, with the usage events the
+    /// new entries call for (`usage.low`, `usage.exhausted`, a closed period's first totals).
+    public func submit(_ usage: [UsageEntry], accountID: String, device: DeviceInfo, now: Date) async throws -> Submission {
         try await pool.withTransaction { connection in
             let locked = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
-            try await writeAllowances(of: accountID, at: usage.map(\.at) + [now], on: connection)
-            let inserted = try await Self.write(usage, accountID: accountID, deviceID: deviceID, on: connection)
+            let firstContact = try await Self.recordContact(of: device, accountID: accountID, now: now, on: connection)
+            let earliest = firstContact.addingTimeInterval(-UsagePolicy.clockSkew)
+            // Compared as stored (microseconds), as the contact was read back.
+            if let index = usage.firstIndex(where: { $0.at.roundedToMicroseconds < earliest }) {
+                throw BeforeFirstContact(index: index, usageID: usage[index].id, firstContact: firstContact)
+            }
+            // Every period's row exists before the insert adds to it, so the bound below is exact.
+            _ = try await UsageTotals.balances(of: [accountID], meter: nil, catalogue: catalogue, now: now, storing: true, on: connection)
+            let inserted = try await Self.write(usage, accountID: accountID, deviceID: device.id, on: connection)
+            let added = usage.filter { inserted.contains(Self.key($0)) }
+            if let full = try await Self.fullPeriod(of: accountID, receiving: added, maximum: policy.maximumEntriesPerPeriod, on: connection) {
+                throw full
+            }
             let duplicates = usage.filter { !inserted.contains(Self.key($0)) }
             if !duplicates.isEmpty {
                 let stored = try await Self.entries(of: accountID, ids: duplicates.map(\.id), on: connection)
@@ -52,18 +75,48 @@ public struct UsageLedger: Sendable {
         }
     }
 
-    /// Writes the allowance of every meter at each of `times`, resolved from the account's stored
-    /// transactions at that time (the tier the account had then).
-    func writeAllowances(of accountID: String, at times: [Date], on connection: Connection) async throws {
-        guard !catalogue.meters.isEmpty else { return }
-        let ledger = try await Self.transactions(of: accountID, on: connection)
-        // Times of one period give the same entries: one of each is written.
-        var allowances: [String: UsageEntry] = [:]
-        for time in Set(times) {
-            let state = Resolver.resolve(ledger: ledger, catalogue: catalogue, now: time)
-            for entry in UsageAllowances.entries(for: state, catalogue: catalogue, now: time) { allowances[Self.key(entry)] = entry }
+    /// A batch would pass ``UsagePolicy/maximumEntriesPerPeriod`` in a period: refused whole.
+    public struct PeriodFull: Error, Sendable, Equatable {
+        public var meter: String
+        public var period: UsagePeriod
+        public var maximum: Int
+    }
+
+    /// A period of `accountID` that `added` (entries just inserted) took past `maximum` recorded
+    /// entries, if any (in the inserting transaction: the caller then rolls back).
+    static func fullPeriod(of accountID: String, receiving added: [UsageEntry], maximum: Int, on connection: Connection) async throws -> PeriodFull? {
+        guard !added.isEmpty else { return nil }
+        let rows = try await connection.preparedQuery(
+            """
+            SELECT t.meter, t.period_start, t.period_end FROM usage_totals t
+            WHERE t.account_id = \(accountID) AND t.entries > \(Int64(maximum))
+              AND EXISTS (SELECT 1 FROM unnest(\(added.map(\.meter))::text[], \(added.map(\.at))::timestamptz[]) AS a(m, at)
+                          WHERE a.m = t.meter AND a.at >= t.period_start AND a.at < t.period_end)
+            ORDER BY t.period_start LIMIT 1
+            """
+        )
+        return try rows.first.map { row in
+            PeriodFull(
+                meter: try row.decode(String.self, at: 0),
+                period: UsagePeriod(start: try row.decode(Date.self, at: 1), end: try row.decode(Date.self, at: 2)), maximum: maximum)
         }
-        try await Self.write(Array(allowances.values), accountID: accountID, deviceID: nil, on: connection)
+    }
+
+    /// Records that `device` of `accountID` reached the service at `now` (its last contact, and
+    /// its first when it is new); returns its first contact.
+    static func recordContact(of device: DeviceInfo, accountID: String, now: Date, on connection: Connection) async throws -> Date {
+        let rows = try await connection.preparedQuery(
+            """
+            INSERT INTO devices (account_id, device_id, platform, app_version, first_seen_at, last_seen_at)
+            VALUES (\(accountID), \(device.id), \(device.platform), \(device.appVersion), \(now), \(now))
+            ON CONFLICT (account_id, device_id) DO UPDATE
+            SET last_seen_at = GREATEST(devices.last_seen_at, EXCLUDED.last_seen_at),
+                platform = COALESCE(EXCLUDED.platform, devices.platform),
+                app_version = COALESCE(EXCLUDED.app_version, devices.app_version)
+            RETURNING first_seen_at
+            """
+        )
+        return try rows[0].decode(Date.self, at: 0)
     }
 
     /// What a verified rewarded ad did.
@@ -93,7 +146,6 @@ public struct UsageLedger: Sendable {
             )
             let today = Int(try rows[0].decode(Int64.self, at: 0))
             guard today + units <= cap else { return .overDailyCap(cap: cap, alreadyToday: today) }
-            try await writeAllowances(of: accountID, at: [at, now], on: connection)
             try await Self.write([entry], accountID: accountID, deviceID: nil, on: connection)
             try await UsageEvents.write(
                 credits: [(entry, transactionID, nil, nil)], accountID: accountID, locked: locked[accountID], catalogue: catalogue,
@@ -134,6 +186,7 @@ public struct UsageLedger: Sendable {
                 """
             )
             if rows.count == 1 {
+                try await UsageTotals.add([(accountID, entry)], on: connection)
                 try await UsageEvents.write(
                     credits: [(entry, nil, actor, reason)], accountID: accountID, locked: locked[accountID], catalogue: catalogue,
                     origin: .admin, now: now, on: connection)
@@ -146,36 +199,94 @@ public struct UsageLedger: Sendable {
         }
     }
 
-    /// Every stored entry of `accountID` (of `meter`, when given), oldest first.
-    static func entries(of accountID: String, meter: String?, on connection: Connection) async throws -> [UsageEntry] {
-        let rows = try await connection.preparedQuery(
+    /// The balance of every meter of the catalogue at `now` (from the stored period totals and the
+    /// timeline; one snapshot, nothing stored).
+    public func balances(of accountID: String, now: Date) async throws -> [UsageBalance] {
+        try await pool.withTransaction(isolation: .repeatableRead) { connection in
+            try await UsageTotals.balances(of: [accountID], meter: nil, catalogue: catalogue, now: now, storing: false, on: connection)[accountID] ?? []
+        }
+    }
+
+    /// Every meter's balance recomputed from every recorded entry and the timeline, without the
+    /// stored period totals (what reconcile and the tests hold the totals to). Reads the whole
+    /// ledger: an operator's and a test's tool, not a request's.
+    public func recomputedBalances(of accountID: String, now: Date) async throws -> [UsageBalance] {
+        try await pool.withTransaction(isolation: .repeatableRead) { connection in
+            try await Self.recomputedBalances(of: accountID, catalogue: catalogue, now: now, on: connection)
+        }
+    }
+
+    static func recomputedBalances(of accountID: String, catalogue: Catalogue, now: Date, on connection: Connection) async throws -> [UsageBalance] {
+        let recorded = try await connection.preparedQuery(
             """
             SELECT entry_id, meter, kind, units, at, period_end FROM usage_entries
-            WHERE account_id = \(accountID) AND (\(meter)::text IS NULL OR meter = \(meter))
-            ORDER BY at, entry_id
+            WHERE account_id = \(accountID) AND kind <> 'allowance'
+            """
+        ).map(Self.entry)
+        var transactions = TransactionLedger()
+        for row in try await connection.preparedQuery("SELECT aggregate FROM transactions WHERE account_id = \(accountID)") {
+            transactions.add(try row.decode(JSONColumn<TransactionAggregate>.self, at: 0).value)
+        }
+        let start = (try await historyStarts(of: [accountID], on: connection)[accountID] ?? now).addingTimeInterval(-UsagePolicy.clockSkew)
+        let allowances = UsageTimeline.allowances(catalogue: catalogue, transactions: transactions.unorderedAggregates, from: start, through: now)
+        return catalogue.meters.map { UsageBalance.compute(meter: $0.id, entries: recorded + allowances, now: now) }
+    }
+
+    /// A page of recorded entries of one meter, newest first.
+    public struct EntryPage: Sendable {
+        public var entries: [UsageEntry]
+        /// Where the next page starts (`nil`: this was the last).
+        public var next: EntryCursor?
+    }
+
+    /// A position in a meter's entries, newest first: the last entry of a page.
+    public struct EntryCursor: Sendable, Equatable {
+        public var meter: String
+        public var at: Date
+        public var entryID: String
+
+        public init(meter: String, at: Date, entryID: String) {
+            self.meter = meter
+            self.at = at
+            self.entryID = entryID
+        }
+    }
+
+    /// Up to `limit` recorded entries of `meter` of `accountID` dated in `[from, to)`, newest
+    /// first, after `cursor` when given. Reads only the page (index `usage_entries_by_time`).
+    public func entries(
+        of accountID: String, meter: String, from: Date, to: Date, limit: Int, after cursor: EntryCursor? = nil
+    ) async throws -> EntryPage {
+        let rows = try await pool.preparedQuery(
+            """
+            SELECT entry_id, meter, kind, units, at, period_end FROM usage_entries
+            WHERE account_id = \(accountID) AND meter = \(meter) AND kind <> 'allowance' AND at >= \(from) AND at < \(to)
+              AND (\(cursor?.at)::timestamptz IS NULL OR (at, entry_id) < (\(cursor?.at)::timestamptz, \(cursor?.entryID)::text))
+            ORDER BY at DESC, entry_id DESC
+            LIMIT \(Int64(limit + 1))
             """
         )
-        return try rows.map(Self.entry)
-    }
-
-    /// The balance of every meter of the catalogue at `now`.
-    public func balances(of accountID: String, now: Date) async throws -> [UsageBalance] {
-        let entries = try await entries(of: accountID, now: now)
-        return catalogue.meters.map { UsageBalance.compute(meter: $0.id, entries: entries, now: now) }
-    }
-
-    /// The stored entries of `accountID` (of `meter`, when given) plus the allowance of the
-    /// period containing `now`, resolved from the stored transactions: an account that nothing
-    /// has written an allowance for yet this period (no usage, no resolution) still shows it.
-    public func entries(of accountID: String, meter: String? = nil, now: Date) async throws -> [UsageEntry] {
-        try await pool.withConnection { connection in
-            let stored = try await Self.entries(of: accountID, meter: meter, on: connection)
-            guard !catalogue.meters.isEmpty else { return stored }
-            let state = Resolver.resolve(ledger: try await Self.transactions(of: accountID, on: connection), catalogue: catalogue, now: now)
-            let current = UsageAllowances.entries(for: state, catalogue: catalogue, now: now).filter { meter == nil || $0.meter == meter }
-            let storedIDs = Set(stored.map(Self.key))
-            return stored + current.filter { !storedIDs.contains(Self.key($0)) }
+        var entries = try rows.map(Self.entry)
+        var next: EntryCursor?
+        if entries.count > limit {
+            entries.removeLast(entries.count - limit)
+            if let last = entries.last { next = EntryCursor(meter: meter, at: last.at, entryID: last.id) }
         }
+        return EntryPage(entries: entries, next: next)
+    }
+
+    /// When each account's usage history starts: the first contact of its first device.
+    static func historyStarts(of accountIDs: [String], on connection: Connection) async throws -> [String: Date] {
+        var starts: [String: Date] = [:]
+        for row in try await connection.preparedQuery(
+            """
+            SELECT account_id, min(first_seen_at) FROM devices
+            WHERE account_id = ANY(\(accountIDs)::text[]) GROUP BY account_id
+            """
+        ) {
+            starts[try row.decode(String.self, at: 0)] = try row.decode(Date.self, at: 1)
+        }
+        return starts
     }
 
     /// Inserts `entries` that are not stored yet; returns the keys (meter, id) it inserted.
@@ -196,23 +307,17 @@ public struct UsageLedger: Sendable {
             RETURNING meter, entry_id
             """
         )
-        return Set(try rows.map { key(meter: try $0.decode(String.self, at: 0), id: try $0.decode(String.self, at: 1)) })
+        let inserted = Set(try rows.map { key(meter: try $0.decode(String.self, at: 0), id: try $0.decode(String.self, at: 1)) })
+        try await UsageTotals.add(entries.filter { inserted.contains(key($0)) }.map { (accountID, $0) }, on: connection)
+        return inserted
     }
 
-    /// The accounts whose ledger ``writeDerived(_:on:)`` added to.
-    struct Touched {
-        /// Accounts given a new allowance entry (a new period, or a new tier in one).
-        var allowances: Set<String> = []
-        /// Accounts given a new credit or refund.
-        var grants: Set<String> = []
-    }
-
-    /// Writes the entries that follow from the resolved accounts (allowances, consumables'
-    /// credits and refunds) in the resolving transaction; says which accounts got new ones.
-    static func writeDerived(_ entries: [(accountID: String, entries: [UsageEntry])], on connection: Connection) async throws -> Touched {
+    /// Writes the entries that follow from the resolved accounts (consumables' credits and
+    /// refunds) in the resolving transaction; returns the accounts that got new ones.
+    static func writeDerived(_ entries: [(accountID: String, entries: [UsageEntry])], on connection: Connection) async throws -> Set<String> {
         let flat = entries.flatMap { account in account.entries.map { (account.accountID, $0) } }
             .sorted { ($0.0, key($0.1)) < ($1.0, key($1.1)) }
-        guard !flat.isEmpty else { return Touched() }
+        guard !flat.isEmpty else { return [] }
         let rows = try await connection.preparedQuery(
             """
             INSERT INTO usage_entries (account_id, meter, entry_id, kind, units, at, period_end)
@@ -221,19 +326,14 @@ public struct UsageLedger: Sendable {
                 \(flat.map(\.1.kind.rawValue))::text[], \(flat.map { $0.1.units.map(Int64.init) })::bigint[],
                 \(flat.map(\.1.at))::timestamptz[], \(flat.map(\.1.periodEnd))::timestamptz[])
             ON CONFLICT (account_id, meter, entry_id) DO NOTHING
-            RETURNING account_id, kind
+            RETURNING account_id, meter, entry_id
             """
         )
-        var touched = Touched()
-        for row in rows {
-            let accountID = try row.decode(String.self, at: 0)
-            if try row.decode(String.self, at: 1) == UsageEntry.Kind.allowance.rawValue {
-                touched.allowances.insert(accountID)
-            } else {
-                touched.grants.insert(accountID)
-            }
-        }
-        return touched
+        var inserted: Set<[String]> = []
+        for row in rows { inserted.insert([try row.decode(String.self, at: 0), try row.decode(String.self, at: 1), try row.decode(String.self, at: 2)]) }
+        let new = flat.filter { inserted.contains([$0.0, $0.1.meter, $0.1.id]) }
+        try await UsageTotals.add(new.map { (accountID: $0.0, entry: $0.1) }, on: connection)
+        return Set(new.map(\.0))
     }
 
     /// An entry's identity in `usage_entries` (its key after the account): meter and id.
@@ -254,14 +354,6 @@ public struct UsageLedger: Sendable {
             byKey[key(entry)] = entry
         }
         return byKey
-    }
-
-    static func transactions(of accountID: String, on connection: Connection) async throws -> TransactionLedger {
-        var ledger = TransactionLedger()
-        for row in try await connection.preparedQuery("SELECT aggregate FROM transactions WHERE account_id = \(accountID)") {
-            ledger.add(try row.decode(JSONColumn<TransactionAggregate>.self, at: 0).value)
-        }
-        return ledger
     }
 
     static func entry(_ row: Row) throws -> UsageEntry {

@@ -34,10 +34,12 @@ struct Usage: AsyncParsableCommand {
         @OptionGroup var database: DatabaseOptions
         @Argument(help: "The account id.") var account: String
         @Option(help: "current (the period now) or all.") var period: String = "current"
+        @Option(help: "How many of the newest entries to show per meter (1-10000).") var limit: Int = 50
         @Flag(help: "Print machine-readable JSON instead of text.") var json = false
 
         func validate() throws {
             guard ["current", "all"].contains(period) else { throw ValidationError("--period must be current or all") }
+            guard (1...10_000).contains(limit) else { throw ValidationError("--limit must be 1 to 10000") }
         }
 
         struct Report: Encodable {
@@ -57,11 +59,14 @@ struct Usage: AsyncParsableCommand {
             let now = Date()
             let report = try await Operator.withPool(database, label: "subsync.usage") { pool in
                 let ledger = UsageLedger(pool: pool, catalogue: catalogue)
-                let entries = try await ledger.entries(of: account, now: now)
-                let balances = catalogue.meters.map { UsageBalance.compute(meter: $0.id, entries: entries, now: now) }
+                let balances = try await ledger.balances(of: account, now: now)
                 let holds = try await UsageHolds(pool: pool, catalogue: catalogue).open(of: account, now: now)
-                let shown = period == "all" ? entries : entries.filter { entry in
-                    balances.contains { $0.meter == entry.meter && $0.current.map { $0.start <= entry.at && entry.at < $0.end } == true }
+                // The newest entries of each meter, of its current period or of all.
+                var shown: [UsageEntry] = []
+                for balance in balances {
+                    let span = period == "all" ? (Date.distantPast, Date.distantFuture)
+                        : balance.current.map { ($0.start, $0.end) } ?? (now, now)
+                    shown += try await ledger.entries(of: account, meter: balance.meter, from: span.0, to: span.1, limit: limit).entries
                 }
                 return Report(accountID: account, balances: balances, holds: holds, entries: shown)
             }
@@ -83,7 +88,7 @@ struct Usage: AsyncParsableCommand {
             for hold in report.holds {
                 print("  \(hold.id.uuidString.lowercased())  \(hold.meter) \(hold.units)  device \(hold.deviceID)  expires \(Operator.time(hold.expiresAt))")
             }
-            print(period == "all" ? "entries:" : "entries of the current period:")
+            print(period == "all" ? "entries (newest first, at most \(limit) a meter):" : "entries of the current period (newest first, at most \(limit) a meter):")
             if report.entries.isEmpty { print("  (none)") }
             for entry in report.entries {
                 let units = entry.units.map(String.init) ?? "unlimited"
