@@ -15,8 +15,9 @@
 --   (SyncStore's UsageTotals), kept up to date by every insert, so a balance reads a row a period
 --   instead of every entry: a write costs the same at 100 and 100,000 entries. Created lazily
 --   from the entries (the first balance computed under the account's lock stores its rows).
--- * usage_entries_by_time: the entries of one account and meter in a span of time (a period's
---   sums when its row is created, a page of entries for the API).
+-- * usage_entries_by_time: the entries of one account and meter in a span of time, in the order
+--   the API pages them (time, then id): a period's sums when its row is created, and a page of
+--   entries read without sorting the period.
 --
 -- One DO block, each statement EXECUTEd on its own: Citus sends a DDL statement's text to the
 -- shards as it is and refuses several commands in one (sql/0019).
@@ -29,7 +30,7 @@ BEGIN
         || 'used bigint NOT NULL DEFAULT 0, rewards bigint NOT NULL DEFAULT 0, credits bigint NOT NULL DEFAULT 0, '
         || 'debits bigint NOT NULL DEFAULT 0, entries bigint NOT NULL DEFAULT 0, '
         || 'PRIMARY KEY (account_id, meter, period_start, period_end))';
-    EXECUTE 'CREATE INDEX IF NOT EXISTS usage_entries_by_time ON usage_entries (account_id, meter, at)';
+    EXECUTE 'CREATE INDEX IF NOT EXISTS usage_entries_by_time ON usage_entries (account_id, meter, at, entry_id)';
     EXECUTE 'INSERT INTO devices (account_id, device_id, first_seen_at, last_seen_at) '
         || 'SELECT account_id, device_id, min(at), max(recorded_at) FROM usage_entries '
         || 'WHERE kind = ''usage'' AND device_id IS NOT NULL GROUP BY account_id, device_id '

@@ -23,18 +23,7 @@ import Testing
 
     /// Whether something accepts TCP connections on 127.0.0.1:`port`.
     static func acceptsTCP(port: Int) -> Bool {
-        let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socketFD >= 0 else { return false }
-        defer { close(socketFD) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(socketFD, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
+        withLoopbackSocket(port: port) { descriptor, address, length in connect(descriptor, address, length) == 0 }
     }
 
     @Test(.timeLimit(.minutes(15)))

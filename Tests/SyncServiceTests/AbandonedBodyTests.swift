@@ -124,10 +124,11 @@ struct ServeProcess {
     let port = freeTCPPort()
     private let process = Process()
 
-    init() async throws {
+    /// `workers`: resolution workers of its own (none by default: the API only).
+    init(workers: Int = 0) async throws {
         let url = try #require(ProcessInfo.processInfo.environment["DATABASE_URL"], "run scripts/test")
         process.executableURL = ServeCommandTests.binary
-        process.arguments = ["serve", "--port", String(port), "--workers", "0", "--database-url", url]
+        process.arguments = ["serve", "--port", String(port), "--workers", String(workers), "--database-url", url]
         var environment = ProcessInfo.processInfo.environment
         environment["SUBSYNC_REQUIRE_SIGNED"] = "false"
         environment["SUBSYNC_DELIVERY_WORKERS"] = "0"

@@ -237,5 +237,19 @@ func httpStatus(_ url: String) async -> Int {
     return Int(String(decoding: data, as: UTF8.self)) ?? 0
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
-func freeTCPPort() -> Int { LocalServer.freePort() }
+/// A TCP port on 127.0.0.1 that was free a moment ago, chosen below the kernel's ephemeral range
+/// (32768-60999 here): a port the kernel hands out (to an outgoing connection, or to a bind to
+/// port 0) can be taken by anything between this choice and the server's bind, which on a busy
+/// core is a long moment; below the range only another test choosing the same way competes.
+func freeTCPPort() -> Int {
+    for _ in 0..<64 {
+        let port = Int.random(in: 20_000..<32_768)
+        if portIsFree(port) { return port }
+    }
+    return LocalServer.freePort()
+}
+
+/// Whether a TCP socket can be bound to `port` on 127.0.0.1 now.
+private func portIsFree(_ port: Int) -> Bool {
+    withLoopbackSocket(port: port) { descriptor, address, length in bind(descriptor, address, length) == 0 }
+}

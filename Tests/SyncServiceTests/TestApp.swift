@@ -95,9 +95,11 @@ struct TestEnvironment: Sendable {
         adMobKeys: AdMobKeys? = nil,
         adMobAdUnits: Set<String> = [],
         pollInterval: Duration = .milliseconds(200),
+        usagePolicy: UsagePolicy = .default,
         port: Int = 0
     ) -> some ApplicationProtocol {
         var configuration = ServiceConfiguration(port: port)
+        configuration.usagePolicy = usagePolicy
         configuration.requireSigned = requireSigned
         configuration.accountBinding = binding
         configuration.adMobAdUnits = adMobAdUnits

@@ -1,6 +1,9 @@
 import Dispatch
 import Foundation
 import Postgres
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension TestDatabase {
     /// Opens a connection to the test server, runs `body`, and closes it whatever happens.
@@ -58,4 +61,19 @@ public func thrownError(_ body: () async throws -> Void) async -> (any Error)? {
 public func secondsSince(_ start: ContinuousClock.Instant) -> Double {
     let elapsed = ContinuousClock.now - start
     return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+}
+
+/// Runs `body` on a new TCP socket with the address 127.0.0.1:`port` (closed afterwards); false
+/// when no socket could be made.
+public func withLoopbackSocket(port: Int, _ body: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool) -> Bool {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { return false }
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { body(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
 }

@@ -9,10 +9,14 @@ connection: POST /usage of one entry, a hold (reserve) and its settle, and GET /
 period, first page). It prints the median (p50) and p90 of each at each size and the ratio of the
 largest size's p50 to the smallest's.
 
-Usage: usage_cost.py URL ADMIN_KEY DATABASE_URL [SIZES...]   (default sizes 100 10000 100000)
+Every account is given a billion minutes of credit first (`subsync credits adjust`), so no hold
+is refused whatever the history used.
+
+Usage: usage_cost.py URL ADMIN_KEY DATABASE_URL SUBSYNC_BINARY [SIZES...]   (default sizes 100 10000 100000)
 """
 import http.client
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -21,8 +25,8 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from urllib.parse import urlparse
 
-url, admin_key, database_url = sys.argv[1], sys.argv[2], sys.argv[3]
-sizes = [int(s) for s in sys.argv[4:]] or [100, 10_000, 100_000]
+url, admin_key, database_url, binary = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+sizes = [int(s) for s in sys.argv[5:]] or [100, 10_000, 100_000]
 REQUESTS = 60
 parsed = urlparse(url)
 connection = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=120)
@@ -55,6 +59,8 @@ for size in sizes:
     now = datetime.now(timezone.utc)
     psql(f"INSERT INTO devices (account_id, device_id, first_seen_at, last_seen_at) "
          f"VALUES ('{account}', 'phone', now() - interval '88 days', now() - interval '88 days')")
+    subprocess.run([binary, "credits", "adjust", "--account", account, "--units", "1000000000", "--reason", "bench"],
+                   check=True, stdout=subprocess.DEVNULL, env={**os.environ, "DATABASE_URL": database_url})
     written = 0
     started = time.perf_counter()
     while written < size:

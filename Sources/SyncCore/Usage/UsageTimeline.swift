@@ -71,6 +71,7 @@ public enum UsageTimeline {
         var natural: UsagePeriod?
         var t = min(start, now)
         var nextChange = 0
+        var reachedNow = false
         for _ in 0..<maximumSteps {
             let state = Resolver.resolve(
                 transactions: asOf(t, tiered, replacements: replacements), catalogue: catalogue, now: t)
@@ -90,8 +91,21 @@ public enum UsageTimeline {
             var next = current.end
             if let transition = state.nextTransitionAt, transition > t { next = min(next, transition) }
             if nextChange < changes.count { next = min(next, changes[nextChange]) }
-            guard next <= now, next > t else { break }
+            guard next <= now, next > t else {
+                reachedNow = true
+                break
+            }
             t = next
+        }
+        if !reachedNow {
+            // Past the step bound (absurd inputs only), the timeline still reaches `now`: the
+            // period in force at `now` closes it, so no later period is lost.
+            let state = Resolver.resolve(transactions: asOf(now, tiered, replacements: replacements), catalogue: catalogue, now: now)
+            let (current, tier) = UsageAllowances.period(of: meter, for: state, catalogue: catalogue, at: now)
+            let allowance = meter.allowance(tierRank: catalogue.tier(id: tier)?.rank ?? 0)
+            if let last = result.indices.last { result[last].period.end = t }
+            if let last = result.last, last.period.end <= last.period.start { result.removeLast() }
+            result.append(Period(period: UsagePeriod(start: result.last?.period.end ?? current.start, end: current.end), tier: tier, allowance: allowance))
         }
         return result
     }

@@ -134,7 +134,13 @@ struct UsageController: Sendable {
             }
             let at = (settlement.at ?? now).roundedToMicroseconds
             try UsageLimits.check(time: at, now: now, policy: policy, field: "at")
-            let hold = try await Self.mapHoldErrors { try await holds.settle(accountID: accountID, holdID: holdID, units: settlement.units, at: at, now: now) }
+            let hold: UsageHolds.Hold
+            do {
+                hold = try await Self.mapHoldErrors { try await holds.settle(accountID: accountID, holdID: holdID, units: settlement.units, at: at, now: now) }
+            } catch let full as UsageLedger.PeriodFull {
+                throw APIError(.unprocessableContent, code: "period_full",
+                               message: "this account already has \(full.maximum) \(full.meter) entries in the period \(RFC3339.format(full.period.start)) – \(RFC3339.format(full.period.end)) (SUBSYNC_USAGE_MAX_ENTRIES_PER_PERIOD); the hold stays open")
+            }
             return try JSONResponse.make(SettledBody(hold: hold, usage: try await views(of: accountID, now: now)))
         }
         usage.delete("holds/:hold_id") { request, context in
@@ -252,7 +258,11 @@ struct UsageController: Sendable {
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         guard let data = Data(base64Encoded: base64), let decoded = String(data: data, encoding: .utf8) else { throw invalid }
         let parts = decoded.split(separator: "\u{0}", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, let micros = Int64(parts[1]), !parts[0].isEmpty, !parts[2].isEmpty else { throw invalid }
+        // A time the service can have given: 1970 to 9999 (anything else is not a cursor of ours,
+        // and PostgreSQL refuses dates far outside it).
+        guard parts.count == 3, let micros = Int64(parts[1]), (0...253_402_300_799_999_999).contains(micros), !parts[0].isEmpty,
+            !parts[2].isEmpty
+        else { throw invalid }
         return UsageLedger.EntryCursor(
             meter: String(parts[0]), at: Date(timeIntervalSince1970: Double(micros) / 1_000_000), entryID: String(parts[2]))
     }

@@ -141,9 +141,8 @@ public struct Reconciler: Sendable {
             }
             for accountID in drifted {
                 guard let keys = inspections[accountID]?.driftedTotals, !keys.isEmpty else { continue }
-                try await UsageTotals.store(
-                    try await UsageTotals.sums(of: accountID, spans: keys, on: connection).map { ($0.key, $0.value) }, removing: [],
-                    of: accountID, on: connection)
+                let summed = try await UsageTotals.sums(of: accountID, spans: keys, on: connection)
+                try await UsageTotals.store(keys.map { ($0, summed[$0] ?? UsageSums()) }, removing: [], of: accountID, on: connection)
             }
             let outcome = try await engine.resolve(
                 accounts: drifted, replacingAggregatesWith: ledgers, reportCounts: counts, origin: .reconcile, on: connection)
@@ -350,11 +349,11 @@ public struct Reconciler: Sendable {
             if let rows = storedTotals[accountID], !rows.isEmpty {
                 let summed = try await UsageTotals.sums(of: accountID, spans: Array(rows.keys), on: connection)
                 for (key, sums) in rows.sorted(by: { ($0.key.meter, $0.key.start) < ($1.key.meter, $1.key.start) })
-                where summed[key] != sums {
+                where (summed[key] ?? UsageSums()) != sums {
                     inspection.driftedTotals.append(key)
                     differences.append(Difference(
                         accountID: accountID, scope: .usage, field: "usage_totals.\(key.meter).\(RFC3339.format(key.start))",
-                        stored: Self.describe(sums), recomputed: summed[key].map(Self.describe)))
+                        stored: Self.describe(sums), recomputed: Self.describe(summed[key] ?? UsageSums())))
                 }
             }
             inspection.differences = differences

@@ -106,10 +106,18 @@ public struct UsageHolds: Sendable {
             guard at.addingTimeInterval(0.000_001) >= hold.createdAt, at <= now.addingTimeInterval(0.000_001) else {
                 throw HoldError.timeOutsideHold(createdAt: hold.createdAt)
             }
-            // `hold:` ids cannot be written by devices (theirs are `usage:<device>:<id>`).
-            let usage = UsageEntry(id: "hold:\(holdID.uuidString.lowercased())", meter: hold.meter, kind: .usage, units: units, at: at)
-            guard try await UsageLedger.write([usage], accountID: accountID, deviceID: hold.deviceID, on: connection).count == 1 else {
-                throw HoldError.ended(.settled)
+            // `hold:` ids cannot be written by devices (theirs are `usage:<device>:<id>`). A call
+            // that used nothing writes no entry (an entry of 0 units would only fill the period).
+            if units > 0 {
+                let usage = UsageEntry(id: "hold:\(holdID.uuidString.lowercased())", meter: hold.meter, kind: .usage, units: units, at: at)
+                guard try await UsageLedger.write([usage], accountID: accountID, deviceID: hold.deviceID, on: connection).count == 1 else {
+                    throw HoldError.ended(.settled)
+                }
+                if let full = try await UsageLedger.fullPeriod(
+                    of: accountID, receiving: [usage], maximum: policy.maximumEntriesPerPeriod, on: connection)
+                {
+                    throw full
+                }
             }
             try await connection.preparedQuery(
                 """

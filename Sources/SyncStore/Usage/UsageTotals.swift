@@ -169,7 +169,8 @@ enum UsageTotals {
     }
 
     /// The sums of `accountID`'s recorded entries in each of `spans`, from the entries (one
-    /// statement; the index `usage_entries_by_time` reads only the entries in the spans).
+    /// statement, a single-shard one on Citus; the index `usage_entries_by_time` reads only the
+    /// entries in the spans). A span without entries has no row: zero.
     static func sums(of accountID: String, spans: [StoredKey], on connection: Connection) async throws -> [StoredKey: UsageSums] {
         guard !spans.isEmpty else { return [:] }
         let rows = try await connection.preparedQuery(
@@ -182,10 +183,10 @@ enum UsageTotals {
                    COALESCE(sum(abs(u.units)) FILTER (
                        WHERE u.kind = 'credit_revoked' OR (u.kind = 'adjustment' AND u.units < 0)), 0)::bigint,
                    count(u.entry_id)::bigint
-            FROM unnest(\(spans.map(\.meter))::text[], \(spans.map(\.start))::timestamptz[], \(spans.map(\.end))::timestamptz[])
-                 WITH ORDINALITY AS p(m, s, e, i)
-            LEFT JOIN usage_entries u
-                   ON u.account_id = \(accountID) AND u.meter = p.m AND u.at >= p.s AND u.at < p.e AND u.kind <> 'allowance'
+            FROM usage_entries u,
+                 unnest(\(spans.map(\.meter))::text[], \(spans.map(\.start))::timestamptz[], \(spans.map(\.end))::timestamptz[])
+                     WITH ORDINALITY AS p(m, s, e, i)
+            WHERE u.account_id = \(accountID) AND u.meter = p.m AND u.at >= p.s AND u.at < p.e AND u.kind <> 'allowance'
             GROUP BY p.i
             """
         )
