@@ -112,15 +112,11 @@ enum RandomLedger {
                     for entry in unique.values where contains(entry.at) { sums.add(entry) }
                     return sums
                 }
-                var periods = timeline.map { period in
+                let periods = timeline.map { period in
                     UsageBalance.PeriodSums(period: period.period, allowance: period.allowance, sums: sums(period.period.contains))
                 }
-                let before = sums { $0 < first }
-                let after = sums { $0 >= last }
-                periods[0].sums = periods[0].sums + UsageSums(rewards: before.rewards, credits: before.credits, debits: before.debits)
                 let settled = UsageBalance.settle(
-                    meter: "minutes", periods: periods, unallocatedUse: before.used + after.used,
-                    trailing: UsageSums(rewards: after.rewards, credits: after.credits, debits: after.debits), now: now)
+                    meter: "minutes", timeline: periods, before: sums { $0 < first }, after: sums { $0 >= last }, now: now)
                 #expect(settled == reference, "seed \(seed) at \(now)")
             }
         }
@@ -285,7 +281,9 @@ enum RandomLedger {
 /// Which allowance entry the resolved state gives.
 @Suite struct UsageAllowanceTests {
     func allowance(_ reports: [Report], at now: Date) -> UsageEntry? {
-        UsageAllowances.entries(for: resolve(reports, at: now), catalogue: .default, now: now).first
+        guard let meter = Catalogue.default.meters.first else { return nil }
+        let (period, tier, units) = UsageAllowances.period(of: meter, for: resolve(reports, at: now), catalogue: .default, at: now)
+        return .allowance(meter: meter.id, tier: tier, units: units, period: period)
     }
 
     @Test func aMonthlySubscriptionResetsOnItsRenewalDay() {

@@ -15,20 +15,11 @@ import Foundation
 ///   ended (an expiry or a revocation in the same month), so a lapse starts a free period instead
 ///   of reaching back into the paid one.
 public enum UsageAllowances {
-    /// The allowance entries for `state` at `now`, one per meter of `catalogue`: the period
-    /// containing `now` as the rules above give it, uncut (``UsageTimeline`` lays these periods
-    /// end to end over an account's history).
-    public static func entries(for state: AccountState, catalogue: Catalogue, now: Date) -> [UsageEntry] {
-        catalogue.meters.map { meter in
-            let (period, tier) = period(of: meter, for: state, catalogue: catalogue, at: now)
-            let rank = catalogue.tier(id: tier)?.rank ?? 0
-            return .allowance(meter: meter.id, tier: tier, units: meter.allowance(tierRank: rank), period: period)
-        }
-    }
-
-    /// The period of `meter` containing `now` for an account in `state` (resolved at `now`), and
-    /// the tier whose allowance it has.
-    public static func period(of meter: Meter, for state: AccountState, catalogue: Catalogue, at now: Date) -> (UsagePeriod, tier: String) {
+    /// The period of `meter` containing `now` for an account in `state` (resolved at `now`), the
+    /// tier whose allowance it has, and that allowance.
+    public static func period(
+        of meter: Meter, for state: AccountState, catalogue: Catalogue, at now: Date
+    ) -> (period: UsagePeriod, tier: String, allowance: LimitValue) {
         let source = state.entitlements
             .filter { $0.isActive && $0.tier == state.tier }
             .max { ($0.expiresAt ?? .distantPast, $0.id) < ($1.expiresAt ?? .distantPast, $1.id) }
@@ -49,6 +40,6 @@ public enum UsageAllowances {
             if let lastPaidEnd { calendar.start = max(calendar.start, lastPaidEnd) }
             period = calendar
         }
-        return (period, state.tier)
+        return (period, state.tier, meter.allowance(tierRank: catalogue.tier(id: state.tier)?.rank ?? 0))
     }
 }

@@ -127,6 +127,18 @@ public struct UsageBalance: Sendable, Hashable, Codable {
         }
     }
 
+    /// The spending rule over a timeline (periods laid end to end, as ``UsageTimeline`` gives
+    /// them) with the sums of the entries in each period, before the first (`before`) and from the
+    /// end of the last (`after`): grants before the first period join its pools, and usage outside
+    /// every period is spent after them all, as ``compute(meter:entries:now:)`` places them.
+    public static func settle(meter: String, timeline: [PeriodSums], before: UsageSums, after: UsageSums, now: Date) -> UsageBalance {
+        var periods = timeline
+        var trailing = UsageSums(rewards: after.rewards, credits: after.credits, debits: after.debits)
+        let early = UsageSums(rewards: before.rewards, credits: before.credits, debits: before.debits)
+        if periods.isEmpty { trailing = trailing + early } else { periods[0].sums = periods[0].sums + early }
+        return settle(meter: meter, periods: periods, unallocatedUse: before.used + after.used, trailing: trailing, now: now)
+    }
+
     /// The spending rule (4. and 5. above) over periods given with the sums of their entries,
     /// sorted by (start, end): each period's rewards and credits join the pools, its usage is
     /// spent from its allowance, then rewards, then credits, the rest is overage, then its debits

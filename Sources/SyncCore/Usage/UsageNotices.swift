@@ -69,6 +69,13 @@ public enum UsageNotices {
         var changed: [UsagePeriodMarks] = []
         let periods = Set(balance.periods.map { UsagePeriod(start: $0.start, end: $0.end) })
 
+        // A mark whose announced totals stand again: no revision is due any more.
+        func settle(_ mark: UsagePeriodMarks) {
+            guard mark.revisionDue else { return }
+            var settled = mark
+            settled.revisionDue = false
+            changed.append(settled)
+        }
         // A closed period's announcement of `totals`, or (not announcing revisions) its mark due.
         func announce(_ totals: UsageBalance.Period, mark before: UsagePeriodMarks) {
             var mark = before
@@ -94,12 +101,7 @@ public enum UsageNotices {
             guard period.used > 0 || marks[key] != nil else { continue }
             let mark = marks[key] ?? UsagePeriodMarks(meter: meter.id, period: key)
             if mark.closedRevision > 0 && mark.closedTotals == period {
-                // Announced as it stands: a revision marked due is no longer needed.
-                if mark.revisionDue {
-                    var settled = mark
-                    settled.revisionDue = false
-                    changed.append(settled)
-                }
+                settle(mark)
                 continue
             }
             announce(period, mark: mark)
@@ -111,11 +113,7 @@ public enum UsageNotices {
         for mark in marks.values.sorted(by: { $0.period < $1.period }) where !periods.contains(mark.period) {
             if mark.closedRevision > 0 {
                 guard let totals = mark.closedTotals, totals.used > 0 || totals.overage > 0 else {
-                    if mark.revisionDue {
-                        var settled = mark
-                        settled.revisionDue = false
-                        changed.append(settled)
-                    }
+                    settle(mark)
                     continue
                 }
                 announce(

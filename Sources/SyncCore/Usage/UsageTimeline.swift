@@ -67,16 +67,20 @@ public enum UsageTimeline {
         }
         changes.sort()
 
+        // The account as it stood at `t`, and the allowance period in force then.
+        func standing(at t: Date) -> (state: AccountState, period: UsagePeriod, tier: String, allowance: LimitValue) {
+            let state = Resolver.resolve(transactions: asOf(t, tiered, replacements: replacements), catalogue: catalogue, now: t)
+            let (period, tier, allowance) = UsageAllowances.period(of: meter, for: state, catalogue: catalogue, at: t)
+            return (state, period, tier, allowance)
+        }
+
         var result: [Period] = []
         var natural: UsagePeriod?
         var t = min(start, now)
         var nextChange = 0
         var reachedNow = false
         for _ in 0..<maximumSteps {
-            let state = Resolver.resolve(
-                transactions: asOf(t, tiered, replacements: replacements), catalogue: catalogue, now: t)
-            let (current, tier) = UsageAllowances.period(of: meter, for: state, catalogue: catalogue, at: t)
-            let allowance = meter.allowance(tierRank: catalogue.tier(id: tier)?.rank ?? 0)
+            let (state, current, tier, allowance) = standing(at: t)
             if let last = result.indices.last, natural == current {
                 if allowance > result[last].allowance {
                     result[last].allowance = allowance
@@ -100,9 +104,7 @@ public enum UsageTimeline {
         if !reachedNow {
             // Past the step bound (absurd inputs only), the timeline still reaches `now`: the
             // period in force at `now` closes it, so no later period is lost.
-            let state = Resolver.resolve(transactions: asOf(now, tiered, replacements: replacements), catalogue: catalogue, now: now)
-            let (current, tier) = UsageAllowances.period(of: meter, for: state, catalogue: catalogue, at: now)
-            let allowance = meter.allowance(tierRank: catalogue.tier(id: tier)?.rank ?? 0)
+            let (_, current, tier, allowance) = standing(at: now)
             if let last = result.indices.last { result[last].period.end = t }
             if let last = result.last, last.period.end <= last.period.start { result.removeLast() }
             result.append(Period(period: UsagePeriod(start: result.last?.period.end ?? current.start, end: current.end), tier: tier, allowance: allowance))

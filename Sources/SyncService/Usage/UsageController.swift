@@ -40,8 +40,7 @@ struct UsageController: Sendable {
                 throw APIError(.conflict, code: "usage_conflict",
                                message: "usage id \"\(conflict.usageID.split(separator: ":").last ?? "")\" of this device is already stored with other units or another time; nothing was stored")
             } catch let full as UsageLedger.PeriodFull {
-                throw APIError(.unprocessableContent, code: "period_full",
-                               message: "this account already has \(full.maximum) \(full.meter) entries in the period \(RFC3339.format(full.period.start)) – \(RFC3339.format(full.period.end)) (SUBSYNC_USAGE_MAX_ENTRIES_PER_PERIOD); nothing was stored")
+                throw Self.periodFull(full, outcome: "nothing was stored")
             } catch let early as UsageLedger.BeforeFirstContact {
                 throw APIError(.unprocessableContent, code: "before_first_contact",
                                message: "usage[\(early.index)].at is before this device first reached the service (\(RFC3339.format(early.firstContact)), less \(Int(UsagePolicy.clockSkew / 60)) minutes of clock skew); usage cannot be dated before it; nothing was stored")
@@ -138,8 +137,7 @@ struct UsageController: Sendable {
             do {
                 hold = try await Self.mapHoldErrors { try await holds.settle(accountID: accountID, holdID: holdID, units: settlement.units, at: at, now: now) }
             } catch let full as UsageLedger.PeriodFull {
-                throw APIError(.unprocessableContent, code: "period_full",
-                               message: "this account already has \(full.maximum) \(full.meter) entries in the period \(RFC3339.format(full.period.start)) – \(RFC3339.format(full.period.end)) (SUBSYNC_USAGE_MAX_ENTRIES_PER_PERIOD); the hold stays open")
+                throw Self.periodFull(full, outcome: "the hold stays open")
             }
             return try JSONResponse.make(SettledBody(hold: hold, usage: try await views(of: accountID, now: now)))
         }
@@ -150,6 +148,13 @@ struct UsageController: Sendable {
             let hold = try await Self.mapHoldErrors { try await holds.release(accountID: accountID, holdID: holdID, now: clock.now()) }
             return try JSONResponse.make(SettledBody(hold: hold, usage: try await views(of: accountID, now: clock.now())))
         }
+    }
+
+    /// `422 period_full`: the account's entries in a period are at the bound; `outcome` says what
+    /// became of the request.
+    static func periodFull(_ full: UsageLedger.PeriodFull, outcome: String) -> APIError {
+        APIError(.unprocessableContent, code: "period_full",
+                 message: "this account already has \(full.maximum) \(full.meter) entries in the period \(RFC3339.format(full.period.start)) – \(RFC3339.format(full.period.end)) (SUBSYNC_USAGE_MAX_ENTRIES_PER_PERIOD); \(outcome)")
     }
 
     static func holdID(_ context: SubsyncRequestContext) throws -> UUID {

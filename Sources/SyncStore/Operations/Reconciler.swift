@@ -285,10 +285,9 @@ public struct Reconciler: Sendable {
         let storedCredits = try await ResolutionEngine.storedCreditEntries(of: accounts, on: connection)
         let storedAllowances = try await Self.storedAllowances(of: accounts, on: connection)
         let storedTotals = try await UsageTotals.rows(of: accounts, on: connection)
-        let historyStarts = storedAllowances.isEmpty ? [:] : try await UsageLedger.historyStarts(of: accounts, on: connection)
-
         let decoder = JSONDecoder.postgres
         let now = clock.now()
+        let timelineStarts = storedAllowances.isEmpty ? [:] : try await UsageLedger.timelineStarts(of: accounts, now: now, on: connection)
         for accountID in accounts {
             var inspection = inspections[accountID] ?? Inspection()
             var differences: [Difference] = []
@@ -329,7 +328,7 @@ public struct Reconciler: Sendable {
             // tier the timeline the balance uses does not have (an allowance written as the account
             // was known when usage arrived). Nothing reads them any more; repair removes them.
             if let recorded = storedAllowances[accountID], !recorded.isEmpty {
-                let start = (historyStarts[accountID] ?? now).addingTimeInterval(-UsagePolicy.clockSkew)
+                let start = timelineStarts[accountID] ?? now
                 let justified = Set(catalogue.meters.flatMap { meter in
                     UsageTimeline.periods(meter: meter, catalogue: catalogue, transactions: aggregates, from: start, through: now)
                         .map { AllowanceKey(meter: meter.id, start: $0.period.start, end: $0.period.end, units: $0.allowance) }

@@ -110,14 +110,9 @@ public struct UsageHolds: Sendable {
             // that used nothing writes no entry (an entry of 0 units would only fill the period).
             if units > 0 {
                 let usage = UsageEntry(id: "hold:\(holdID.uuidString.lowercased())", meter: hold.meter, kind: .usage, units: units, at: at)
-                guard try await UsageLedger.write([usage], accountID: accountID, deviceID: hold.deviceID, on: connection).count == 1 else {
-                    throw HoldError.ended(.settled)
-                }
-                if let full = try await UsageLedger.fullPeriod(
-                    of: accountID, receiving: [usage], maximum: policy.maximumEntriesPerPeriod, on: connection)
-                {
-                    throw full
-                }
+                let written = try await UsageLedger.write(
+                    [usage], accountID: accountID, deviceID: hold.deviceID, maximumPerPeriod: policy.maximumEntriesPerPeriod, on: connection)
+                guard written.count == 1 else { throw HoldError.ended(.settled) }
             }
             try await connection.preparedQuery(
                 """

@@ -55,11 +55,8 @@ public struct UsageLedger: Sendable {
             }
             // Every period's row exists before the insert adds to it, so the bound below is exact.
             _ = try await UsageTotals.balances(of: [accountID], meter: nil, catalogue: catalogue, now: now, storing: true, on: connection)
-            let inserted = try await Self.write(usage, accountID: accountID, deviceID: device.id, on: connection)
-            let added = usage.filter { inserted.contains(Self.key($0)) }
-            if let full = try await Self.fullPeriod(of: accountID, receiving: added, maximum: policy.maximumEntriesPerPeriod, on: connection) {
-                throw full
-            }
+            let inserted = try await Self.write(
+                usage, accountID: accountID, deviceID: device.id, maximumPerPeriod: policy.maximumEntriesPerPeriod, on: connection)
             let duplicates = usage.filter { !inserted.contains(Self.key($0)) }
             if !duplicates.isEmpty {
                 let stored = try await Self.entries(of: accountID, ids: duplicates.map(\.id), on: connection)
@@ -223,12 +220,9 @@ public struct UsageLedger: Sendable {
             WHERE account_id = \(accountID) AND kind <> 'allowance'
             """
         ).map(Self.entry)
-        var transactions = TransactionLedger()
-        for row in try await connection.preparedQuery("SELECT aggregate FROM transactions WHERE account_id = \(accountID)") {
-            transactions.add(try row.decode(JSONColumn<TransactionAggregate>.self, at: 0).value)
-        }
-        let start = (try await historyStarts(of: [accountID], on: connection)[accountID] ?? now).addingTimeInterval(-UsagePolicy.clockSkew)
-        let allowances = UsageTimeline.allowances(catalogue: catalogue, transactions: transactions.unorderedAggregates, from: start, through: now)
+        let transactions = try await transactionLedgers(of: [accountID], on: connection)[accountID]?.unorderedAggregates ?? []
+        let start = try await timelineStarts(of: [accountID], now: now, on: connection)[accountID] ?? now
+        let allowances = UsageTimeline.allowances(catalogue: catalogue, transactions: transactions, from: start, through: now)
         return catalogue.meters.map { UsageBalance.compute(meter: $0.id, entries: recorded + allowances, now: now) }
     }
 
@@ -275,23 +269,41 @@ public struct UsageLedger: Sendable {
         return EntryPage(entries: entries, next: next)
     }
 
-    /// When each account's usage history starts: the first contact of its first device.
-    static func historyStarts(of accountIDs: [String], on connection: Connection) async throws -> [String: Date] {
-        var starts: [String: Date] = [:]
+    /// Where each account's allowance timeline starts: the first contact of its first device,
+    /// less the clock skew (usage may be dated that early); `now` less the skew for an account
+    /// without devices. Every account of `accountIDs` has one.
+    static func timelineStarts(of accountIDs: [String], now: Date, on connection: Connection) async throws -> [String: Date] {
+        var firstContacts: [String: Date] = [:]
         for row in try await connection.preparedQuery(
             """
             SELECT account_id, min(first_seen_at) FROM devices
             WHERE account_id = ANY(\(accountIDs)::text[]) GROUP BY account_id
             """
         ) {
-            starts[try row.decode(String.self, at: 0)] = try row.decode(Date.self, at: 1)
+            firstContacts[try row.decode(String.self, at: 0)] = try row.decode(Date.self, at: 1)
         }
-        return starts
+        return Dictionary(accountIDs.map { ($0, (firstContacts[$0] ?? now).addingTimeInterval(-UsagePolicy.clockSkew)) }, uniquingKeysWith: { first, _ in first })
     }
 
-    /// Inserts `entries` that are not stored yet; returns the keys (meter, id) it inserted.
+    /// The stored transaction aggregates of each of `accountIDs` (what the timeline is derived from).
+    static func transactionLedgers(of accountIDs: [String], on connection: Connection) async throws -> [String: TransactionLedger] {
+        var ledgers: [String: TransactionLedger] = [:]
+        for row in try await connection.preparedQuery(
+            "SELECT account_id, aggregate FROM transactions WHERE account_id = ANY(\(accountIDs)::text[])"
+        ) {
+            ledgers[try row.decode(String.self, at: 0), default: TransactionLedger()].add(
+                try row.decode(JSONColumn<TransactionAggregate>.self, at: 1).value)
+        }
+        return ledgers
+    }
+
+    /// Inserts `entries` that are not stored yet, adds them to the stored period totals, and
+    /// returns the keys (meter, id) it inserted. With `maximumPerPeriod`, throws ``PeriodFull``
+    /// when the new entries take a period past it (the caller's transaction then rolls back).
     @discardableResult
-    static func write(_ unsorted: [UsageEntry], accountID: String, deviceID: String?, on connection: Connection) async throws -> Set<String> {
+    static func write(
+        _ unsorted: [UsageEntry], accountID: String, deviceID: String?, maximumPerPeriod: Int? = nil, on connection: Connection
+    ) async throws -> Set<String> {
         guard !unsorted.isEmpty else { return [] }
         // In key order, so that two writers of overlapping entries take their locks in one order.
         let entries = unsorted.sorted { key($0) < key($1) }
@@ -308,7 +320,11 @@ public struct UsageLedger: Sendable {
             """
         )
         let inserted = Set(try rows.map { key(meter: try $0.decode(String.self, at: 0), id: try $0.decode(String.self, at: 1)) })
-        try await UsageTotals.add(entries.filter { inserted.contains(key($0)) }.map { (accountID, $0) }, on: connection)
+        let added = entries.filter { inserted.contains(key($0)) }
+        try await UsageTotals.add(added.map { (accountID, $0) }, on: connection)
+        if let maximumPerPeriod, let full = try await fullPeriod(of: accountID, receiving: added, maximum: maximumPerPeriod, on: connection) {
+            throw full
+        }
         return inserted
     }
 

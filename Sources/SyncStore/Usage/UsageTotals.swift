@@ -2,7 +2,7 @@ import Foundation
 import Postgres
 import SyncCore
 
-/// Balances from stored per-period totals (`usage_totals`, sql/0037; docs/USAGE.md "Cost"): a
+/// Balances from stored per-period totals (`usage_totals`, sql/0036; docs/USAGE.md "Cost"): a
 /// balance, a write, a hold or a read costs the same at 100 and at 100,000 entries.
 ///
 /// A row holds the ``UsageSums`` of one account's recorded entries of one meter in `[start, end)`.
@@ -70,19 +70,13 @@ enum UsageTotals {
         let metered = meter.map { id in catalogue.meters.filter { $0.id == id } } ?? catalogue.meters
         guard !accountIDs.isEmpty, !metered.isEmpty else { return [:] }
         let accounts = Array(Set(accountIDs)).sorted()
-        var transactions: [String: TransactionLedger] = [:]
-        for row in try await connection.preparedQuery(
-            "SELECT account_id, aggregate FROM transactions WHERE account_id = ANY(\(accounts)::text[])"
-        ) {
-            transactions[try row.decode(String.self, at: 0), default: TransactionLedger()].add(
-                try row.decode(JSONColumn<TransactionAggregate>.self, at: 1).value)
-        }
-        let starts = try await UsageLedger.historyStarts(of: accounts, on: connection)
+        let transactions = try await UsageLedger.transactionLedgers(of: accounts, on: connection)
+        let starts = try await UsageLedger.timelineStarts(of: accounts, now: now, on: connection)
         let stored = try await rows(of: accounts, meter: meter, on: connection)
 
         var balances: [String: [UsageBalance]] = [:]
         for accountID in accounts {
-            let start = (starts[accountID] ?? now).addingTimeInterval(-UsagePolicy.clockSkew)
+            let start = starts[accountID] ?? now
             let aggregates = transactions[accountID]?.unorderedAggregates ?? []
             var timelines: [(meter: Meter, periods: [UsageTimeline.Period])] = []
             // The spans summed from the entries: periods without a row, and before and after
@@ -108,20 +102,15 @@ enum UsageTotals {
             }
             for (meter, periods) in timelines {
                 guard let first = periods.first, let last = periods.last else { continue }
-                var sums = periods.map { period in
-                    stored[accountID]?[StoredKey(meter: meter.id, period.period)] ?? summed[StoredKey(meter: meter.id, period.period)] ?? UsageSums()
+                let timeline = periods.map { period in
+                    let key = StoredKey(meter: meter.id, period.period)
+                    return UsageBalance.PeriodSums(
+                        period: period.period, allowance: period.allowance, sums: stored[accountID]?[key] ?? summed[key] ?? UsageSums())
                 }
-                let before = summed[StoredKey(meter: meter.id, start: .distantPast, end: first.period.start)] ?? UsageSums()
-                let after = summed[StoredKey(meter: meter.id, start: last.period.end, end: .distantFuture)] ?? UsageSums()
-                // Grants before the first period join its pools; usage outside every period is spent
-                // after them all (UsageBalance.compute does the same from the entries).
-                sums[0] = sums[0] + UsageSums(rewards: before.rewards, credits: before.credits, debits: before.debits)
-                let balance = UsageBalance.settle(
-                    meter: meter.id,
-                    periods: zip(periods, sums).map { UsageBalance.PeriodSums(period: $0.period, allowance: $0.allowance, sums: $1) },
-                    unallocatedUse: before.used + after.used,
-                    trailing: UsageSums(rewards: after.rewards, credits: after.credits, debits: after.debits), now: now)
-                balances[accountID, default: []].append(balance)
+                balances[accountID, default: []].append(UsageBalance.settle(
+                    meter: meter.id, timeline: timeline,
+                    before: summed[StoredKey(meter: meter.id, start: .distantPast, end: first.period.start)] ?? UsageSums(),
+                    after: summed[StoredKey(meter: meter.id, start: last.period.end, end: .distantFuture)] ?? UsageSums(), now: now))
             }
         }
         return balances
