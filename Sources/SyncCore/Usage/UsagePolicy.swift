@@ -32,5 +32,17 @@ public struct UsagePolicy: Sendable, Equatable {
     /// disagree by a few minutes).
     public static let clockSkew: TimeInterval = 5 * 60
 
+    /// How long after its end a period becomes **final** (docs/USAGE.md, "Final periods"): its
+    /// allowance, tier and totals are stored and never derived again, whatever is reported later.
+    /// The longest late window, whatever the operator's setting, so that every process agrees on
+    /// which periods are final and a late App Store fact (a refund, a purchase reported weeks
+    /// later) still moves the periods that usage can still be dated in.
+    public static let finalAfter: TimeInterval = maximumLateWindow
+
+    /// Whether `period` is final at `now` (it ended ``finalAfter`` or more before).
+    public static func isFinal(_ period: UsagePeriod, at now: Date) -> Bool {
+        period.end <= now.addingTimeInterval(-finalAfter)
+    }
+
     public static let `default` = UsagePolicy()
 }

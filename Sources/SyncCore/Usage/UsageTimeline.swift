@@ -112,17 +112,27 @@ public enum UsageTimeline {
         return result
     }
 
-    /// The allowance entries of every meter of `catalogue` over the timeline (one per period;
-    /// what ``UsageBalance`` joins with the recorded entries).
-    public static func allowances(
-        catalogue: Catalogue, transactions: some Sequence<TransactionAggregate>, from start: Date, through now: Date
-    ) -> [UsageEntry] {
-        let aggregates = Array(transactions)
-        return catalogue.meters.flatMap { meter in
-            periods(meter: meter, catalogue: catalogue, transactions: aggregates, from: start, through: now).map {
-                UsageEntry.allowance(meter: meter.id, tier: $0.tier, units: $0.allowance, period: $0.period)
-            }
+    /// The timeline of `meter` after its **final** periods (docs/USAGE.md, "Final periods"): the
+    /// stored `final` ones as they are (never derived again), then the periods derived from the
+    /// transactions from the end of the last final one (the first of them starting exactly there,
+    /// cut like any period a change cuts) through `now`. Without final periods, ``periods(meter:catalogue:transactions:from:through:)``
+    /// from `start`.
+    public static func periods(
+        meter: Meter, catalogue: Catalogue, transactions: some Sequence<TransactionAggregate>, from start: Date, through now: Date,
+        after final: [Period]
+    ) -> [Period] {
+        guard let boundary = final.last?.period.end, boundary <= now else {
+            return periods(meter: meter, catalogue: catalogue, transactions: transactions, from: start, through: now)
         }
+        var open = periods(meter: meter, catalogue: catalogue, transactions: transactions, from: boundary, through: now)
+        if !open.isEmpty { open[0].period.start = max(open[0].period.start, boundary) }
+        return final + open.filter { $0.period.end > $0.period.start }
+    }
+
+    /// The allowance entries of `meter` over a timeline (one per period; what ``UsageBalance``
+    /// joins with the recorded entries).
+    public static func allowances(meter: Meter, periods: [Period]) -> [UsageEntry] {
+        periods.map { UsageEntry.allowance(meter: meter.id, tier: $0.tier, units: $0.allowance, period: $0.period) }
     }
 
     /// The transactions as they stood at `t` (see the type's documentation).

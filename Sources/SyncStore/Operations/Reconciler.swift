@@ -141,8 +141,12 @@ public struct Reconciler: Sendable {
             }
             for accountID in drifted {
                 guard let keys = inspections[accountID]?.driftedTotals, !keys.isEmpty else { continue }
-                let summed = try await UsageTotals.sums(of: accountID, spans: keys, on: connection)
-                try await UsageTotals.store(keys.map { ($0, summed[$0] ?? UsageSums()) }, removing: [], of: accountID, on: connection)
+                let rows = try await UsageTotals.rows(of: [accountID], on: connection)[accountID] ?? [:]
+                let spans = UsageTotals.countedSpans(of: rows)
+                let summed = try await UsageTotals.sums(of: accountID, spans: keys.compactMap { spans[$0] }, on: connection)
+                try await UsageTotals.store(
+                    keys.compactMap { key in spans[key].map { UsageTotals.StoredRow(key: key, sums: summed[$0] ?? UsageSums(), final: nil) } },
+                    removing: [], of: accountID, on: connection)
             }
             let outcome = try await engine.resolve(
                 accounts: drifted, replacingAggregatesWith: ledgers, reportCounts: counts, origin: .reconcile, on: connection)
@@ -330,7 +334,9 @@ public struct Reconciler: Sendable {
             if let recorded = storedAllowances[accountID], !recorded.isEmpty {
                 let start = timelineStarts[accountID] ?? now
                 let justified = Set(catalogue.meters.flatMap { meter in
-                    UsageTimeline.periods(meter: meter, catalogue: catalogue, transactions: aggregates, from: start, through: now)
+                    UsageTimeline.periods(
+                        meter: meter, catalogue: catalogue, transactions: aggregates, from: start, through: now,
+                        after: UsageTotals.finalPeriods(of: meter.id, in: storedTotals[accountID] ?? [:]))
                         .map { AllowanceKey(meter: meter.id, start: $0.period.start, end: $0.period.end, units: $0.allowance) }
                 })
                 for entry in recorded.sorted(by: { ($0.meter, $0.at, $0.id) < ($1.meter, $1.at, $1.id) }) {
@@ -344,15 +350,18 @@ public struct Reconciler: Sendable {
                         stored: "\(entry.id) \(entry.units.map(String.init) ?? "unlimited")", recomputed: nil))
                 }
             }
-            // Stored period totals (usage_totals) against the entries they sum.
+            // Stored period totals (usage_totals) against the entries they sum (where the entries
+            // count; the first final row of a meter also holds those before it).
             if let rows = storedTotals[accountID], !rows.isEmpty {
-                let summed = try await UsageTotals.sums(of: accountID, spans: Array(rows.keys), on: connection)
-                for (key, sums) in rows.sorted(by: { ($0.key.meter, $0.key.start) < ($1.key.meter, $1.key.start) })
-                where (summed[key] ?? UsageSums()) != sums {
+                let spans = UsageTotals.countedSpans(of: rows)
+                let summed = try await UsageTotals.sums(of: accountID, spans: Array(spans.values), on: connection)
+                for (key, row) in rows.sorted(by: { ($0.key.meter, $0.key.start) < ($1.key.meter, $1.key.start) }) {
+                    let recomputed = spans[key].flatMap { summed[$0] } ?? UsageSums()
+                    guard recomputed != row.sums else { continue }
                     inspection.driftedTotals.append(key)
                     differences.append(Difference(
                         accountID: accountID, scope: .usage, field: "usage_totals.\(key.meter).\(RFC3339.format(key.start))",
-                        stored: Self.describe(sums), recomputed: Self.describe(summed[key] ?? UsageSums())))
+                        stored: Self.describe(row.sums), recomputed: Self.describe(recomputed)))
                 }
             }
             inspection.differences = differences

@@ -205,8 +205,11 @@ public struct UsageLedger: Sendable {
     }
 
     /// Every meter's balance recomputed from every recorded entry and the timeline, without the
-    /// stored period totals (what reconcile and the tests hold the totals to). Reads the whole
-    /// ledger: an operator's and a test's tool, not a request's.
+    /// stored period totals' sums (what reconcile and the tests hold the totals to): the final
+    /// periods keep their stored allowance and tier (they are never derived again), every entry
+    /// counts where it was counted when written (`counted_at`; a meter's entries before its first
+    /// final period count in it). Reads the whole ledger: an operator's and a test's tool, not a
+    /// request's.
     public func recomputedBalances(of accountID: String, now: Date) async throws -> [UsageBalance] {
         try await pool.withTransaction(isolation: .repeatableRead) { connection in
             try await Self.recomputedBalances(of: accountID, catalogue: catalogue, now: now, on: connection)
@@ -216,14 +219,22 @@ public struct UsageLedger: Sendable {
     static func recomputedBalances(of accountID: String, catalogue: Catalogue, now: Date, on connection: Connection) async throws -> [UsageBalance] {
         let recorded = try await connection.preparedQuery(
             """
-            SELECT entry_id, meter, kind, units, at, period_end FROM usage_entries
+            SELECT entry_id, meter, kind, units, COALESCE(counted_at, at), period_end FROM usage_entries
             WHERE account_id = \(accountID) AND kind <> 'allowance'
             """
         ).map(Self.entry)
         let transactions = try await transactionLedgers(of: [accountID], on: connection)[accountID]?.unorderedAggregates ?? []
         let start = try await timelineStarts(of: [accountID], now: now, on: connection)[accountID] ?? now
-        let allowances = UsageTimeline.allowances(catalogue: catalogue, transactions: transactions, from: start, through: now)
-        return catalogue.meters.map { UsageBalance.compute(meter: $0.id, entries: recorded + allowances, now: now) }
+        let rows = try await UsageTotals.rows(of: [accountID], on: connection)[accountID] ?? [:]
+        return catalogue.meters.map { meter in
+            let final = UsageTotals.finalPeriods(of: meter.id, in: rows)
+            let periods = UsageTimeline.periods(meter: meter, catalogue: catalogue, transactions: transactions, from: start, through: now, after: final)
+            var entries = recorded.filter { $0.meter == meter.id }
+            if let first = final.first?.period.start {
+                for index in entries.indices where entries[index].at < first { entries[index].at = first }
+            }
+            return UsageBalance.compute(meter: meter.id, entries: entries + UsageTimeline.allowances(meter: meter, periods: periods), now: now)
+        }
     }
 
     /// A page of recorded entries of one meter, newest first.
