@@ -57,24 +57,7 @@ final class WebhookReceiver: @unchecked Sendable {
     }
 
     private static func launch(port: Int, secrets: [String] = []) throws -> (Process, Int) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path, "--port", String(port)] + secrets.flatMap { ["--secret", $0] }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // The first line is "PORT <n>".
-        var line = Data()
-        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
-            line.append(byte)
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        guard text.hasPrefix("PORT "), let actual = Int(text.dropFirst(5)) else {
-            process.terminate()
-            throw ReceiverError("receiver did not start: \(text)")
-        }
-        return (process, actual)
+        try Process.launchReportingPort(["python3", script.path, "--port", String(port)] + secrets.flatMap { ["--secret", $0] })
     }
 
     struct ReceiverError: Error, CustomStringConvertible {
@@ -140,6 +123,29 @@ final class WebhookReceiver: @unchecked Sendable {
 }
 
 extension Process {
+    /// Runs `arguments` (through `/usr/bin/env`) and reads its first line, `PORT <n>`: the port a
+    /// test server (the Python webhook receiver, the App Store double) listens on. Blocking: call
+    /// it through `runBlocking`.
+    static func launchReportingPort(_ arguments: [String]) throws -> (Process, Int) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var line = Data()
+        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
+            line.append(byte)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.hasPrefix("PORT "), let port = Int(text.dropFirst(5)) else {
+            process.terminateOrKill()
+            throw WebhookReceiver.ReceiverError("\(arguments.dropFirst().first ?? "server") did not start: \(text)")
+        }
+        return (process, port)
+    }
+
     /// Terminates this child, and kills it if it is still running after `polls` × 20 ms; then
     /// waits as long again for it to be gone. Polls rather than `waitUntilExit()`, which was seen
     /// to hang on Linux.

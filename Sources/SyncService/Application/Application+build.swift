@@ -23,6 +23,8 @@ public struct ServiceDependencies: Sendable {
     public var storeKitVerifier: StoreKitVerifier?
     /// AdMob's verification keys, loaded; `nil` when rewarded ads are not configured.
     public var adMobKeys: AdMobKeys?
+    /// The App Store Server API client; `nil` when no key is configured (docs/STORE.md).
+    public var appStoreAPI: AppStoreServerAPI?
 
     public init(
         pool: ConnectionPool,
@@ -31,9 +33,11 @@ public struct ServiceDependencies: Sendable {
         metricsRegistry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
         clock: any ServiceClock = SystemClock(),
         storeKitVerifier: StoreKitVerifier? = nil,
-        adMobKeys: AdMobKeys? = nil
+        adMobKeys: AdMobKeys? = nil,
+        appStoreAPI: AppStoreServerAPI? = nil
     ) {
         self.storeKitVerifier = storeKitVerifier
+        self.appStoreAPI = appStoreAPI
         self.adMobKeys = adMobKeys
         self.pool = pool
         self.connectionConfiguration = pool.configuration.connection

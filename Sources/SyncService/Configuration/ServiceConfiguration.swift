@@ -115,6 +115,9 @@ public struct ServiceConfiguration: Sendable {
     /// `SUBSYNC_USAGE_MAX_ENTRIES_PER_PERIOD` (default 100,000) and `SUBSYNC_USAGE_MAX_OPEN_HOLDS`
     /// (default 100): bounds per account and meter, docs/USAGE.md "Bounds".
     public var usagePolicy: UsagePolicy = .default
+    /// `SUBSYNC_APPSTORE_KEY_FILE`, `_KEY_ID`, `_ISSUER_ID`, `_ENVIRONMENT`, `_BASE_URL`: the App
+    /// Store Server API (docs/STORE.md); `nil` without a key file (the store is never asked).
+    public var appStoreAPI: AppStoreAPISettings?
 
     /// Whether unsigned device reports are refused: ``requireSigned`` when set, else on with a
     /// database URL and off in the embedded development mode.
@@ -297,6 +300,7 @@ public struct ServiceConfiguration: Sendable {
             }
             configuration.appAppleID = id
         }
+        configuration.appStoreAPI = try AppStoreAPISettings(environment: environment)
         if let text = environment["SUBSYNC_ACCOUNT_BINDING"], !text.isEmpty {
             guard let policy = BindingPolicy(rawValue: text.lowercased()) else {
                 throw ConfigurationError(variable: "SUBSYNC_ACCOUNT_BINDING", message: "must be reject or transfer, got \"\(text.prefix(40))\"")

@@ -83,6 +83,7 @@ struct Serve: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let verifier = try storeKitVerifier(configuration, logger: logger)
+        let appStoreAPI = try appStoreServerAPI(configuration, logger: logger)
         var adMobKeys: AdMobKeys?
         if configuration.adMobKeysFile != nil || configuration.adMobKeysURL != nil {
             guard !configuration.adMobAdUnits.isEmpty else {
@@ -161,7 +162,8 @@ struct Serve: AsyncParsableCommand {
             authenticator: authenticator,
             metricsRegistry: registry,
             storeKitVerifier: verifier,
-            adMobKeys: adMobKeys
+            adMobKeys: adMobKeys,
+            appStoreAPI: appStoreAPI
         )
         let app = buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
         // Services stop in reverse order: the HTTP server and workers first, the embedded
@@ -199,6 +201,28 @@ func loadCatalogue(path: String?) throws -> Catalogue {
 }
 
 extension Serve {
+    /// The App Store Server API client of the configuration (its key read and parsed now), said
+    /// out loud once: on, with its environment and key id, or off.
+    /// - Throws: ``ExitCodes/usage`` when a setting or the key cannot be used.
+    func appStoreServerAPI(_ configuration: ServiceConfiguration, logger: Logger) throws -> AppStoreServerAPI? {
+        guard let settings = configuration.appStoreAPI else {
+            logger.notice("App Store Server API off (no SUBSYNC_APPSTORE_KEY_FILE): the store is never asked (docs/STORE.md)")
+            return nil
+        }
+        let apiConfiguration: AppStoreAPIConfiguration
+        do {
+            apiConfiguration = try settings.configuration(bundleID: configuration.bundleID)
+        } catch {
+            printError("\(error)")
+            throw ExitCodes.usage
+        }
+        logger.notice("App Store Server API on", metadata: [
+            "environment": "\(apiConfiguration.environment.rawValue)", "key_id": "\(apiConfiguration.keyID)",
+            "base_url": "\(apiConfiguration.baseURL)",
+        ])
+        return AppStoreServerAPI(configuration: apiConfiguration, logger: logger)
+    }
+
     /// The StoreKit verifier of the configuration, and the signature policy said out loud.
     /// - Throws: ``ExitCodes/usage`` when signatures are required but cannot be verified, or a
     ///   root certificate cannot be read.

@@ -1,0 +1,252 @@
+import Foundation
+import SyncCore
+@testable import SyncService
+import Testing
+
+/// The App Store Server API client (issue #51, docs/STORE.md) against a real HTTP double on
+/// loopback (scripts/appstore-double.py) that verifies every request's JWT with PyJWT against the
+/// public half of Apple's published test key and answers in Apple's shapes.
+@Suite("App Store Server API client", .serialized)
+struct AppStoreAPITests {
+    let authority: TestCertificateAuthority
+    let verifier: StoreKitVerifier
+
+    init() throws {
+        authority = try TestCertificateAuthority()
+        verifier = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: TrustAPITests.bundleID, allowedEnvironments: [.production])
+    }
+
+    static func client(
+        _ double: AppStoreDouble, keyID: String = AppStoreDouble.keyID, rate: Double = 50, attempts: Int = 4,
+        maximumRetryWait: Duration = .seconds(30), timeout: Duration = .seconds(300)
+    ) throws -> AppStoreServerAPI {
+        let pem = try String(contentsOf: AppStoreDouble.keyFile, encoding: .utf8)
+        let configuration = AppStoreAPIConfiguration(
+            keyID: keyID, issuerID: AppStoreDouble.issuerID, bundleID: TrustAPITests.bundleID,
+            privateKey: try AppStoreAPIConfiguration.privateKey(pem: pem, source: "testSigningKey.p8"), environment: .production,
+            baseURL: double.baseURL, requestsPerSecond: rate, requestTimeout: timeout, maximumAttempts: attempts,
+            maximumRetryWait: maximumRetryWait)
+        return AppStoreServerAPI(configuration: configuration)
+    }
+
+    func signedTransaction(_ original: String, id: String? = nil, purchased: Date, expires: Date, ca: TestCertificateAuthority? = nil) throws -> String {
+        try (ca ?? authority).sign(TrustAPITests.transaction(original: original, id: id, purchased: purchased, expires: expires, signed: Date()))
+    }
+
+    /// The error `body` threw, `nil` when it returned.
+    static func failure(_ body: () async throws(AppStoreAPIError) -> Void) async -> AppStoreAPIError? {
+        do {
+            try await body()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    static func error(_ code: Int, _ message: String) -> JSONValue { ["errorCode": .number(Double(code)), "errorMessage": .string(message)] }
+
+    @Test("statuses: every request carries a token the double verifies (ES256, kid, typ, iss, aud, bid, at most 60 minutes), reused while valid; signed fields verify like device reports, forged ones do not")
+    func statusesAndToken() async throws {
+        let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+        let now = Date()
+        let genuine = try signedTransaction("t-1", purchased: now.addingTimeInterval(-86_400), expires: now.addingTimeInterval(29 * 86_400))
+        let forged = try signedTransaction("t-1", purchased: now, expires: now.addingTimeInterval(365 * 86_400), ca: try TestCertificateAuthority())
+        try await double.script("GET", "/inApps/v1/subscriptions/t-1", [AppStoreDouble.Answer(json: [
+            "environment": "Production", "bundleId": .string(TrustAPITests.bundleID), "appAppleId": 5454545,
+            "data": [["subscriptionGroupIdentifier": "group", "lastTransactions": [
+                ["status": 1, "originalTransactionId": "t-1", "signedTransactionInfo": .string(genuine), "signedRenewalInfo": "renewal"],
+                ["status": 1, "originalTransactionId": "t-1", "signedTransactionInfo": .string(forged)],
+            ]]],
+        ])])
+        let api = try Self.client(double)
+        let answer = try #require(try await api.subscriptionStatuses(transactionID: "t-1"))
+        let last = try #require(answer.data.first?.lastTransactions)
+        #expect(last.count == 2)
+        #expect(last.first?.status == 1)
+        #expect(last.first?.signedRenewalInfo == "renewal")
+        let verified = try await verifier.verifyTransaction(try #require(last.first?.signedTransactionInfo))
+        #expect(verified.payload.originalTransactionId == "t-1")
+        await #expect(throws: StoreKitVerificationError.self) { try await verifier.verifyTransaction(try #require(last.last?.signedTransactionInfo)) }
+        _ = try await api.subscriptionStatuses(transactionID: "t-1")
+
+        let requests = try await double.requests()
+        #expect(requests.count == 2)
+        for request in requests {
+            #expect(request.jwt.valid, "\(request.jwt.error ?? "")")
+            let claims = try #require(request.jwt.claims)
+            #expect(claims.aud == "appstoreconnect-v1")
+            #expect(claims.bid == TrustAPITests.bundleID)
+            #expect(claims.iss == AppStoreDouble.issuerID)
+            #expect(claims.exp - claims.iat == 300)
+            #expect(request.jwt.header?["kid"] == AppStoreDouble.keyID)
+            #expect(request.jwt.header?["alg"] == "ES256")
+        }
+        // One token for both requests (it is valid for five minutes).
+        #expect(requests.first?.jwt.claims?.iat == requests.last?.jwt.claims?.iat)
+
+        // A key id the double does not know: 401, recorded with why, and the client says so.
+        let wrong = try Self.client(double, keyID: "OTHERKEY")
+        await #expect(throws: AppStoreAPIError.api(status: 401, code: nil, message: nil)) { try await wrong.subscriptionStatuses(transactionID: "t-1") }
+        #expect(try await double.requests().last?.jwt.error?.contains("kid") == true)
+    }
+
+    @Test("transaction and refund history page by revision while hasMore; notification history by paginationToken with its dates in milliseconds; a transaction the store does not know is an answer")
+    func paging() async throws {
+        let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+        let now = Date()
+        let signed = try (0..<3).map { try signedTransaction("t-2", id: "t-2-\($0)", purchased: now.addingTimeInterval(Double($0) * 86_400), expires: now.addingTimeInterval(Double($0 + 30) * 86_400)) }
+        try await double.script("GET", "/inApps/v2/history/t-2", query: ["sort": "ASCENDING"], [AppStoreDouble.Answer(json: [
+            "revision": "r1", "hasMore": true, "bundleId": .string(TrustAPITests.bundleID), "environment": "Production",
+            "signedTransactions": [.string(signed[0]), .string(signed[1])],
+        ])])
+        try await double.script("GET", "/inApps/v2/history/t-2", query: ["sort": "ASCENDING", "revision": "r1"], [AppStoreDouble.Answer(json: [
+            "revision": "r2", "hasMore": false, "signedTransactions": [.string(signed[2])],
+        ])])
+        try await double.script("GET", "/inApps/v2/refund/lookup/t-2", query: [:], [AppStoreDouble.Answer(json: [
+            "revision": "x1", "hasMore": true, "signedTransactions": [.string(signed[1])],
+        ])])
+        try await double.script("GET", "/inApps/v2/refund/lookup/t-2", query: ["revision": "x1"], [AppStoreDouble.Answer(json: [
+            "revision": "x2", "hasMore": false, "signedTransactions": [],
+        ])])
+        let api = try Self.client(double)
+        #expect(try await api.allTransactions(transactionID: "t-2") == signed)
+        #expect(try await api.allRefunds(transactionID: "t-2") == [signed[1]])
+        #expect(try await api.allTransactions(transactionID: "unknown") == nil)
+        #expect(try await api.subscriptionStatuses(transactionID: "unknown") == nil)
+        await #expect(throws: AppStoreAPIError.self) { try await api.subscriptionStatuses(transactionID: "../admin") }
+
+        try await double.script("POST", "/inApps/v1/notifications/history", query: [:], [AppStoreDouble.Answer(json: [
+            "paginationToken": "p2", "hasMore": true,
+            "notificationHistory": [["signedPayload": "n1", "sendAttempts": [["attemptDate": 1698148900000, "sendAttemptResult": "NO_RESPONSE"]]]],
+        ])])
+        try await double.script("POST", "/inApps/v1/notifications/history", query: ["paginationToken": "p2"], [AppStoreDouble.Answer(json: [
+            "hasMore": false, "notificationHistory": [["signedPayload": "n2"]],
+        ])])
+        let start = Date(timeIntervalSince1970: 1_790_000_000.25)
+        let end = Date(timeIntervalSince1970: 1_790_003_600)
+        let first = try await api.notificationHistory(from: start, to: end)
+        #expect(first.notificationHistory.map(\.signedPayload) == ["n1"])
+        #expect(first.notificationHistory.first?.sendAttempts?.first?.sendAttemptResult == "NO_RESPONSE")
+        #expect(first.hasMore)
+        let token = first.paginationToken ?? "none"
+        #expect(token == "p2")
+        let second = try await api.notificationHistory(from: start, to: end, paginationToken: token)
+        #expect(second.notificationHistory.map(\.signedPayload) == ["n2"])
+        #expect(!second.hasMore)
+        let posted = try await double.requests().filter { $0.path == "/inApps/v1/notifications/history" }
+        #expect(posted.count == 2)
+        for request in posted {
+            let body = try #require(try JSONSerialization.jsonObject(with: Data(request.body.utf8)) as? [String: Any])
+            #expect(body["startDate"] as? Int == 1_790_000_000_250)
+            #expect(body["endDate"] as? Int == 1_790_003_600_000)
+        }
+    }
+
+    @Test("429 waits for its Retry-After (a UNIX time in ms); 5xx and Apple's retryable codes back off; other errors come back at once with Apple's code; a wait too long is the caller's")
+    func errorsAndRetries() async throws {
+        let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+        let ok = AppStoreDouble.Answer(json: ["data": []])
+        let retryAt = Date().addingTimeInterval(1.5)
+        try await double.script("GET", "/inApps/v1/subscriptions/t-429", [
+            AppStoreDouble.Answer(status: 429, json: Self.error(4290000, "Rate limit exceeded."), headers: ["Retry-After": String(Int64(retryAt.timeIntervalSince1970 * 1000))]),
+            ok,
+        ])
+        try await double.script("GET", "/inApps/v1/subscriptions/t-500", [AppStoreDouble.Answer(status: 500, json: Self.error(5000000, "An unknown error occurred.")), ok])
+        try await double.script("GET", "/inApps/v1/subscriptions/t-retry", [AppStoreDouble.Answer(status: 404, json: Self.error(4040002, "Account not found. Please try again.")), ok])
+        try await double.script("GET", "/inApps/v1/subscriptions/t-bad", [AppStoreDouble.Answer(status: 400, json: Self.error(4000006, "Invalid transaction id."))])
+        try await double.script("GET", "/inApps/v1/subscriptions/t-later", [
+            AppStoreDouble.Answer(status: 429, json: Self.error(4290000, "Rate limit exceeded."), headers: ["Retry-After": String(Int64(Date().addingTimeInterval(3_600).timeIntervalSince1970 * 1000))]),
+        ])
+        try await double.script("GET", "/inApps/v1/subscriptions/t-down", [AppStoreDouble.Answer(status: 503, raw: "<html>down</html>")])
+        try await double.script("GET", "/inApps/v1/subscriptions/t-slow", [AppStoreDouble.Answer(json: ["data": []], delay: 5)])
+        let api = try Self.client(double, attempts: 3)
+
+        #expect(try await api.subscriptionStatuses(transactionID: "t-429") != nil)
+        var seen = try await double.requests().filter { $0.path.hasSuffix("/t-429") }
+        #expect(seen.count == 2)
+        #expect((seen.last?.time ?? 0) >= retryAt.timeIntervalSince1970 - 0.01, "the retry went before Retry-After")
+        #expect(try await api.subscriptionStatuses(transactionID: "t-500") != nil)
+        #expect(try await api.subscriptionStatuses(transactionID: "t-retry") != nil)
+        seen = try await double.requests()
+        #expect(seen.filter { $0.path.hasSuffix("/t-500") }.count == 2)
+        #expect(seen.filter { $0.path.hasSuffix("/t-retry") }.count == 2)
+
+        await #expect(throws: AppStoreAPIError.api(status: 400, code: 4000006, message: "Invalid transaction id.")) {
+            try await api.subscriptionStatuses(transactionID: "t-bad")
+        }
+        let later = await Self.failure { () async throws(AppStoreAPIError) in _ = try await api.subscriptionStatuses(transactionID: "t-later") }
+        if case .rateLimited(let until)? = later {
+            #expect(until > Date().addingTimeInterval(3_000))
+        } else {
+            Issue.record("a Retry-After an hour away: \(String(describing: later))")
+        }
+        await #expect(throws: AppStoreAPIError.api(status: 503, code: nil, message: nil)) { try await api.subscriptionStatuses(transactionID: "t-down") }
+        seen = try await double.requests()
+        #expect(seen.filter { $0.path.hasSuffix("/t-bad") }.count == 1)
+        #expect(seen.filter { $0.path.hasSuffix("/t-later") }.count == 1)
+        #expect(seen.filter { $0.path.hasSuffix("/t-down") }.count == 3)
+
+        // A slow answer past the request timeout is no answer.
+        let impatient = try Self.client(double, attempts: 1, timeout: .seconds(1))
+        let slow = await Self.failure { () async throws(AppStoreAPIError) in _ = try await impatient.subscriptionStatuses(transactionID: "t-slow") }
+        if case .transport? = slow {} else { Issue.record("a 5 s answer within a 1 s timeout: \(String(describing: slow))") }
+    }
+
+    @Test("the rate limiter keeps a process's calls to an endpoint spaced at its rate, however many ask at once")
+    func rateLimit() async throws {
+        let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+        let api = try Self.client(double, rate: 5)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<16 {
+                group.addTask { _ = try await api.subscriptionStatuses(transactionID: "t-rate-\(index)") }
+            }
+            try await group.waitForAll()
+        }
+        let times = try await double.requests().map(\.time).sorted()
+        #expect(times.count == 16)
+        // Slots 200 ms apart: the 16 requests span at least 3 s (lateness only spreads them).
+        let span = (times.last ?? 0) - (times.first ?? 0)
+        #expect(span >= 2.9, "16 requests at 5/s took \(span) s")
+        // No second saw more than the rate, give or take one request's jitter.
+        for (index, start) in times.enumerated() {
+            #expect(times[index...].prefix { $0 < start + 1 }.count <= 6, "more than 5 requests in the second from \(start)")
+        }
+    }
+
+    @Test("settings: a key file needs its ids and the bundle; base URLs are https or loopback http; the key never shows")
+    func settings() throws {
+        var environment = [
+            "SUBSYNC_APPSTORE_KEY_FILE": AppStoreDouble.keyFile.path, "SUBSYNC_APPSTORE_KEY_ID": "K1", "SUBSYNC_APPSTORE_ISSUER_ID": "I1",
+        ]
+        let settings = try #require(try AppStoreAPISettings(environment: environment))
+        #expect(settings.environment == .production)
+        let configuration = try settings.configuration(bundleID: "com.example")
+        #expect(configuration.baseURL == "https://api.storekit.apple.com")
+        #expect(configuration.requestsPerSecond == 50)
+        #expect(!"\(configuration)".contains("PRIVATE"))
+        #expect(!"\(configuration)".contains(configuration.privateKey.rawRepresentation.base64EncodedString()))
+        #expect(throws: ConfigurationError.self) { try settings.configuration(bundleID: nil) }
+
+        environment["SUBSYNC_APPSTORE_ENVIRONMENT"] = "sandbox"
+        #expect(try AppStoreAPISettings(environment: environment)?.configuration(bundleID: "b").requestsPerSecond == 5)
+        #expect(try AppStoreAPISettings(environment: environment)?.configuration(bundleID: "b").baseURL == "https://api.storekit-sandbox.apple.com")
+        for (name, value) in [
+            ("SUBSYNC_APPSTORE_ENVIRONMENT", "staging"), ("SUBSYNC_APPSTORE_BASE_URL", "http://store.example.com"),
+            ("SUBSYNC_APPSTORE_BASE_URL", "ftp://127.0.0.1"), ("SUBSYNC_APPSTORE_KEY_ID", ""), ("SUBSYNC_APPSTORE_ISSUER_ID", "has space"),
+        ] {
+            var bad = environment
+            bad[name] = value
+            #expect(throws: ConfigurationError.self, "\(name)=\(value)") { try AppStoreAPISettings(environment: bad) }
+        }
+        var local = environment
+        local["SUBSYNC_APPSTORE_BASE_URL"] = "http://127.0.0.1:9999/"
+        #expect(try AppStoreAPISettings(environment: local)?.baseURL == "http://127.0.0.1:9999")
+        #expect(throws: ConfigurationError.self) { try AppStoreAPISettings(environment: ["SUBSYNC_APPSTORE_KEY_ID": "K1"]) }
+        #expect(try AppStoreAPISettings(environment: [:]) == nil)
+        var unreadable = environment
+        unreadable["SUBSYNC_APPSTORE_KEY_FILE"] = "/nonexistent.p8"
+        #expect(throws: ConfigurationError.self) { try AppStoreAPISettings(environment: unreadable)?.configuration(bundleID: "b") }
+        unreadable["SUBSYNC_APPSTORE_KEY_FILE"] = #filePath
+        #expect(throws: ConfigurationError.self) { try AppStoreAPISettings(environment: unreadable)?.configuration(bundleID: "b") }
+    }
+}
