@@ -114,6 +114,19 @@ struct AppStoreAPITests {
         #expect(try await api.allTransactions(transactionID: "unknown") == nil)
         #expect(try await api.subscriptionStatuses(transactionID: "unknown") == nil)
         await #expect(throws: AppStoreAPIError.self) { try await api.subscriptionStatuses(transactionID: "../admin") }
+        // Answers that would page for ever, or end short, are malformed, not a list.
+        for (query, next) in [([:], "r1"), (["revision": "r1"], "r2"), (["revision": "r2"], "r1")] as [([String: String], String)] {
+            try await double.script("GET", "/inApps/v2/history/t-loop", query: query.merging(["sort": "ASCENDING"]) { $1 }, [AppStoreDouble.Answer(json: [
+                "revision": .string(next), "hasMore": true, "signedTransactions": [.string(signed[0])],
+            ])])
+        }
+        await #expect(throws: AppStoreAPIError.malformedAnswer("hasMore without a new revision")) { try await api.allTransactions(transactionID: "t-loop") }
+        try await double.script("GET", "/inApps/v2/history/t-short", query: ["sort": "ASCENDING"], [AppStoreDouble.Answer(json: [
+            "revision": "s1", "hasMore": true, "signedTransactions": [.string(signed[0])],
+        ])])
+        await #expect(throws: AppStoreAPIError.malformedAnswer("transaction not found after the first page")) {
+            try await api.allTransactions(transactionID: "t-short")
+        }
 
         try await double.script("POST", "/inApps/v1/notifications/history", query: [:], [AppStoreDouble.Answer(json: [
             "paginationToken": "p2", "hasMore": true,
@@ -157,6 +170,9 @@ struct AppStoreAPITests {
         try await double.script("GET", "/inApps/v1/subscriptions/t-later", [
             AppStoreDouble.Answer(status: 429, json: Self.error(4290000, "Rate limit exceeded."), headers: ["Retry-After": String(Int64(Date().addingTimeInterval(3_600).timeIntervalSince1970 * 1000))]),
         ])
+        try await double.script("GET", "/inApps/v1/subscriptions/t-huge", [
+            AppStoreDouble.Answer(status: 429, json: Self.error(4290000, "Rate limit exceeded.\u{1b}[31m\nforged log line"), headers: ["Retry-After": "1e22"]),
+        ])
         try await double.script("GET", "/inApps/v1/subscriptions/t-down", [AppStoreDouble.Answer(status: 503, raw: "<html>down</html>")])
         try await double.script("GET", "/inApps/v1/subscriptions/t-slow", [AppStoreDouble.Answer(json: ["data": []], delay: 5)])
         let api = try Self.client(double, attempts: 3)
@@ -180,7 +196,21 @@ struct AppStoreAPITests {
         } else {
             Issue.record("a Retry-After an hour away: \(String(describing: later))")
         }
-        await #expect(throws: AppStoreAPIError.api(status: 503, code: nil, message: nil)) { try await api.subscriptionStatuses(transactionID: "t-down") }
+        // A Retry-After no date can hold is a day at most.
+        let huge = await Self.failure { () async throws(AppStoreAPIError) in _ = try await api.subscriptionStatuses(transactionID: "t-huge") }
+        if case .rateLimited(let until)? = huge {
+            #expect(until <= Date().addingTimeInterval(86_400 + 60))
+            #expect("\(huge.map(String.init(describing:)) ?? "")".contains("retry after"))
+        } else {
+            Issue.record("Retry-After 1e22: \(String(describing: huge))")
+        }
+        #expect(AppStoreServerAPI.printable("bad\u{1b}[31m\nline") == "bad?[31m?line")
+        #expect(AppStoreServerAPI.printable(String(repeating: "e\u{301}", count: 1_000)).unicodeScalars.count == 200)
+        // The endpoint stays paused for the other callers of this process: told to come back later.
+        let paused = await Self.failure { () async throws(AppStoreAPIError) in _ = try await api.subscriptionStatuses(transactionID: "t-500") }
+        if case .rateLimited? = paused {} else { Issue.record("after a day-long 429: \(String(describing: paused))") }
+        let fresh = try Self.client(double, attempts: 3)
+        await #expect(throws: AppStoreAPIError.api(status: 503, code: nil, message: nil)) { try await fresh.subscriptionStatuses(transactionID: "t-down") }
         seen = try await double.requests()
         #expect(seen.filter { $0.path.hasSuffix("/t-bad") }.count == 1)
         #expect(seen.filter { $0.path.hasSuffix("/t-later") }.count == 1)
@@ -232,7 +262,8 @@ struct AppStoreAPITests {
         #expect(try AppStoreAPISettings(environment: environment)?.configuration(bundleID: "b").baseURL == "https://api.storekit-sandbox.apple.com")
         for (name, value) in [
             ("SUBSYNC_APPSTORE_ENVIRONMENT", "staging"), ("SUBSYNC_APPSTORE_BASE_URL", "http://store.example.com"),
-            ("SUBSYNC_APPSTORE_BASE_URL", "ftp://127.0.0.1"), ("SUBSYNC_APPSTORE_KEY_ID", ""), ("SUBSYNC_APPSTORE_ISSUER_ID", "has space"),
+            ("SUBSYNC_APPSTORE_BASE_URL", "ftp://127.0.0.1"), ("SUBSYNC_APPSTORE_BASE_URL", "http://127.0.0.1.attacker.example"),
+            ("SUBSYNC_APPSTORE_BASE_URL", "http://10.0.0.5"), ("SUBSYNC_APPSTORE_KEY_ID", ""), ("SUBSYNC_APPSTORE_ISSUER_ID", "has space"),
         ] {
             var bad = environment
             bad[name] = value

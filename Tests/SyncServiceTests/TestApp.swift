@@ -96,9 +96,12 @@ struct TestEnvironment: Sendable {
         adMobAdUnits: Set<String> = [],
         pollInterval: Duration = .milliseconds(200),
         usagePolicy: UsagePolicy = .default,
+        appStoreAPI: AppStoreServerAPI? = nil,
+        appStoreBackfillInterval: Duration = .seconds(3600),
         port: Int = 0
     ) -> some ApplicationProtocol {
         var configuration = ServiceConfiguration(port: port)
+        configuration.appStoreBackfillInterval = appStoreBackfillInterval
         configuration.usagePolicy = usagePolicy
         configuration.requireSigned = requireSigned
         configuration.accountBinding = binding
@@ -140,7 +143,8 @@ struct TestEnvironment: Sendable {
             metricsRegistry: TestMetrics.registry,
             clock: clock,
             storeKitVerifier: verifier,
-            adMobKeys: adMobKeys
+            adMobKeys: adMobKeys,
+            appStoreAPI: appStoreAPI
         )
         return buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
     }

@@ -26,10 +26,10 @@ import Testing
                 // Global tables, the trust lookups that exist to *find* an account by the
                 // store's ids (sql/0004_trust.sql), and the rate-limit buckets (sql/0009, keyed by
                 // a bucket key that holds the account id): distributed by their own key. The
-                // claim queue (sql/0014) and the operator audit log (sql/0015) stay on the
-                // coordinator.
+                // claim queue (sql/0014), the operator audit log (sql/0015) and the notification
+                // backfill's checkpoint (sql/0038) stay on the coordinator.
                 let exempt: Set<String> = [
-                    "webhook_endpoints", "schema_migrations", "reconcile_checkpoints", "account_work", "operator_actions",
+                    "webhook_endpoints", "schema_migrations", "reconcile_checkpoints", "account_work", "operator_actions", "store_backfill",
                     "transaction_owners", "app_account_tokens", "store_notifications", "rate_buckets",
                 ]
                 var checked = 0

@@ -128,11 +128,12 @@ public func buildApplication(
         maximumWaitMilliseconds: configuration.maximumWaitMilliseconds,
         usage: usage
     ).addRoutes(to: router)
-    NotificationController(
+    let notifications = NotificationController(
         verifier: dependencies.storeKitVerifier, binder: binder, store: StoreNotificationStore(pool: pool),
         tokens: tokens, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         arrivals: arrivals, logger: logger
-    ).addRoutes(to: router)
+    )
+    notifications.addRoutes(to: router)
     EndpointController(
         store: EndpointStore(pool: pool, sealer: configuration.secretSealer), authenticator: dependencies.authenticator,
         clock: dependencies.clock
@@ -156,6 +157,12 @@ public func buildApplication(
     if configuration.deliveryWorkers > 0 { routes[ResolutionEngine.deliveriesChannel] = deliveryWakeups }
     if !routes.isEmpty {
         services.append(NotificationForwarder(configuration: dependencies.connectionConfiguration, routes: routes, logger: logger))
+    }
+    if let api = dependencies.appStoreAPI, dependencies.storeKitVerifier != nil {
+        // Missed App Store notifications, asked of the store (docs/STORE.md, "Backfill").
+        services.append(NotificationBackfill(
+            api: api, notifications: notifications, checkpoints: StoreBackfillCheckpoint(pool: pool),
+            interval: configuration.appStoreBackfillInterval, clock: dependencies.clock, logger: logger))
     }
     if let keys = dependencies.adMobKeys {
         services.append(AdMobKeyRefresher(keys: keys, clock: dependencies.clock))

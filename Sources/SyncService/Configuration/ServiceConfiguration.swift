@@ -118,6 +118,9 @@ public struct ServiceConfiguration: Sendable {
     /// `SUBSYNC_APPSTORE_KEY_FILE`, `_KEY_ID`, `_ISSUER_ID`, `_ENVIRONMENT`, `_BASE_URL`: the App
     /// Store Server API (docs/STORE.md); `nil` without a key file (the store is never asked).
     public var appStoreAPI: AppStoreAPISettings?
+    /// `SUBSYNC_APPSTORE_BACKFILL_INTERVAL`: seconds between two asks of Get Notification History
+    /// (60 to 86,400; default 3,600), docs/STORE.md "Backfill".
+    public var appStoreBackfillInterval: Duration = .seconds(3600)
 
     /// Whether unsigned device reports are refused: ``requireSigned`` when set, else on with a
     /// database URL and off in the embedded development mode.
@@ -301,6 +304,9 @@ public struct ServiceConfiguration: Sendable {
             configuration.appAppleID = id
         }
         configuration.appStoreAPI = try AppStoreAPISettings(environment: environment)
+        if let text = environment["SUBSYNC_APPSTORE_BACKFILL_INTERVAL"], !text.isEmpty {
+            configuration.appStoreBackfillInterval = .seconds(try parseInt(text, name: "SUBSYNC_APPSTORE_BACKFILL_INTERVAL", range: 60...86_400))
+        }
         if let text = environment["SUBSYNC_ACCOUNT_BINDING"], !text.isEmpty {
             guard let policy = BindingPolicy(rawValue: text.lowercased()) else {
                 throw ConfigurationError(variable: "SUBSYNC_ACCOUNT_BINDING", message: "must be reject or transfer, got \"\(text.prefix(40))\"")

@@ -67,6 +67,16 @@ struct NotificationController: Sendable {
         } catch {
             throw APIError(.badRequest, code: "invalid_request", message: "the body must be a JSON object with a string signedPayload")
         }
+        return try await handle(signedPayload: signedPayload)
+    }
+
+    /// Handles one signed notification, from Apple's POST or from Get Notification History (the
+    /// backfill, ``NotificationBackfill``): the same checks, the same deduplication by
+    /// `notificationUUID`, the same report.
+    func handle(signedPayload: String) async throws -> Answer {
+        guard signedPayload.utf8.count <= Self.maximumBodyBytes else {
+            throw APIError(.contentTooLarge, code: "body_too_large", message: "signedPayload is larger than \(Self.maximumBodyBytes) bytes")
+        }
         try TextField.check(signedPayload, field: "signedPayload")
         guard let verifier else {
             // Not an outage: the route does not exist until it is configured. Apple retries

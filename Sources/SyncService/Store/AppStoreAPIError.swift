@@ -1,5 +1,6 @@
 import Curl
 import Foundation
+import Postgres
 
 /// Why a call to the App Store Server API gave no answer (docs/STORE.md, "When the store cannot
 /// be asked"). Descriptions never carry the bearer token.
@@ -16,6 +17,8 @@ public enum AppStoreAPIError: Error, Sendable, Equatable, CustomStringConvertibl
     case malformedAnswer(String)
     /// A request subsync refuses to send (a transaction id that is not one).
     case invalidArgument(String)
+    /// The request could not be signed (a key the JWT library refuses).
+    case signingFailed(String)
 
     /// Apple's error codes that mean "try again" (the API's documentation marks them retryable).
     public static let retryableCodes: Set<Int> = [4040002, 4040004, 4040006, 5000001]
@@ -31,7 +34,7 @@ public enum AppStoreAPIError: Error, Sendable, Equatable, CustomStringConvertibl
             if let code, Self.retryableCodes.contains(code) { return true }
             return status >= 500 || status == 429
         case .rateLimited, .transport: return true
-        case .malformedAnswer, .invalidArgument: return false
+        case .malformedAnswer, .invalidArgument, .signingFailed: return false
         }
     }
 
@@ -39,10 +42,11 @@ public enum AppStoreAPIError: Error, Sendable, Equatable, CustomStringConvertibl
         switch self {
         case .api(let status, let code, let message):
             "App Store Server API answered \(status)" + (code.map { " \($0)" } ?? "") + (message.map { ": \($0)" } ?? "")
-        case .rateLimited(let until): "App Store Server API rate limit: retry after \(until)"
+        case .rateLimited(let until): "App Store Server API rate limit: retry after \(RFC3339.format(until))"
         case .transport(let reason): "App Store Server API unreachable: \(reason)"
         case .malformedAnswer(let reason): "App Store Server API answer not understood: \(reason)"
         case .invalidArgument(let reason): "App Store Server API request refused: \(reason)"
+        case .signingFailed(let reason): "App Store Server API request could not be signed: \(reason)"
         }
     }
 }

@@ -57,10 +57,23 @@ public struct AppStoreAPISettings: Sendable, Equatable {
         else { return "must be a URL such as https://api.storekit.apple.com, got \"\(url.prefix(80))\"" }
         switch scheme {
         case "https": return nil
-        case "http" where ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host.lowercased()) || host.hasPrefix("127."): return nil
+        case "http" where isLoopback(host): return nil
         case "http": return "http:// is allowed to a loopback address only (the request carries the API key's token); use https://"
         default: return "must be an https:// URL, got \"\(url.prefix(80))\""
         }
+    }
+
+    /// Whether `host` is a loopback address: `localhost`, `::1`, or four decimal octets from
+    /// 127.0.0.0/8 (a name that merely starts with `127.` is not).
+    static func isLoopback(_ host: String) -> Bool {
+        let host = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        if host == "localhost" || host == "::1" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard octets.count == 4, octets.allSatisfy({ !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }) else {
+            return false
+        }
+        let values = octets.compactMap { Int($0) }
+        return values.count == 4 && values[0] == 127 && values.allSatisfy { $0 <= 255 }
     }
 
     /// Reads the key and builds the client configuration.

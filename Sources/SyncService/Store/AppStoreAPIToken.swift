@@ -27,7 +27,9 @@ actor AppStoreAPITokenSigner {
     private let configuration: AppStoreAPIConfiguration
     private let clock: any ServiceClock
     private var current: (token: String, expires: Date)?
-    private var added = false
+    /// Adds the key to `keys` once; every caller awaits the same task (the actor is reentrant
+    /// across the `await`).
+    private var keyAdded: Task<Void, any Error>?
 
     init(configuration: AppStoreAPIConfiguration, clock: any ServiceClock) {
         self.configuration = configuration
@@ -38,11 +40,12 @@ actor AppStoreAPITokenSigner {
     func token() async throws -> String {
         let now = clock.now()
         if let current, current.expires.addingTimeInterval(-Self.renewalMargin) > now { return current.token }
-        if !added {
-            await keys.add(
-                ecdsa: try ES256PrivateKey(backing: configuration.privateKey), kid: JWKIdentifier(string: configuration.keyID))
-            added = true
+        let adding = keyAdded ?? Task { [keys, configuration] in
+            await keys.add(ecdsa: try ES256PrivateKey(backing: configuration.privateKey), kid: JWKIdentifier(string: configuration.keyID))
         }
+        keyAdded = adding
+        try await adding.value
+        if let current, current.expires.addingTimeInterval(-Self.renewalMargin) > now { return current.token }
         // Whole seconds, as JWT NumericDate is read by Apple.
         let issued = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
         let expires = issued.addingTimeInterval(Self.lifetime)

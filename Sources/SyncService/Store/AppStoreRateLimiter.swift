@@ -15,22 +15,39 @@ actor AppStoreRateLimiter {
     private var due: [String: Duration] = [:]
 
     init(requestsPerSecond: Double, clock: any ServiceClock) {
-        let rate = max(requestsPerSecond, 0.001)
+        let rate = requestsPerSecond.isFinite && requestsPerSecond > 0 ? max(requestsPerSecond, 0.001) : 1
         interval = .nanoseconds(Int64((1_000_000_000 / rate).rounded(.up)))
         self.clock = clock
     }
 
-    /// Waits until `endpoint` may be called.
-    nonisolated func acquire(_ endpoint: String) async throws {
-        let wait = await reserve(endpoint)
+    /// Waits until `endpoint` may be called; `false` (nothing reserved) when that is more than
+    /// `maximumWait` away: the caller is told to come back later instead of queueing for long.
+    nonisolated func acquire(_ endpoint: String, maximumWait: Duration) async throws -> Bool {
+        guard let wait = await reserve(endpoint, maximumWait: maximumWait) else { return false }
         if wait > .zero { try await clock.sleep(for: wait) }
+        return true
     }
 
-    /// Reserves the next slot of `endpoint` and returns how long to wait for it.
-    private func reserve(_ endpoint: String) -> Duration {
+    /// How long until `endpoint`'s next free slot.
+    func delay(_ endpoint: String) -> Duration {
+        let now = clock.uptime()
+        return max(due[endpoint] ?? now, now) - now
+    }
+
+    /// Reserves the next slot of `endpoint` and returns how long to wait for it, or `nil` when
+    /// that is more than `maximumWait`.
+    private func reserve(_ endpoint: String, maximumWait: Duration) -> Duration? {
         let now = clock.uptime()
         let slot = max(due[endpoint] ?? now, now)
+        guard slot - now <= maximumWait else { return nil }
         due[endpoint] = slot + interval
         return slot - now
+    }
+
+    /// Apple answered 429 until `wait` from now: no caller of `endpoint` in this process asks
+    /// before then.
+    func pause(_ endpoint: String, for wait: Duration) {
+        let now = clock.uptime()
+        due[endpoint] = max(due[endpoint] ?? now, now + wait)
     }
 }

@@ -33,8 +33,10 @@ public final class AppStoreServerAPI: Sendable {
     ) {
         self.configuration = configuration
         let overridden = configuration.baseURL != configuration.environment.baseURL
+        // Public addresses only; an overridden base URL may also be loopback (a test double, a
+        // local proxy), never a private or link-local address (169.254.169.254 and the like).
         self.curl = curl ?? CurlClient(configuration: .init(
-            addressGuard: overridden ? ((try? AddressGuard(allow: ["0.0.0.0/0", "::/0"])) ?? .publicOnly) : .publicOnly,
+            addressGuard: overridden ? ((try? AddressGuard(allow: ["127.0.0.0/8", "::1/128"])) ?? .publicOnly) : .publicOnly,
             maximumConcurrentTransfers: 64, maximumConnectionsPerHost: 8, userAgent: "subsync-appstore/1", logger: logger))
         self.signer = AppStoreAPITokenSigner(configuration: configuration, clock: clock)
         self.limiter = AppStoreRateLimiter(requestsPerSecond: configuration.requestsPerSecond, clock: clock)
@@ -63,7 +65,8 @@ public final class AppStoreServerAPI: Sendable {
     }
 
     /// Every signed transaction of Get Transaction History v2, paged by `revision` while `hasMore`
-    /// (at most `maximumPages` pages: a bound against an answer that never ends).
+    /// (at most `maximumPages` pages and ``maximumPagedTransactions`` transactions: bounds
+    /// against an answer that never ends).
     public func allTransactions(transactionID: String, maximumPages: Int = 1_000) async throws(AppStoreAPIError) -> [String]? {
         try await allPages(maximumPages: maximumPages) { revision throws(AppStoreAPIError) in
             try await self.transactionHistory(transactionID: transactionID, revision: revision)
@@ -90,9 +93,11 @@ public final class AppStoreServerAPI: Sendable {
         from start: Date, to end: Date, paginationToken: String? = nil
     ) async throws(AppStoreAPIError) -> AppStoreAPI.NotificationHistoryPage {
         let body = Data(#"{"startDate":\#(Self.milliseconds(start)),"endDate":\#(Self.milliseconds(end))}"#.utf8)
+        var query: [(String, String)] = []
+        if let paginationToken { query.append(("paginationToken", try Self.pagingToken(paginationToken))) }
         let page = try await call(
-            endpoint: "notification-history", method: "POST", path: "/inApps/v1/notifications/history",
-            query: paginationToken.map { [("paginationToken", $0)] } ?? [], body: body, as: AppStoreAPI.NotificationHistoryPage.self)
+            endpoint: "notification-history", method: "POST", path: "/inApps/v1/notifications/history", query: query, body: body,
+            as: AppStoreAPI.NotificationHistoryPage.self)
         guard let page else { throw .malformedAnswer("notification history answered transaction not found") }
         return page
     }
@@ -115,20 +120,45 @@ public final class AppStoreServerAPI: Sendable {
 
     // MARK: - Requests
 
-    /// Pages through an endpoint paged by `revision`.
+    /// The most signed transactions one paged read collects (a subscription renewing monthly for
+    /// 80 years has under a thousand), and their bytes.
+    static let maximumPagedTransactions = 20_000
+    static let maximumPagedBytes = 64 << 20
+
+    /// Pages through an endpoint paged by `revision`. A revision seen before, a page count, a
+    /// transaction count or a size past its bound is a malformed answer; so is "not found" after
+    /// the first page (the list would be silently short).
     private func allPages(
         maximumPages: Int, _ page: (String?) async throws(AppStoreAPIError) -> AppStoreAPI.TransactionPage?
     ) async throws(AppStoreAPIError) -> [String]? {
         var signed: [String] = []
+        var bytes = 0
         var revision: String?
+        var seen: Set<String> = []
         for _ in 0..<maximumPages {
-            guard let answer = try await page(revision) else { return revision == nil ? nil : signed }
+            guard let answer = try await page(revision) else {
+                if revision == nil { return nil }
+                throw .malformedAnswer("transaction not found after the first page")
+            }
             signed += answer.signedTransactions
+            bytes += answer.signedTransactions.reduce(0) { $0 + $1.utf8.count }
+            guard signed.count <= Self.maximumPagedTransactions, bytes <= Self.maximumPagedBytes else {
+                throw .malformedAnswer("more than \(Self.maximumPagedTransactions) transactions or \(Self.maximumPagedBytes) bytes")
+            }
             guard answer.hasMore else { return signed }
-            guard let next = answer.revision, next != revision else { throw .malformedAnswer("hasMore without a new revision") }
-            revision = next
+            guard let next = answer.revision, seen.insert(next).inserted else { throw .malformedAnswer("hasMore without a new revision") }
+            revision = try Self.pagingToken(next)
         }
         throw .malformedAnswer("more than \(maximumPages) pages")
+    }
+
+    /// A revision or pagination token from an answer, before it goes into the next URL: short,
+    /// printable ASCII (it is percent-encoded there).
+    static func pagingToken(_ text: String) throws(AppStoreAPIError) -> String {
+        guard !text.isEmpty, text.utf8.count <= 512, text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+            throw .malformedAnswer("a revision or pagination token that is not one (\(text.utf8.count) bytes)")
+        }
+        return text
     }
 
     /// Sends one request with the retry policy above and decodes a 2xx answer.
@@ -140,8 +170,16 @@ public final class AppStoreServerAPI: Sendable {
         for attempt in 1...configuration.maximumAttempts {
             let response: CurlResponse
             do {
-                try await limiter.acquire(endpoint)
-                let token = try await signer.token()
+                guard try await limiter.acquire(endpoint, maximumWait: configuration.maximumRetryWait) else {
+                    let wait = await limiter.delay(endpoint)
+                    throw AppStoreAPIError.rateLimited(until: clock.now().addingTimeInterval(Double(wait.components.seconds) + 1))
+                }
+                let token: String
+                do {
+                    token = try await signer.token()
+                } catch {
+                    throw AppStoreAPIError.signingFailed("\(error)")
+                }
                 var headers = [("Authorization", "Bearer \(token)"), ("Accept", "application/json")]
                 if body != nil { headers.append(("Content-Type", "application/json")) }
                 response = try await curl.execute(CurlRequest(
@@ -151,11 +189,11 @@ public final class AppStoreServerAPI: Sendable {
                 lastError = .transport("\(error)")
                 guard try await backOff(after: attempt, error: lastError, endpoint: endpoint) else { throw lastError }
                 continue
-            } catch is CancellationError {
-                throw .transport("cancelled")
+            } catch let error as AppStoreAPIError {
+                throw error
             } catch {
-                // Only the token can fail otherwise (a key jwt-kit refuses): not worth retrying.
-                throw .transport("could not sign the request: \(error)")
+                // The limiter's sleep, cancelled.
+                throw .transport("cancelled")
             }
             if (200..<300).contains(response.status) {
                 guard !response.truncated else { throw .malformedAnswer("answer larger than \(Self.maximumAnswerBytes) bytes") }
@@ -166,10 +204,12 @@ public final class AppStoreServerAPI: Sendable {
                 }
             }
             let apple = try? JSONDecoder().decode(AppStoreAPI.ErrorBody.self, from: Data(response.body))
-            if apple?.errorCode == AppStoreAPIError.transactionNotFound { return nil }
-            let error = AppStoreAPIError.api(status: response.status, code: apple?.errorCode, message: apple?.errorMessage.map { String($0.prefix(200)) })
-            if response.status == 429, let until = Self.retryAfter(response) {
+            if response.status == 404, apple?.errorCode == AppStoreAPIError.transactionNotFound { return nil }
+            let error = AppStoreAPIError.api(status: response.status, code: apple?.errorCode, message: apple?.errorMessage.map(Self.printable))
+            if response.status == 429, let until = Self.retryAfter(response, now: clock.now()) {
                 let wait = until.timeIntervalSince(clock.now())
+                // Nobody in this process asks this endpoint again before Apple said.
+                await limiter.pause(endpoint, for: .milliseconds(Int64(max(0, wait) * 1000)))
                 guard attempt < configuration.maximumAttempts, wait <= Double(configuration.maximumRetryWait.components.seconds) else {
                     throw .rateLimited(until: until)
                 }
@@ -198,12 +238,25 @@ public final class AppStoreServerAPI: Sendable {
         return true
     }
 
-    /// `Retry-After` as Apple sends it: a UNIX time in milliseconds.
-    static func retryAfter(_ response: CurlResponse) -> Date? {
+    /// `Retry-After` as Apple sends it, a UNIX time in milliseconds; a small number is read as
+    /// HTTP's delay in seconds (a proxy's). At most a day from `now`: a hostile value cannot park
+    /// the caller for ever (or make a date no formatter can print).
+    static func retryAfter(_ response: CurlResponse, now: Date) -> Date? {
         guard let text = response.headers.first(where: { $0.name.lowercased() == "retry-after" })?.value,
-            let milliseconds = Double(text.trimmingCharacters(in: .whitespaces)), milliseconds.isFinite, milliseconds > 0
+            let value = Double(text.trimmingCharacters(in: .whitespaces)), value.isFinite, value > 0
         else { return nil }
-        return Date(timeIntervalSince1970: milliseconds / 1000)
+        let until = value < 1e9 ? now.addingTimeInterval(value) : Date(timeIntervalSince1970: value / 1000)
+        return min(until, now.addingTimeInterval(86_400))
+    }
+
+    /// Apple's `errorMessage` as it may be logged: at most 200 Unicode scalars, control
+    /// characters replaced.
+    static func printable(_ text: String) -> String {
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars.prefix(200) {
+            scalars.append(scalar.properties.generalCategory == .control ? "?" : scalar)
+        }
+        return String(scalars)
     }
 
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }

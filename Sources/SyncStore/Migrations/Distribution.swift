@@ -17,7 +17,8 @@ import Postgres
 /// - `webhook_endpoints` is a reference table: small, read by every outbox insert (joined with
 ///   the events being written), copied to every node.
 /// - `schema_migrations` and `reconcile_checkpoints` stay local to the coordinator: only the
-///   command line reads them, never joined with distributed tables.
+///   command line reads them, never joined with distributed tables. So does `store_backfill`
+///   (sql/0038), the notification backfill's checkpoint and lease.
 /// - `account_work`, the workers' claim queue (sql/0014), stays local to the coordinator too:
 ///   claims lock its rows with `FOR UPDATE SKIP LOCKED`, which Citus can only run on one node.
 ///   So does `operator_actions`, the operators' audit log (sql/0015), written and read by the

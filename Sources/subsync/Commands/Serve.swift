@@ -84,6 +84,11 @@ struct Serve: AsyncParsableCommand {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let verifier = try storeKitVerifier(configuration, logger: logger)
         let appStoreAPI = try appStoreServerAPI(configuration, logger: logger)
+        if appStoreAPI != nil, verifier == nil {
+            printError(
+                "SUBSYNC_APPSTORE_KEY_FILE is set, but the store's answers are verified like device reports: set SUBSYNC_APPLE_ROOT_CERTIFICATES and SUBSYNC_BUNDLE_ID")
+            throw ExitCodes.usage
+        }
         var adMobKeys: AdMobKeys?
         if configuration.adMobKeysFile != nil || configuration.adMobKeysURL != nil {
             guard !configuration.adMobAdUnits.isEmpty else {

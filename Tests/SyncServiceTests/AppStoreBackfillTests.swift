@@ -1,0 +1,116 @@
+import Foundation
+import Postgres
+import SyncCore
+@testable import SyncService
+import SyncStore
+import TestSupport
+import Testing
+
+/// The backfill of missed App Store notifications (issue #51, docs/STORE.md "Backfill") with the
+/// service's own services running (`.live`) against the store double.
+@Suite("App Store notification backfill", .serialized)
+struct AppStoreBackfillTests {
+    /// The code `POST /v1/notifications/apple` runs, as the application builds it.
+    static func notifications(_ env: TestEnvironment, verifier: StoreKitVerifier) -> NotificationController {
+        let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+        return NotificationController(
+            verifier: verifier, binder: TransactionBinder(pool: env.pool, engine: engine, policy: .reject),
+            store: StoreNotificationStore(pool: env.pool), tokens: AppAccountTokens(key: nil), limiter: nil, arrivals: WakeSignal(),
+            logger: env.logger)
+    }
+
+    @Test("a refund whose notification was lost is applied by the next backfill, once; the checkpoint moves, overlapping, and survives a new process")
+    func lostRefund() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let clock = ManualClock(start: now)
+            let purchased = now.addingTimeInterval(-86_400)
+            let expires = now.addingTimeInterval(29 * 86_400)
+            // Apple's record: nothing at first, then the REFUND the service never received
+            // (repeated on every later ask, as the window overlaps).
+            let refundUUID = UUID()
+            let body = try trust.notification("REFUND", uuid: refundUUID, transaction: TrustAPITests.transaction(
+                original: "t-lost", purchased: purchased, expires: expires, signed: now.addingTimeInterval(60),
+                revoked: now.addingTimeInterval(30)), signed: now.addingTimeInterval(60))
+            let signedPayload = try #require((try JSONSerialization.jsonObject(with: body) as? [String: Any])?["signedPayload"] as? String)
+            try await double.script("POST", "/inApps/v1/notifications/history", [
+                AppStoreDouble.Answer(json: ["hasMore": false, "notificationHistory": []]),
+                AppStoreDouble.Answer(json: ["hasMore": false, "notificationHistory": [["signedPayload": .string(signedPayload)]]]),
+            ])
+            let api = try AppStoreAPITests.client(double)
+            let app = env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
+            try await app.test(.live) { client in
+                let jws = try trust.authority.sign(TrustAPITests.transaction(original: "t-lost", purchased: purchased, expires: expires, signed: now))
+                let (status, _) = try await client.sync(account: "lost", body: try TrustAPITests.signedBody(reportID: "p1", jws: jws))
+                #expect(status == .accepted)
+                #expect(trust.entitlementStatus(try await trust.settled(client, "lost")) == "active")
+
+                // The first run (at start) asked from a day back and found nothing.
+                #expect(try await waitUntil { try await env.scalar("SELECT count(*) FROM store_backfill WHERE checkpoint IS NOT NULL") == 1 })
+                let first = try #require(try await double.requests().first)
+                let firstWindow = try #require(try JSONSerialization.jsonObject(with: Data(first.body.utf8)) as? [String: Int64])
+                #expect(firstWindow["endDate"] == AppStoreServerAPI.milliseconds(now))
+                #expect(firstWindow["startDate"] == AppStoreServerAPI.milliseconds(now.addingTimeInterval(-86_400 - 600)))
+
+                // An interval later the next run finds the refund: revoked, announced once.
+                clock.advance(by: .seconds(3_600))
+                #expect(try await waitUntil { trust.entitlementStatus(try await trust.settled(client, "lost")) == "revoked" })
+                #expect(try await trust.notificationAccount(env, refundUUID) == "lost")
+                let second = try await double.requests()
+                #expect(second.count == 2)
+                let secondWindow = try #require(try JSONSerialization.jsonObject(with: Data((second.last?.body ?? "").utf8)) as? [String: Int64])
+                #expect(secondWindow["startDate"] == AppStoreServerAPI.milliseconds(now.addingTimeInterval(-600)), "from the checkpoint, less the overlap")
+
+                // Once more: the same notification is a duplicate, no second event.
+                clock.advance(by: .seconds(3_600))
+                #expect(try await waitUntil { try await double.requests().count == 3 })
+                #expect(try await waitUntil {
+                    try await env.scalar("SELECT count(*) FROM store_backfill WHERE notifications = 2 AND lease_owner IS NOT NULL") == 1
+                })
+            }
+            #expect(try await env.scalar("SELECT count(*) FROM events WHERE account_id = 'lost' AND type = 'entitlement.revoked'") == 1)
+            #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'lost' AND source = 'store'") == 1)
+            // A stopped process gave its lease up; a new one resumes from the checkpoint.
+            #expect(try await env.scalar("SELECT count(*) FROM store_backfill WHERE lease_owner IS NULL") == 1)
+            let checkpoints = StoreBackfillCheckpoint(pool: env.pool)
+            let state = try #require(try await checkpoints.lease(owner: "next", now: clock.now(), duration: 600))
+            #expect(state.checkpoint?.timeIntervalSince1970.rounded() == now.addingTimeInterval(7_200).timeIntervalSince1970.rounded())
+            #expect(try await checkpoints.lease(owner: "other", now: clock.now(), duration: 600) == nil, "one process at a time")
+            #expect(try await checkpoints.lease(owner: "other", now: clock.now().addingTimeInterval(601), duration: 600) != nil, "an expired lease is free")
+        }
+    }
+
+    @Test("a run that fails half-way (the store answers 500, a forged notification) keeps the checkpoint; forged notifications change nothing")
+    func failedRunKeepsCheckpoint() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let forger = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let clock = ManualClock(start: now)
+            let forged = try forger.notification("REFUND", transaction: TrustAPITests.transaction(
+                original: "t-kept", purchased: now.addingTimeInterval(-86_400), expires: now.addingTimeInterval(29 * 86_400), signed: now,
+                revoked: now), signed: now)
+            let forgedPayload = try #require((try JSONSerialization.jsonObject(with: forged) as? [String: Any])?["signedPayload"] as? String)
+            try await double.script("POST", "/inApps/v1/notifications/history", query: [:], [
+                AppStoreDouble.Answer(json: ["hasMore": true, "paginationToken": "p2", "notificationHistory": [["signedPayload": .string(forgedPayload)]]]),
+            ])
+            try await double.script("POST", "/inApps/v1/notifications/history", query: ["paginationToken": "p2"], [
+                AppStoreDouble.Answer(status: 500, json: AppStoreAPITests.error(5000000, "An unknown error occurred.")),
+            ])
+            let api = try AppStoreAPITests.client(double, attempts: 1)
+            let backfill = NotificationBackfill(
+                api: api, notifications: Self.notifications(env, verifier: trust.verifier),
+                checkpoints: StoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger)
+            let outcome = await backfill.runOnce()
+            #expect(outcome.leased)
+            #expect(outcome.pages == 1)
+            #expect(outcome.refused == 1)
+            #expect(!outcome.completed)
+            #expect(try await env.scalar("SELECT count(*) FROM store_backfill WHERE checkpoint IS NULL AND last_error LIKE '%500%'") == 1)
+            #expect(try await env.scalar("SELECT count(*) FROM store_notifications") == 0)
+        }
+    }
+}
