@@ -50,8 +50,11 @@ struct Reconcile: AsyncParsableCommand {
     @Option(help: "With --all: batches in flight at once (1-8).") var jobs: Int = 2
     @Flag(help: "No progress display.") var noProgress = false
     @Flag(help: "Print machine-readable JSON instead of text.") var json = false
+    @Flag(help: "Compare with what the App Store says (its Server API; docs/STORE.md) instead of the stored reports; without --dry-run, ingest the store's version as verified store reports.")
+    var againstStore = false
 
     func validate() throws {
+        if againstStore && (since != nil || resume) { throw ValidationError("--since and --resume do not go with --against-store") }
         if account != nil && all { throw ValidationError("give --account or --all, not both") }
         if account == nil && !all { throw ValidationError("give --account A or --all") }
         if account != nil && (since != nil || resume) { throw ValidationError("--since and --resume go with --all") }
@@ -71,6 +74,10 @@ struct Reconcile: AsyncParsableCommand {
         var complete = true
         var resumedFrom: String?
         var seconds = 0.0
+        /// With --against-store: store reports written for the workers to resolve.
+        var storeReportsSubmitted: Int?
+        /// With --against-store: signed fields from the store that did not verify.
+        var unverified: Int?
 
         enum CodingKeys: String, CodingKey {
             case dryRun = "dry_run"
@@ -82,10 +89,13 @@ struct Reconcile: AsyncParsableCommand {
             case complete
             case resumedFrom = "resumed_from"
             case seconds
+            case storeReportsSubmitted = "store_reports_submitted"
+            case unverified
         }
     }
 
     func run() async throws {
+        if againstStore { return try await runAgainstStore() }
         let catalogue = try Operator.catalogue()
         let sinceDate = try since.map { try Operator.parseSince($0) }
         let output = DifferenceOutput(json: json)
@@ -224,7 +234,10 @@ final class DifferenceOutput {
                 ? "no drift"
                 : "\(summary.differences) differences in \(summary.accountsWithDrift) accounts \(verb)"
             var line = "reconcile: \(summary.accountsChecked) accounts checked, \(drift)"
-            if !summary.dryRun && summary.accountsRepaired > 0 { line += ", \(summary.eventsWritten) events written" }
+            if !summary.dryRun && summary.accountsRepaired > 0 {
+                line += summary.storeReportsSubmitted.map { ", \($0) store reports submitted" } ?? ", \(summary.eventsWritten) events written"
+            }
+            if let unverified = summary.unverified, unverified > 0 { line += ", \(unverified) signed answers did not verify (ignored)" }
             if !summary.complete { line += " (interrupted)" }
             print(line)
         }

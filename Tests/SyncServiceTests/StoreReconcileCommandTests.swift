@@ -1,0 +1,99 @@
+import Foundation
+import Postgres
+import SyncCore
+@testable import SyncService
+import SyncStore
+import TestSupport
+import Testing
+import X509
+
+/// `subsync reconcile --against-store` (issue #51, docs/STORE.md): the built binary against a
+/// real database and the store double.
+@Suite("Reconcile against the store", .serialized)
+struct StoreReconcileCommandTests {
+    typealias Command = OperationsCommandTests
+
+    @Test("a renewal no device or notification reported: --dry-run finds it, the repair ingests it as a store report, the next run finds none; forged and other accounts' transactions change nothing")
+    func missedRenewal() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let forger = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let day: TimeInterval = 86_400
+            let first = TrustAPITests.transaction(
+                original: "t-r1", purchased: now.addingTimeInterval(-40 * day), expires: now.addingTimeInterval(-10 * day),
+                signed: now.addingTimeInterval(-40 * day))
+            let renewal = TrustAPITests.transaction(
+                original: "t-r1", id: "t-r2", purchased: now.addingTimeInterval(-10 * day), expires: now.addingTimeInterval(20 * day),
+                signed: now.addingTimeInterval(-10 * day))
+            // What the account has: the first period only, verified (a device's report).
+            let stored = try trust.authority.sign(first)
+            let report = try await trust.verifier.verifyTransaction(stored).report(reportID: "d1", deviceID: "phone", observedAt: now.addingTimeInterval(-39 * day))
+            _ = try await ReportInbox(pool: env.pool).submit(accountID: "drifted", device: DeviceInfo(id: "phone"), reports: [report])
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            #expect(try await engine.resolvePendingBatch(limit: 10).reportsResolved == 1)
+            #expect(try await env.scalar("SELECT count(*) FROM entitlements WHERE account_id = 'drifted' AND status = 'active'") == 0)
+
+            // What the store has: both periods, a purchase of another Apple ID account's subsync
+            // account (same customer, not this account's), and a forged "renewal" to 2099.
+            let other = TrustAPITests.transaction(
+                original: "t-elsewhere", purchased: now.addingTimeInterval(-5 * day), expires: now.addingTimeInterval(25 * day), signed: now)
+            let forged = TrustAPITests.transaction(
+                original: "t-r1", id: "t-r3", purchased: now.addingTimeInterval(-day), expires: now.addingTimeInterval(20 * 365 * day), signed: now)
+            try await double.script("GET", "/inApps/v2/history/t-r1", [AppStoreDouble.Answer(json: [
+                "hasMore": false, "revision": "x",
+                "signedTransactions": [.string(stored), .string(try trust.authority.sign(renewal)), .string(try trust.authority.sign(other)),
+                                       .string(try forger.authority.sign(forged))],
+            ])])
+            let renewalInfo: [String: Any] = [
+                "originalTransactionId": "t-r1", "autoRenewProductId": "voip.premium.monthly", "productId": "voip.premium.monthly",
+                "autoRenewStatus": 1, "environment": "Production", "signedDate": (now.timeIntervalSince1970 * 1000).rounded(),
+            ]
+            let signedRenewal = try trust.authority.sign(header: try trust.authority.header(), payload: try JSONSerialization.data(withJSONObject: renewalInfo))
+            try await double.script("GET", "/inApps/v1/subscriptions/t-r1", [AppStoreDouble.Answer(json: [
+                "data": [["subscriptionGroupIdentifier": "g", "lastTransactions": [[
+                    "status": 1, "originalTransactionId": "t-r1", "signedTransactionInfo": .string(try trust.authority.sign(renewal)),
+                    "signedRenewalInfo": .string(signedRenewal),
+                ]]]],
+            ])])
+
+            let roots = FileManager.default.temporaryDirectory.appendingPathComponent("store-reconcile-\(UUID().uuidString).pem")
+            try trust.authority.root.serializeAsPEM().pemString.write(to: roots, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(at: roots) }
+            let settings = [
+                "SUBSYNC_APPSTORE_KEY_FILE": AppStoreDouble.keyFile.path, "SUBSYNC_APPSTORE_KEY_ID": AppStoreDouble.keyID,
+                "SUBSYNC_APPSTORE_ISSUER_ID": AppStoreDouble.issuerID, "SUBSYNC_APPSTORE_BASE_URL": double.baseURL,
+                "SUBSYNC_APPLE_ROOT_CERTIFICATES": roots.path, "SUBSYNC_BUNDLE_ID": TrustAPITests.bundleID,
+            ]
+
+            var out = try await Command.run(["reconcile", "--against-store", "--account", "drifted", "--dry-run", "--json"], env: env, extra: settings)
+            #expect(out.status == 2, "drift with --dry-run exits 2: \(out.stderr)")
+            var differences = (out.object["differences"] as? [[String: Any]]) ?? []
+            #expect(differences.map { $0["field"] as? String } == ["transactions.row"], "\(differences)")
+            #expect(differences.first?["transaction_id"] as? String == "t-r2")
+            #expect((out.object["summary"] as? [String: Any])?["unverified"] as? Int == 1)
+            #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'drifted'") == 1, "a dry run writes nothing")
+            // Without a key: a clear refusal.
+            let unconfigured = try await Command.run(["reconcile", "--against-store", "--account", "drifted"], env: env)
+            #expect(unconfigured.status == 64)
+            #expect(unconfigured.stderr.contains("SUBSYNC_APPSTORE_KEY_FILE"))
+
+            out = try await Command.run(["reconcile", "--against-store", "--account", "drifted"], env: env, extra: settings)
+            #expect(out.status == 0, "\(out.stderr)")
+            #expect(out.stdout.contains("1 store reports submitted"), "\(out.stdout)")
+            #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'drifted' AND source = 'store' AND transaction_id = 't-r2'") == 1)
+            #expect(try await engine.resolvePendingBatch(limit: 10).reportsResolved == 1)
+            #expect(try await env.scalar("SELECT count(*) FROM entitlements WHERE account_id = 'drifted' AND status = 'active'") == 1)
+            #expect(try await env.scalar("SELECT count(*) FROM transactions WHERE transaction_id IN ('t-r3', 't-elsewhere')") == 0)
+
+            out = try await Command.run(["reconcile", "--against-store", "--all", "--dry-run", "--json", "--no-progress"], env: env, extra: settings)
+            #expect(out.status == 0, "\(out.stdout) \(out.stderr)")
+            differences = (out.object["differences"] as? [[String: Any]]) ?? []
+            #expect(differences.isEmpty, "\(differences)")
+            #expect((out.object["summary"] as? [String: Any])?["accounts_checked"] as? Int == 1)
+            // Every request carried a token the double verified.
+            #expect(try await double.requests().allSatisfy(\.jwt.valid))
+        }
+    }
+}
