@@ -10,8 +10,16 @@
 /// case .ready(let events): for event in events { apply(event) }
 /// case .duplicate, .stale: break          // already handled: answer 2xx
 /// case .buffered: break                   // kept until the gap is filled
+/// case .full: answer503()                  // too much buffered: let the sender retry it later
 /// }
 /// ```
+///
+/// **Bounded.** In gapless mode at most ``maximumBuffered`` early events are kept, and at most
+/// ``maximumBufferedPerAccount`` of one account (a sender that skips a sequence for good, or a
+/// flood of events numbered far ahead, cannot grow memory without end). An early event past a
+/// bound is not kept: ``Outcome/full(limit:)``, which a receiver answers with a non-2xx status
+/// (subsync retries the delivery on its schedule, by which time the gap may be filled) or ends
+/// with ``skipGap(account:)``.
 ///
 /// Every event carries the account's **full** resolved state (``WebhookEvent/state``), so
 /// skipping a gap is safe: the state of the latest event applied is the account's correct state,
@@ -19,7 +27,7 @@
 /// delivery failed for good); events of the gap that arrive later are then reported ``Outcome/stale(lastApplied:)``.
 ///
 /// The orderer is a value type: keep one per process (for instance inside an actor) and persist
-/// ``appliedSequences`` to resume with ``init(lastApplied:unknownAccountsStart:rememberedIDs:mode:)``.
+/// ``appliedSequences`` to resume with ``init(lastApplied:unknownAccountsStart:rememberedIDs:mode:maximumBuffered:maximumBufferedPerAccount:)``.
 /// Buffered events are kept in memory only.
 ///
 /// **Endpoints subscribed to some event types only** (`event_types` on the endpoint) see gaps in
@@ -62,7 +70,18 @@ public struct EventOrderer: Sendable {
         /// sequence up to just before this one, some of which may be buffered already) must come
         /// first.
         case buffered(missing: ClosedRange<Int64>)
+        /// The event came early and the buffer is full (`limit` events in all, or of this
+        /// account): it was **not** kept. Answer its delivery with a non-2xx status so that it is
+        /// sent again later, or give up on the gap with ``EventOrderer/skipGap(account:)``.
+        case full(limit: Int)
     }
+
+    /// The most early events kept in all (gapless mode).
+    public let maximumBuffered: Int
+    /// The most early events kept for one account (gapless mode).
+    public let maximumBufferedPerAccount: Int
+    /// Early events kept now, in all.
+    public private(set) var bufferedCount = 0
 
     /// The last applied sequence per account.
     private var applied: [String: Int64]
@@ -81,9 +100,15 @@ public struct EventOrderer: Sendable {
     /// ``appliedSequences`` returned), starting unknown accounts at `unknownAccountsStart`, and
     /// remembering the ids of the last `rememberedIDs` events to report repeats as
     /// ``Outcome/duplicate`` (older repeats are reported ``Outcome/stale(lastApplied:)``).
+    ///
+    /// `maximumBuffered` and `maximumBufferedPerAccount` bound the early events kept (see the
+    /// type's documentation); at least 1 each.
     public init(
-        lastApplied: [String: Int64] = [:], unknownAccountsStart: Start = .atOne, rememberedIDs: Int = 10_000, mode: Mode = .gapless
+        lastApplied: [String: Int64] = [:], unknownAccountsStart: Start = .atOne, rememberedIDs: Int = 10_000, mode: Mode = .gapless,
+        maximumBuffered: Int = 10_000, maximumBufferedPerAccount: Int = 1_000
     ) {
+        self.maximumBuffered = max(1, maximumBuffered)
+        self.maximumBufferedPerAccount = max(1, min(maximumBufferedPerAccount, maximumBuffered))
         self.mode = mode
         self.applied = lastApplied
         self.unknownAccountsStart = unknownAccountsStart
@@ -123,6 +148,7 @@ public struct EventOrderer: Sendable {
                 while last < Int64.max, let next = buffered.removeValue(forKey: last + 1) {
                     ready.append(next)
                     last += 1
+                    bufferedCount -= 1
                 }
                 if !buffered.isEmpty {
                     pending[account] = buffered
@@ -137,8 +163,11 @@ public struct EventOrderer: Sendable {
             // The same sequence again under another id (or a repeat whose id was forgotten).
             return .duplicate
         }
+        if bufferedCount >= maximumBuffered { return .full(limit: maximumBuffered) }
+        if (pending[account]?.count ?? 0) >= maximumBufferedPerAccount { return .full(limit: maximumBufferedPerAccount) }
         remember(event.id)
         pending[account, default: [:]][sequence] = event
+        bufferedCount += 1
         return .buffered(missing: expected...(sequence - 1))
     }
 
@@ -164,6 +193,7 @@ public struct EventOrderer: Sendable {
     /// last event returned is the account's state.
     public mutating func skipGap(account: String) -> [WebhookEvent] {
         guard let buffered = pending.removeValue(forKey: account) else { return [] }
+        bufferedCount -= buffered.count
         let events = buffered.keys.sorted().compactMap { buffered[$0] }
         if let last = events.last {
             applied[account] = max(applied[account] ?? last.sequence, last.sequence)
@@ -177,7 +207,7 @@ public struct EventOrderer: Sendable {
     }
 
     /// The last applied sequence of every account: persist it and pass it to
-    /// ``init(lastApplied:unknownAccountsStart:rememberedIDs:mode:)`` to resume.
+    /// ``init(lastApplied:unknownAccountsStart:rememberedIDs:mode:maximumBuffered:maximumBufferedPerAccount:)`` to resume.
     public var appliedSequences: [String: Int64] { applied }
 
     /// Remembers `id` for duplicate detection, forgetting the oldest beyond the capacity.

@@ -67,6 +67,8 @@ struct EventOrdererTests {
                         #expect(event.accountID == delivery.accountID)
                         applied[event.accountID, default: []].append(event.sequence)
                     }
+                case .full(let limit):
+                    Issue.record("seed \(seed): the buffer (\(limit)) filled")
                 case .buffered(let missing):
                     #expect(!repeated, "seed \(seed): a repeat of \(delivery.id) was buffered")
                     let next = (orderer.lastApplied(account: delivery.accountID) ?? 0) + 1
@@ -263,6 +265,37 @@ struct EventOrdererTests {
         #expect(orderer.lastApplied(account: "a") == 3_000)
         let old = orderer.receive(makeEvent("a", 1))
         #expect(old == .stale(lastApplied: 3_000))
+    }
+
+    @Test("The buffer is bounded, in all and per account: an early event past a bound is not kept (full), and is taken once there is room")
+    func boundedBuffer() {
+        var orderer = EventOrderer(maximumBuffered: 5, maximumBufferedPerAccount: 3)
+        // One account floods events far ahead of its missing first one.
+        for sequence in Int64(2)...4 {
+            #expect(orderer.receive(makeEvent("a", sequence)) == .buffered(missing: 1...(sequence - 1)))
+        }
+        #expect(orderer.receive(makeEvent("a", 5)) == .full(limit: 3))
+        #expect(orderer.bufferedCount == 3)
+        // Another account still has room, up to the total.
+        #expect(orderer.receive(makeEvent("b", 2)) == .buffered(missing: 1...1))
+        #expect(orderer.receive(makeEvent("b", 3)) == .buffered(missing: 1...2))
+        #expect(orderer.receive(makeEvent("c", 2)) == .full(limit: 5))
+        // An event that is next is never refused, and frees what it releases.
+        if case .ready(let events) = orderer.receive(makeEvent("a", 1)) {
+            #expect(events.map(\.sequence) == [1, 2, 3, 4])
+        } else {
+            Issue.record("a's first event was not applied")
+        }
+        #expect(orderer.bufferedCount == 2)
+        // The refused event was not remembered: sent again, it is applied in order.
+        if case .ready(let events) = orderer.receive(makeEvent("a", 5)) {
+            #expect(events.map(\.sequence) == [5])
+        } else {
+            Issue.record("a's fifth event, sent again, was not applied")
+        }
+        #expect(orderer.receive(makeEvent("c", 2)) == .buffered(missing: 1...1))
+        #expect(orderer.skipGap(account: "b").map(\.sequence) == [2, 3])
+        #expect(orderer.bufferedCount == 1)
     }
 }
 

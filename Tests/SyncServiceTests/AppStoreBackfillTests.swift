@@ -35,8 +35,9 @@ struct AppStoreBackfillTests {
                 original: "t-lost", purchased: purchased, expires: expires, signed: now.addingTimeInterval(60),
                 revoked: now.addingTimeInterval(30)), signed: now.addingTimeInterval(60))
             let signedPayload = try #require((try JSONSerialization.jsonObject(with: body) as? [String: Any])?["signedPayload"] as? String)
+            let empty = AppStoreDouble.Answer(json: ["hasMore": false, "notificationHistory": []])
             try await double.script("POST", "/inApps/v1/notifications/history", [
-                AppStoreDouble.Answer(json: ["hasMore": false, "notificationHistory": []]),
+                empty, empty,
                 AppStoreDouble.Answer(json: ["hasMore": false, "notificationHistory": [["signedPayload": .string(signedPayload)]]]),
             ])
             let api = try AppStoreAPITests.client(double)
@@ -47,25 +48,36 @@ struct AppStoreBackfillTests {
                 #expect(status == .accepted)
                 #expect(trust.entitlementStatus(try await trust.settled(client, "lost")) == "active")
 
-                // The first run (at start) asked from a day back and found nothing.
-                #expect(try await waitUntil { try await env.scalar("SELECT count(*) FROM store_backfill WHERE checkpoint IS NOT NULL") == 1 })
-                let first = try #require(try await double.requests().first)
-                let firstWindow = try #require(try JSONSerialization.jsonObject(with: Data(first.body.utf8)) as? [String: Int64])
-                #expect(firstWindow["endDate"] == AppStoreServerAPI.milliseconds(now))
-                #expect(firstWindow["startDate"] == AppStoreServerAPI.milliseconds(now.addingTimeInterval(-86_400 - 600)))
+                // The first run (at start) asked from a day back (less the overlap), a day at a
+                // time, and found nothing.
+                let nearlyNow = RFC3339.format(now.addingTimeInterval(-300))
+                #expect(try await waitUntil {
+                    try await env.scalar("SELECT count(*) FROM store_backfill WHERE checkpoint > '\(nearlyNow)'::timestamptz") == 1
+                })
+                let windows = try await double.requests().map { request in
+                    try #require(try JSONSerialization.jsonObject(with: Data(request.body.utf8)) as? [String: Int64])
+                }
+                #expect(windows.map { $0["startDate"] } == [
+                    AppStoreServerAPI.milliseconds(now.addingTimeInterval(-86_400 - 600)), AppStoreServerAPI.milliseconds(now.addingTimeInterval(-600)),
+                ])
+                #expect(windows.map { $0["endDate"] } == [
+                    AppStoreServerAPI.milliseconds(now.addingTimeInterval(-600)), AppStoreServerAPI.milliseconds(now),
+                ])
 
                 // An interval later the next run finds the refund: revoked, announced once.
+                #expect(await clock.waitForSleeper(forAtLeast: .seconds(3_500)))
                 clock.advance(by: .seconds(3_600))
                 #expect(try await waitUntil { trust.entitlementStatus(try await trust.settled(client, "lost")) == "revoked" })
                 #expect(try await trust.notificationAccount(env, refundUUID) == "lost")
                 let second = try await double.requests()
-                #expect(second.count == 2)
+                #expect(second.count == 3)
                 let secondWindow = try #require(try JSONSerialization.jsonObject(with: Data((second.last?.body ?? "").utf8)) as? [String: Int64])
                 #expect(secondWindow["startDate"] == AppStoreServerAPI.milliseconds(now.addingTimeInterval(-600)), "from the checkpoint, less the overlap")
 
                 // Once more: the same notification is a duplicate, no second event.
+                #expect(await clock.waitForSleeper(forAtLeast: .seconds(3_500)))
                 clock.advance(by: .seconds(3_600))
-                #expect(try await waitUntil { try await double.requests().count == 3 })
+                #expect(try await waitUntil { try await double.requests().count == 4 })
                 #expect(try await waitUntil {
                     try await env.scalar("SELECT count(*) FROM store_backfill WHERE notifications = 2 AND lease_owner IS NOT NULL") == 1
                 })

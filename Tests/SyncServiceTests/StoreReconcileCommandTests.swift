@@ -27,12 +27,20 @@ struct StoreReconcileCommandTests {
             let renewal = TrustAPITests.transaction(
                 original: "t-r1", id: "t-r2", purchased: now.addingTimeInterval(-10 * day), expires: now.addingTimeInterval(20 * day),
                 signed: now.addingTimeInterval(-10 * day))
-            // What the account has: the first period only, verified (a device's report).
+            // What the account has: the first period only, verified and bound (a device's sync).
             let stored = try trust.authority.sign(first)
             let report = try await trust.verifier.verifyTransaction(stored).report(reportID: "d1", deviceID: "phone", observedAt: now.addingTimeInterval(-39 * day))
-            _ = try await ReportInbox(pool: env.pool).submit(accountID: "drifted", device: DeviceInfo(id: "phone"), reports: [report])
             let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
-            #expect(try await engine.resolvePendingBatch(limit: 10).reportsResolved == 1)
+            let binder = TransactionBinder(pool: env.pool, engine: engine, policy: .reject)
+            _ = try await binder.submit(
+                accountID: "drifted", device: DeviceInfo(id: "phone"), reports: [report],
+                claims: [PurchaseClaim(originalTransactionID: "t-r1", appAccountToken: nil)])
+            // Another account has only a report naming the same purchase (unsigned data, never
+            // bound to it): the store's answers about it are not that account's to take.
+            var claimed = report
+            claimed.reportID = "c1"
+            _ = try await ReportInbox(pool: env.pool).submit(accountID: "claimer", device: DeviceInfo(id: "tablet"), reports: [claimed])
+            #expect(try await engine.resolvePendingBatch(limit: 10).reportsResolved == 2)
             #expect(try await env.scalar("SELECT count(*) FROM entitlements WHERE account_id = 'drifted' AND status = 'active'") == 0)
 
             // What the store has: both periods, a purchase of another Apple ID account's subsync
@@ -79,6 +87,11 @@ struct StoreReconcileCommandTests {
             #expect(unconfigured.status == 64)
             #expect(unconfigured.stderr.contains("SUBSYNC_APPSTORE_KEY_FILE"))
 
+            let claimer = try await Command.run(["reconcile", "--against-store", "--account", "claimer"], env: env, extra: settings)
+            #expect(claimer.status == 0, "\(claimer.stderr)")
+            #expect(claimer.stdout.contains("no drift"), "\(claimer.stdout)")
+            #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'claimer' AND source = 'store'") == 0)
+
             out = try await Command.run(["reconcile", "--against-store", "--account", "drifted"], env: env, extra: settings)
             #expect(out.status == 0, "\(out.stderr)")
             #expect(out.stdout.contains("1 store reports submitted"), "\(out.stdout)")
@@ -91,7 +104,7 @@ struct StoreReconcileCommandTests {
             #expect(out.status == 0, "\(out.stdout) \(out.stderr)")
             differences = (out.object["differences"] as? [[String: Any]]) ?? []
             #expect(differences.isEmpty, "\(differences)")
-            #expect((out.object["summary"] as? [String: Any])?["accounts_checked"] as? Int == 1)
+            #expect((out.object["summary"] as? [String: Any])?["accounts_checked"] as? Int == 2)
             // Every request carried a token the double verified.
             #expect(try await double.requests().allSatisfy(\.jwt.valid))
         }

@@ -99,6 +99,30 @@ public final class ManualClock: ServiceClock {
         await waitUntil(seconds: seconds) { self.sleeperCount >= count }
     }
 
+    /// Waits (in real time, up to `seconds`) until a task sleeps on this clock for at least
+    /// `duration` from now: a service with a long interval (the notification backfill's hour) is
+    /// asleep, so that advancing by the interval is what wakes it. Other services' short sleeps
+    /// do not count, as they would for ``waitForSleepers(atLeast:seconds:)``.
+    @discardableResult
+    public func waitForSleeper(forAtLeast duration: Duration, seconds: Double = 300) async -> Bool {
+        await waitUntil(seconds: seconds) {
+            self.state.withLock { state in state.sleepers.values.contains { $0.deadline - state.elapsed >= duration } }
+        }
+    }
+
+    /// Waits (in real time, up to `seconds`) for `condition`, moving this clock forward by `step`
+    /// at each look: services with short intervals (a sweeper's 100 ms) that went to sleep after
+    /// the test last advanced still wake, without the test counting sleepers it cannot tell
+    /// apart. At most `seconds / 20 ms × step` of clock time passes (75 s with the defaults).
+    @discardableResult
+    public func advancing(by step: Duration = .milliseconds(5), seconds: Double = 300, until condition: () async throws -> Bool) async rethrows -> Bool {
+        try await waitUntil(seconds: seconds) {
+            if try await condition() { return true }
+            self.advance(by: step)
+            return false
+        }
+    }
+
     /// The same time as a standard `Clock`, for APIs that take `any Clock<Duration>`.
     public var continuous: Continuous { Continuous(clock: self) }
 

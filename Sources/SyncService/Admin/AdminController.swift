@@ -22,10 +22,13 @@ struct AdminController: Sendable {
     let sampleInterval: Duration
     let clock: any ServiceClock
     let logger: Logger
+    /// Reconciles against the App Store, when its Server API is configured (docs/STORE.md).
+    var storeReconciler: StoreReconciler?
 
     func addRoutes(to router: Router<SubsyncRequestContext>) {
         let admin = router.group("v1/admin")
         addAccountRoutes(to: admin)
+        addStoreRoutes(to: admin)
         addDeliveryRoutes(to: admin)
         addHealthRoutes(to: admin)
     }
@@ -50,7 +53,7 @@ struct AdminController: Sendable {
             let timeline = AccountTimeline(
                 details: details, deliveries: try await deliveries.deliveries(ofAccount: accountID),
                 actions: try await OperatorLog(pool: pool).actions(ofAccount: accountID))
-            return try JSONResponse.make(AccountAnswer(account: details, timeline: timeline.entries))
+            return try JSONResponse.make(AccountAnswer(account: details, timeline: timeline.entries, appStore: storeReconciler != nil))
         }
         admin.post("accounts/:account_id/revoke") { request, context in
             try await override(.revoke, request: request, context: context)
@@ -142,6 +145,13 @@ extension AdminController {
     struct AccountAnswer: Encodable {
         var account: AccountInspector.Details
         var timeline: [AccountTimeline.Entry]
+        /// Whether `reconcile-store` is available (the App Store Server API is configured).
+        var appStore: Bool
+
+        enum CodingKeys: String, CodingKey {
+            case account, timeline
+            case appStore = "app_store"
+        }
     }
 
     struct OverrideRequest: Decodable {

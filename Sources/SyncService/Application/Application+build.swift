@@ -141,10 +141,14 @@ public func buildApplication(
     // The operator console and the admin routes it calls (issue #17).
     let history = MetricsHistory()
     let sampleInterval = Duration.seconds(5)
+    var storeReconciler: StoreReconciler?
+    if let api = dependencies.appStoreAPI, let verifier = dependencies.storeKitVerifier {
+        storeReconciler = StoreReconciler(api: api, verifier: verifier, binder: binder, catalogue: dependencies.catalogue, logger: logger)
+    }
     AdminController(
         pool: pool, catalogue: dependencies.catalogue, authenticator: dependencies.authenticator,
         deliveries: DeliveryStore(pool: pool, sealer: configuration.secretSealer), history: history,
-        sampleInterval: sampleInterval, clock: dependencies.clock, logger: logger
+        sampleInterval: sampleInterval, clock: dependencies.clock, logger: logger, storeReconciler: storeReconciler
     ).addRoutes(to: router)
     ConsoleController(enabled: dependencies.authenticator.adminKey != nil).addRoutes(to: router)
 
@@ -179,10 +183,15 @@ public func buildApplication(
                 logger: logger
             )
         )
+        var storeCheck: StoreExpiryCheck?
+        if let api = dependencies.appStoreAPI, let verifier = dependencies.storeKitVerifier {
+            storeCheck = StoreExpiryCheck(
+                api: api, verifier: verifier, binder: binder, catalogue: dependencies.catalogue, clock: dependencies.clock, logger: logger)
+        }
         services.append(
             ExpirySweeper(
                 engine: engine, interval: configuration.sweepInterval, clock: dependencies.clock, resolutions: resolutions,
-                rateBuckets: rateBuckets, logger: logger))
+                rateBuckets: rateBuckets, storeCheck: storeCheck, logger: logger))
         services.append(
             MetricsSampler(
                 pool: pool, interval: sampleInterval, history: history, registry: dependencies.metricsRegistry,

@@ -36,7 +36,7 @@ actor AppStoreRateLimiter {
 
     /// Reserves the next slot of `endpoint` and returns how long to wait for it, or `nil` when
     /// that is more than `maximumWait`.
-    private func reserve(_ endpoint: String, maximumWait: Duration) -> Duration? {
+    func reserve(_ endpoint: String, maximumWait: Duration) -> Duration? {
         let now = clock.uptime()
         let slot = max(due[endpoint] ?? now, now)
         guard slot - now <= maximumWait else { return nil }

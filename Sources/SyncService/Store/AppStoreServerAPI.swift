@@ -118,6 +118,12 @@ public final class AppStoreServerAPI: Sendable {
             as: AppStoreAPI.TestNotificationStatus.self)
     }
 
+    /// Whether calls to `endpoint` are paused now (a 429 with a far `Retry-After`, or a queue
+    /// longer than the longest wait): a caller with many questions stops asking for now.
+    public func isPaused(_ endpoint: String) async -> Bool {
+        await limiter.delay(endpoint) > configuration.maximumRetryWait
+    }
+
     // MARK: - Requests
 
     /// The most signed transactions one paged read collects (a subscription renewing monthly for

@@ -30,8 +30,10 @@ public struct NotificationBackfill: Service {
     static let firstLookback: TimeInterval = 24 * 3600
     /// Apple keeps 180 days of history; a window starts no earlier than this before now.
     static let maximumLookback: TimeInterval = 179 * 86_400
-    /// The most pages one run reads (20 notifications a page).
+    /// The most pages one window reads (20 notifications a page).
     static let maximumPages = 10_000
+    /// The longest window asked at once (checkpointed after each).
+    static let window: TimeInterval = 86_400
 
     init(
         api: AppStoreServerAPI, notifications: NotificationController, checkpoints: StoreBackfillCheckpoint, interval: Duration,
@@ -77,43 +79,24 @@ public struct NotificationBackfill: Service {
         do {
             guard let state = try await checkpoints.lease(owner: owner, now: now, duration: leaseFor) else { return outcome }
             outcome.leased = true
-            let start = max((state.checkpoint ?? now.addingTimeInterval(-Self.firstLookback)).addingTimeInterval(-Self.overlap),
+            var start = max((state.checkpoint ?? now.addingTimeInterval(-Self.firstLookback)).addingTimeInterval(-Self.overlap),
                             now.addingTimeInterval(-Self.maximumLookback))
-            var token: String?
-            var finished = false
-            while !finished {
-                guard outcome.pages < Self.maximumPages else {
-                    // Not complete: the checkpoint stays, the next run asks the rest again.
-                    throw AppStoreAPIError.malformedAnswer("more than \(Self.maximumPages) pages of notification history")
+            // A day at a time, each checkpointed when read through: a long outage is caught up
+            // piece by piece, and one piece that cannot be read does not hold the others back.
+            while start < now {
+                let end = min(start.addingTimeInterval(Self.window), now)
+                guard try await read(from: start, to: end, leaseFor: leaseFor, outcome: &outcome) else {
+                    logger.notice("App Store notification backfill: another process took the lease; stopping this run")
+                    return outcome
                 }
-                let page = try await api.notificationHistory(from: start, to: now, paginationToken: token)
-                outcome.pages += 1
-                for item in page.notificationHistory {
-                    outcome.notifications += 1
-                    do {
-                        let answer = try await notifications.handle(signedPayload: item.signedPayload)
-                        if answer.status == "applied" { outcome.applied += 1 }
-                    } catch let error as APIError where error.status.code < 500 {
-                        // A notification that does not verify or make a report changes nothing:
-                        // said, and the run goes on.
-                        outcome.refused += 1
-                        logger.warning("backfilled App Store notification refused", metadata: ["code": "\(error.code)", "error": "\(error.message)"])
-                    }
-                }
-                guard page.hasMore else {
-                    finished = true
-                    continue
-                }
-                guard let next = page.paginationToken, next != token else {
-                    throw AppStoreAPIError.malformedAnswer("hasMore without a new paginationToken")
-                }
-                token = next
-                guard try await checkpoints.lease(owner: owner, now: clock.now(), duration: leaseFor) != nil else { return outcome }
+                outcome.completed = try await checkpoints.advance(owner: owner, to: end, notifications: outcome.notifications, now: clock.now())
+                outcome.notifications = 0
+                guard outcome.completed else { return outcome }
+                start = end
             }
-            outcome.completed = try await checkpoints.advance(owner: owner, to: now, notifications: outcome.notifications, now: clock.now())
-            if outcome.notifications > 0 {
+            if outcome.applied + outcome.refused > 0 {
                 logger.notice("App Store notification backfill", metadata: [
-                    "notifications": "\(outcome.notifications)", "applied": "\(outcome.applied)", "refused": "\(outcome.refused)",
+                    "applied": "\(outcome.applied)", "refused": "\(outcome.refused)", "pages": "\(outcome.pages)",
                 ])
             }
         } catch {
@@ -121,5 +104,38 @@ public struct NotificationBackfill: Service {
             try? await checkpoints.failed(owner: owner, error: "\(error)", now: clock.now())
         }
         return outcome
+    }
+
+    /// Reads every page of `[start, end)` and hands each notification on; `false` when the lease
+    /// was lost meanwhile.
+    private func read(from start: Date, to end: Date, leaseFor: TimeInterval, outcome: inout Outcome) async throws -> Bool {
+        var token: String?
+        var pages = 0
+        while true {
+            guard pages < Self.maximumPages else {
+                throw AppStoreAPIError.malformedAnswer("more than \(Self.maximumPages) pages of notification history in a day")
+            }
+            let page = try await api.notificationHistory(from: start, to: end, paginationToken: token)
+            pages += 1
+            outcome.pages += 1
+            for item in page.notificationHistory {
+                outcome.notifications += 1
+                do {
+                    let answer = try await notifications.handle(signedPayload: item.signedPayload)
+                    if answer.status == "applied" { outcome.applied += 1 }
+                } catch let error as APIError where error.status.code < 500 {
+                    // A notification that does not verify or make a report changes nothing:
+                    // said, and the run goes on.
+                    outcome.refused += 1
+                    logger.warning("backfilled App Store notification refused", metadata: ["code": "\(error.code)", "error": "\(error.message)"])
+                }
+            }
+            guard page.hasMore else { return true }
+            guard let next = page.paginationToken, next != token else {
+                throw AppStoreAPIError.malformedAnswer("hasMore without a new paginationToken")
+            }
+            token = next
+            guard try await checkpoints.lease(owner: owner, now: clock.now(), duration: leaseFor) != nil else { return false }
+        }
     }
 }

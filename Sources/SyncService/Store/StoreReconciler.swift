@@ -45,24 +45,28 @@ public struct StoreReconciler: Sendable {
     }
 
     /// Compares `accountID`'s stored transactions with the store's, and with `repair` submits the
-    /// store's version of every transaction that differs.
+    /// store's version of every transaction that differs. Only purchases the account owns
+    /// (`transaction_owners`) are compared and written.
     public func reconcile(accountID: String, repair: Bool) async throws -> Outcome {
         let stored = try await StoredTransactions.of(accountID, pool: binder.pool)
         var storedByID: [String: TransactionAggregate] = [:]
         for aggregate in stored { storedByID[aggregate.transactionID] = aggregate }
-        let originals = Set(stored.map(\.originalTransactionID))
+        let originals = try await StoredTransactions.owned(Set(stored.map(\.originalTransactionID)), by: accountID, pool: binder.pool)
+        let answers = StoreAnswers(api: api, verifier: verifier, binder: binder)
         var outcome = Outcome()
         var fromStore: [String: Report] = [:]
+        var covered: Set<String> = []
 
         // The history, asked again only for an original the answers so far lack.
-        for original in originals.sorted() where !fromStore.values.contains(where: { $0.originalTransactionID == original }) {
+        for original in originals.sorted() where !covered.contains(original) {
             guard let signed = try await api.allTransactions(transactionID: original) else {
                 outcome.unknownToStore.append(original)
                 continue
             }
             for jws in signed {
-                guard let report = await report(jws, renewal: nil, originals: originals, outcome: &outcome) else { continue }
+                guard let report = await report(answers, jws, renewal: nil, originals: originals, outcome: &outcome) else { continue }
                 fromStore[report.transactionID] = report
+                covered.insert(report.originalTransactionID)
             }
         }
         // The latest transaction of each subscription, with what its renewal info signs.
@@ -75,7 +79,9 @@ public struct StoreReconciler: Sendable {
             for last in statuses.data.flatMap(\.lastTransactions) {
                 guard let jws = last.signedTransactionInfo else { continue }
                 if let id = last.originalTransactionId { asked.insert(id) }
-                guard let report = await report(jws, renewal: last.signedRenewalInfo, originals: originals, outcome: &outcome) else { continue }
+                guard let report = await report(answers, jws, renewal: last.signedRenewalInfo, originals: originals, outcome: &outcome) else {
+                    continue
+                }
                 fromStore[report.transactionID] = report
             }
         }
@@ -88,9 +94,7 @@ public struct StoreReconciler: Sendable {
             repairs.append(report)
         }
         if repair, !repairs.isEmpty {
-            let claims = Set(repairs.map(\.originalTransactionID)).sorted().map { PurchaseClaim(originalTransactionID: $0, appAccountToken: nil) }
-            let submitted = try await binder.submit(accountID: accountID, device: nil, reports: repairs, claims: claims)
-            outcome.reportsSubmitted = submitted.submission.accepted.count
+            outcome.reportsSubmitted = try await answers.ingest(repairs, accountID: accountID)
             logger.notice("reconcile against the store submitted reports", metadata: [
                 "account_id": "\(accountID)", "reports": "\(outcome.reportsSubmitted)",
             ])
@@ -98,26 +102,13 @@ public struct StoreReconciler: Sendable {
         return outcome
     }
 
-    /// The store report a verified signed transaction (and renewal info) makes, if it is one of
-    /// the account's purchases; `nil` (counted) when it does not verify.
-    private func report(_ jws: String, renewal: String?, originals: Set<String>, outcome: inout Outcome) async -> Report? {
+    /// ``StoreAnswers/report(transaction:renewal:originals:)``, counting what does not verify.
+    private func report(_ answers: StoreAnswers, _ jws: String, renewal: String?, originals: Set<String>, outcome: inout Outcome) async -> Report? {
         do {
-            let transaction = try await verifier.verifyTransaction(jws)
-            guard let original = transaction.payload.originalTransactionId, originals.contains(original),
-                let id = transaction.payload.transactionId
-            else { return nil }
-            var report = try transaction.report(
-                reportID: "store:\(id):\(AppStoreServerAPI.milliseconds(transaction.signedDate))", deviceID: Self.deviceID,
-                observedAt: transaction.signedDate, source: .store)
-            if let renewal {
-                let info = try await verifier.verifyRenewalInfo(renewal) as JWSRenewalInfoPayload
-                if info.originalTransactionId == nil || info.originalTransactionId == original { report.apply(info) }
-            }
-            try report.validate()
-            return report
+            return try await answers.report(transaction: jws, renewal: renewal, originals: originals)
         } catch {
             outcome.unverified += 1
-            logger.warning("a signed field from the App Store did not verify; ignored", metadata: ["error": "\(error)"])
+            logger.warning("a signed answer of the App Store did not verify; ignored", metadata: ["error": "\(error)"])
             return nil
         }
     }

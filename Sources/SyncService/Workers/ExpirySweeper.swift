@@ -17,13 +17,16 @@ public struct ExpirySweeper: Service {
     let resolutions: WakeSignal
     /// Shared rate-limit buckets, whose full ones it forgets once a minute.
     let rateBuckets: RateBuckets?
+    /// Asks the App Store before an expiry is applied (docs/STORE.md), when configured.
+    let storeCheck: StoreExpiryCheck?
     let logger: Logger
 
     public init(
         engine: ResolutionEngine, interval: Duration, clock: any ServiceClock = SystemClock(), batchSize: Int = 200,
-        resolutions: WakeSignal, rateBuckets: RateBuckets? = nil, logger: Logger
+        resolutions: WakeSignal, rateBuckets: RateBuckets? = nil, storeCheck: StoreExpiryCheck? = nil, logger: Logger
     ) {
         self.rateBuckets = rateBuckets
+        self.storeCheck = storeCheck
         self.clock = clock
         self.engine = engine
         self.interval = interval
@@ -60,6 +63,9 @@ public struct ExpirySweeper: Service {
         } catch {
             logger.warning("could not re-queue stalled reports; will retry", metadata: ["error": "\(error)"])
         }
+        // The store first: a renewal it knows is written (and the expiry held) before any expiry
+        // is applied.
+        if let storeCheck { await storeCheck.run() }
         do {
             while !Task.isCancelled {
                 let outcome = try await engine.resolveDueAccounts(limit: batchSize)

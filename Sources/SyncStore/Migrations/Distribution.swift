@@ -45,6 +45,7 @@ public struct Distribution: Sendable {
         ("usage_holds", .distributed(column: "account_id", colocatedWith: "account_states")),
         ("usage_periods", .distributed(column: "account_id", colocatedWith: "account_states")),
         ("usage_totals", .distributed(column: "account_id", colocatedWith: "account_states")),
+        ("store_expiry_checks", .distributed(column: "account_id", colocatedWith: "account_states")),
         ("transaction_owners", .distributed(column: "original_transaction_id", colocatedWith: "none")),
         ("app_account_tokens", .distributed(column: "app_account_token", colocatedWith: "none")),
         ("store_notifications", .distributed(column: "notification_uuid", colocatedWith: "none")),

@@ -42,6 +42,7 @@ extension Reconcile {
         var summary = Summary(dryRun: dryRun)
         summary.storeReportsSubmitted = 0
         summary.unverified = 0
+        summary.accountsFailed = 0
         let started = ContinuousClock.now
         try await Operator.withPool(database, size: 2, label: "subsync.reconcile") { pool in
             let engine = ResolutionEngine(pool: pool, catalogue: catalogue)
@@ -78,6 +79,7 @@ extension Reconcile {
         summary.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         try output.end(summary)
         if !summary.complete { throw ExitCodes.interrupted }
+        if (summary.accountsFailed ?? 0) > 0 { throw ExitCodes.unavailable }
         if dryRun && summary.differences > 0 { throw ExitCodes.drift }
     }
 
@@ -86,9 +88,14 @@ extension Reconcile {
         let outcome: StoreReconciler.Outcome
         do {
             outcome = try await reconciler.reconcile(accountID: accountID, repair: !dryRun)
-        } catch let error as AppStoreAPIError {
+        } catch let error as PostgresError where error.isConnectionLoss {
+            throw error
+        } catch {
+            // One account the store cannot answer for (or whose purchase moved meanwhile) does
+            // not stop the others; the run exits 69 at the end.
             printError("\(accountID): \(error)")
-            throw ExitCodes.unavailable
+            summary.accountsFailed = (summary.accountsFailed ?? 0) + 1
+            return
         }
         output.emit(outcome.differences)
         summary.accountsChecked += 1

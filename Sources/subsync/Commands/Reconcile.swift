@@ -78,6 +78,8 @@ struct Reconcile: AsyncParsableCommand {
         var storeReportsSubmitted: Int?
         /// With --against-store: signed fields from the store that did not verify.
         var unverified: Int?
+        /// With --against-store: accounts the store could not be asked about (said on stderr).
+        var accountsFailed: Int?
 
         enum CodingKeys: String, CodingKey {
             case dryRun = "dry_run"
@@ -91,6 +93,7 @@ struct Reconcile: AsyncParsableCommand {
             case seconds
             case storeReportsSubmitted = "store_reports_submitted"
             case unverified
+            case accountsFailed = "accounts_failed"
         }
     }
 
@@ -238,6 +241,7 @@ final class DifferenceOutput {
                 line += summary.storeReportsSubmitted.map { ", \($0) store reports submitted" } ?? ", \(summary.eventsWritten) events written"
             }
             if let unverified = summary.unverified, unverified > 0 { line += ", \(unverified) signed answers did not verify (ignored)" }
+            if let failed = summary.accountsFailed, failed > 0 { line += ", \(failed) accounts could not be checked (see above)" }
             if !summary.complete { line += " (interrupted)" }
             print(line)
         }

@@ -350,9 +350,28 @@
         reload({ title: dryRun ? "Reconcile (dry run): " + result.differences.length + " differences" : "Reconcile (repair)", body: result });
       } catch (error) { failed(error); }
     };
+    // The App Store's own answer (docs/STORE.md), when the server can ask it.
+    const reconcileStore = (dryRun) => async () => {
+      if (!dryRun) {
+        const ok = await confirmAction("Repair account " + id + " from the App Store?",
+          "Writes the store's version of every purchase that differs as a verified store report; the workers resolve it and consumers get the events.", false);
+        if (ok === null) return;
+      }
+      try {
+        const result = await api("POST", "/v1/admin/accounts/" + encodeURIComponent(id) + "/reconcile-store", { dry_run: dryRun, actor: actor() });
+        reload({
+          title: dryRun
+            ? "App Store check: " + result.differences.length + " differences"
+            : "App Store repair: " + result.reports_submitted + " store reports submitted",
+          body: result,
+        });
+      } catch (error) { failed(error); }
+    };
     const actions = el("div", { class: "buttons" },
       el("button", { type: "button", id: "reconcile-dry-run", onclick: reconcile(true) }, "Reconcile (dry run)"),
       el("button", { type: "button", id: "reconcile-repair", class: "danger", onclick: reconcile(false) }, "Reconcile and repair"),
+      answer.app_store ? el("button", { type: "button", id: "reconcile-store-dry-run", onclick: reconcileStore(true) }, "Check with the App Store") : null,
+      answer.app_store ? el("button", { type: "button", id: "reconcile-store-repair", class: "danger", onclick: reconcileStore(false) }, "Repair from the App Store") : null,
       el("button", { type: "button", id: "account-reload", onclick: () => reload() }, "Reload"));
     return el("div", {},
       record ? actionRecord(record.title, record.body, "audit-record") : null,

@@ -1,0 +1,120 @@
+import Foundation
+import HummingbirdTesting
+import Postgres
+import SyncCore
+@testable import SyncService
+import SyncStore
+import TestSupport
+import Testing
+
+/// Asking the App Store before an expiry (issue #51, docs/STORE.md "Before an expiry"): the
+/// application's own sweeper and workers (`.live`, a test clock) against the store double.
+@Suite("Asking the store before an expiry", .serialized)
+struct StoreExpiryCheckTests {
+    static let day: TimeInterval = 86_400
+
+    /// Syncs a verified premium subscription of `account` ending at `expires` and waits until it
+    /// is resolved active.
+    static func subscribe(
+        _ client: some TestClientProtocol, trust: TrustAPITests, account: String, original: String, purchased: Date, expires: Date, now: Date
+    ) async throws {
+        let jws = try trust.authority.sign(TrustAPITests.transaction(original: original, purchased: purchased, expires: expires, signed: now))
+        let (status, _) = try await client.sync(account: account, body: try TrustAPITests.signedBody(reportID: "\(account)-p", jws: jws))
+        #expect(status == .accepted)
+        #expect(trust.entitlementStatus(try await trust.settled(client, account)) == "active")
+    }
+
+    static func events(_ env: TestEnvironment, _ account: String, _ type: String) async throws -> Int {
+        try await env.scalar("SELECT count(*) FROM events WHERE account_id = '\(account)' AND type = '\(type)'")
+    }
+
+    @Test("a renewal whose notification was lost and that no device reported: at the old expiry the account stays premium, the new expiry comes from the store, one entitlement.renewed, one question")
+    func missedRenewal() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let clock = ManualClock(start: now)
+            let expires = now.addingTimeInterval(60)
+            let renewed = TrustAPITests.transaction(
+                original: "t-e1", id: "t-e2", purchased: now.addingTimeInterval(50), expires: expires.addingTimeInterval(30 * Self.day),
+                signed: now.addingTimeInterval(50))
+            let renewalInfo: [String: Any] = [
+                "originalTransactionId": "t-e1", "autoRenewProductId": "voip.premium.monthly", "productId": "voip.premium.monthly",
+                "autoRenewStatus": 1, "environment": "Production", "signedDate": ((now.timeIntervalSince1970 + 50) * 1000).rounded(),
+            ]
+            try await double.script("GET", "/inApps/v1/subscriptions/t-e1", [AppStoreDouble.Answer(json: [
+                "data": [["lastTransactions": [[
+                    "status": 1, "originalTransactionId": "t-e1", "signedTransactionInfo": .string(try trust.authority.sign(renewed)),
+                    "signedRenewalInfo": .string(try trust.authority.sign(
+                        header: try trust.authority.header(), payload: try JSONSerialization.data(withJSONObject: renewalInfo))),
+                ]]]],
+            ])])
+            let api = try AppStoreAPITests.client(double)
+            let app = env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
+            try await app.test(.live) { client in
+                try await Self.subscribe(
+                    client, trust: trust, account: "renewing", original: "t-e1", purchased: expires.addingTimeInterval(-30 * Self.day),
+                    expires: expires, now: now)
+
+                // Past the old expiry: the sweeper asks first, and the renewal comes from the store.
+                clock.advance(by: .seconds(120))
+                #expect(try await clock.advancing {
+                    let stored = try await env.scalar("SELECT count(*) FROM transactions WHERE account_id = 'renewing' AND transaction_id = 't-e2'")
+                    let moved = try await env.scalar(
+                        "SELECT count(*) FROM account_states WHERE account_id = 'renewing' AND next_transition_at > now() + interval '20 days'")
+                    return stored == 1 && moved == 1
+                })
+                let account = try await trust.settled(client, "renewing")
+                #expect(account["tier"] as? String == "premium")
+                #expect(trust.entitlementStatus(account) == "active")
+                // Another pass (as any sweep of any process runs it): nothing left to ask.
+                clock.advance(by: .seconds(5))
+                let check = StoreExpiryCheck(
+                    api: api, verifier: trust.verifier,
+                    binder: TransactionBinder(pool: env.pool, engine: ResolutionEngine(pool: env.pool, catalogue: .default), policy: .reject),
+                    catalogue: .default, clock: clock, logger: env.logger)
+                #expect(await check.run().asked == 0)
+                #expect(try await double.requests().filter { $0.path == "/inApps/v1/subscriptions/t-e1" }.count == 1)
+            }
+            #expect(try await Self.events(env, "renewing", "entitlement.expired") == 0)
+            #expect(try await Self.events(env, "renewing", "entitlement.renewed") == 1)
+            #expect(try await env.scalar("SELECT count(*) FROM store_expiry_checks WHERE account_id = 'renewing' AND outcome = 'renewed'") == 1)
+            #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'renewing' AND source = 'store'") == 1)
+        }
+    }
+
+    @Test("a store that cannot be asked holds an expiry, asking again at most once a minute, for 15 minutes at most; then the expiry is applied, once")
+    func storeDown() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let clock = ManualClock(start: now)
+            let expires = now.addingTimeInterval(60)
+            try await double.script("GET", "/inApps/v1/subscriptions/t-d1", [AppStoreDouble.Answer(status: 500, json: AppStoreAPITests.error(5000000, "An unknown error occurred."))])
+            let api = try AppStoreAPITests.client(double, attempts: 1)
+            let app = env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
+            try await app.test(.live) { client in
+                try await Self.subscribe(
+                    client, trust: trust, account: "waiting", original: "t-d1", purchased: expires.addingTimeInterval(-30 * Self.day),
+                    expires: expires, now: now)
+                // Past the expiry, the store down: held (still active), asked again a minute later.
+                clock.advance(by: .seconds(120))
+                #expect(try await clock.advancing { try await env.scalar("SELECT count(*) FROM store_expiry_checks WHERE outcome = 'failed'") == 1 })
+                clock.advance(by: .seconds(61))
+                #expect(try await clock.advancing { try await env.scalar("SELECT count(*) FROM store_expiry_checks WHERE attempts = 2") == 1 })
+                // The first pass held the expiry (had it not, it would have been applied before the
+                // second question).
+                #expect(try await env.scalar("SELECT count(*) FROM entitlements WHERE account_id = 'waiting' AND status = 'active'") == 1)
+                #expect(try await Self.events(env, "waiting", "entitlement.expired") == 0)
+
+                // Past the bound: the expiry is applied without another question.
+                clock.advance(by: .seconds(15 * 60))
+                #expect(try await clock.advancing { try await Self.events(env, "waiting", "entitlement.expired") == 1 })
+                #expect(try await double.requests().filter { $0.path == "/inApps/v1/subscriptions/t-d1" }.count == 2)
+            }
+            #expect(try await env.scalar("SELECT count(*) FROM entitlements WHERE account_id = 'waiting' AND status = 'active'") == 0)
+        }
+    }
+}
