@@ -17,12 +17,17 @@ retry schedule is one second long), and then, in the browser:
   5. the health page shows the numbers and the last hour's chart;
   6. the endpoints page lists the dead deliveries; one is retried from the page and reaches the
      receiver (answered 200, signature verified); the secret is rotated and shown once;
-  7. signing out leaves nothing usable behind.
+  7. the App Store's answer (docs/STORE.md): against a real App Store Server API double
+     (scripts/appstore-double.py, which verifies the service's tokens with PyJWT), an account
+     whose renewal nobody reported is checked from the page (one difference) and repaired (one
+     store report, resolved: premium again);
+  8. signing out leaves nothing usable behind.
 
 Waits are conditions with generous deadlines (WebDriverWait), never fixed sleeps. The browser's
 console must show no Content-Security-Policy violation. Screenshots go to --artifacts.
 """
 import argparse
+import base64
 import inspect
 import datetime
 import json
@@ -34,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import importlib.util
 import urllib.error
 import urllib.request
 
@@ -45,6 +51,8 @@ from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUNDLE = "com.example.console"
+STORE_KEY = os.path.normpath(os.path.join(ROOT, "../shared/testdata/apple-app-store-server-library/certs/testSigningKey.p8"))
 ADMIN_KEY = "console-admin-key-0123456789abcdef"
 TOKEN_SECRET = "console-token-secret-0123456789abcdef-012345"
 ACCOUNT = "console-alice"
@@ -154,7 +162,41 @@ def main():
     say("passed; screenshots in " + os.path.relpath(options.artifacts, ROOT))
 
 
+def signing_chain(workdir):
+    """A root -> intermediate -> leaf chain shaped like Apple's (scripts/bench.d/signed_material.py),
+    the root written as PEM for the service to trust; returns sign(payload) -> compact JWS."""
+    spec = importlib.util.spec_from_file_location("signed_material", os.path.join(ROOT, "scripts/bench.d/signed_material.py"))
+    material = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(material)
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+    root_key, intermediate_key, leaf_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
+    root = material.certificate("console root", root_key, "console root", root_key, True, None)
+    intermediate = material.certificate("console intermediate", intermediate_key, "console root", root_key, True, material.INTERMEDIATE_OID)
+    leaf = material.certificate("console leaf", leaf_key, "console intermediate", intermediate_key, False, material.LEAF_OID)
+    with open(os.path.join(workdir, "root.pem"), "wb") as f:
+        f.write(root.public_bytes(serialization.Encoding.PEM))
+    x5c = [base64.b64encode(c.public_bytes(serialization.Encoding.DER)).decode() for c in (leaf, intermediate, root)]
+    header = material.b64url(json.dumps({"alg": "ES256", "x5c": x5c}).encode())
+
+    def sign(payload):
+        signing_input = header + "." + material.b64url(json.dumps(payload, separators=(",", ":")).encode())
+        r, s = decode_dss_signature(leaf_key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+        return signing_input + "." + material.b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+    return sign
+
+
 def run(options, database_url, workdir, processes, session):
+    sign = signing_chain(workdir)
+    double = processes.start("appstore", [sys.executable, os.path.join(ROOT, "scripts/appstore-double.py"), "--key-file", STORE_KEY,
+                                          "--key-id", "CONSOLEKEY1", "--issuer", "console-issuer", "--bundle", BUNDLE])
+    line = double.stdout.readline().strip()
+    check(line.startswith("PORT "), f"the App Store double did not start: {line!r}")
+    store = f"http://127.0.0.1:{int(line.split()[1])}"
+    # Nothing in the notification history (the backfill asks at start).
+    http("POST", store + "/__double/script", {"method": "POST", "path": "/inApps/v1/notifications/history",
+                                             "answers": [{"json": {"hasMore": False, "notificationHistory": []}}]}, key=None)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SUBSYNC_")}
     env.update({
         "DATABASE_URL": database_url, "SUBSYNC_HOST": "127.0.0.1", "SUBSYNC_ADMIN_KEY": ADMIN_KEY,
@@ -162,6 +204,10 @@ def run(options, database_url, workdir, processes, session):
         "SUBSYNC_WEBHOOK_ALLOW": "127.0.0.0/8", "SUBSYNC_WEBHOOK_RETRY_SCHEDULE": "1",
         "SUBSYNC_WEBHOOK_TIMEOUT_MS": "5000", "SUBSYNC_REQUIRE_SIGNED": "false", "SUBSYNC_LOG_LEVEL": "notice",
         "SUBSYNC_RATE_LIMIT_ACCOUNT": "off", "SUBSYNC_RATE_LIMIT_DEVICE": "off",
+        # StoreKit verification and the App Store Server API (the double), for step 7.
+        "SUBSYNC_APPLE_ROOT_CERTIFICATES": os.path.join(workdir, "root.pem"), "SUBSYNC_BUNDLE_ID": BUNDLE,
+        "SUBSYNC_APPSTORE_KEY_FILE": STORE_KEY, "SUBSYNC_APPSTORE_KEY_ID": "CONSOLEKEY1", "SUBSYNC_APPSTORE_ISSUER_ID": "console-issuer",
+        "SUBSYNC_APPSTORE_BASE_URL": store,
     })
     migrate = subprocess.run([options.bin, "migrate"], capture_output=True, text=True, env=env, timeout=300)
     check(migrate.returncode == 0, f"subsync migrate failed: {migrate.stderr}")
@@ -353,7 +399,46 @@ def run(options, database_url, workdir, processes, session):
     if target["account_id"] == ACCOUNT:
         wait.until(EC.text_to_be_present_in_element((By.ID, "timeline"), "operator delivery retry"))
 
-    # 7. No CSP violation, nothing left after signing out.
+    # 7. The App Store's answer: a renewal nobody reported, checked and repaired from the page.
+    bob, original = "console-bob", "3000000000000007"
+    now_ms = int(now.timestamp() * 1000)
+    day = 86_400_000
+
+    def transaction(transaction_id, purchased, expires):
+        return sign({"transactionId": transaction_id, "originalTransactionId": original, "bundleId": BUNDLE,
+                     "productId": "voip.premium.monthly", "purchaseDate": purchased, "originalPurchaseDate": now_ms - 40 * day,
+                     "expiresDate": expires, "type": "Auto-Renewable Subscription", "environment": "Production",
+                     "signedDate": purchased, "inAppOwnershipType": "PURCHASED"})
+    first = transaction(original, now_ms - 40 * day, now_ms - 10 * day)
+    renewal = transaction("3000000000000008", now_ms - 10 * day, now_ms + 20 * day)
+    status, synced = http("POST", f"{base}/v1/accounts/{bob}/sync?wait_ms=5000", {
+        "device": {"id": "ipad-of-bob", "platform": "ios"},
+        "reports": [{"report_id": "console-b1", "observed_at": stamp(now), "product_id": "voip.premium.monthly",
+                     "original_transaction_id": original, "transaction_id": original,
+                     "purchased_at": stamp(now - datetime.timedelta(days=40)), "signed_transaction": first}]})
+    check(status == 202, f"bob's sync: {status} {synced}")
+    http("POST", store + "/__double/script", {"method": "GET", "path": f"/inApps/v2/history/{original}",
+                                             "answers": [{"json": {"hasMore": False, "signedTransactions": [first, renewal]}}]}, key=None)
+    driver.get(base + "/console#/account/" + bob)
+    wait.until(EC.text_to_be_present_in_element((By.ID, "account-tier"), "free"))
+    driver.find_element(By.ID, "reconcile-store-dry-run").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "audit-record"), "App Store check: 1 differences"))
+    check("3000000000000008" in driver.find_element(By.ID, "audit-record").text, "the check does not name the missing renewal")
+    shot("08-app-store-check.png")
+    driver.find_element(By.ID, "reconcile-store-repair").click()
+    wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
+    driver.find_element(By.ID, "confirm-ok").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "audit-record"), "App Store repair: 1 store reports submitted"))
+    driver.find_element(By.ID, "account-reload").click()
+    wait_for("the store report to be resolved", lambda: http("GET", f"{base}/v1/accounts/{bob}")[1].get("tier") == "premium")
+    driver.find_element(By.ID, "account-reload").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "account-tier"), "premium"))
+    asked = http("GET", store + "/__double/requests", key=None)[1]
+    check(asked and all(request["jwt"]["valid"] for request in asked), f"the double refused a token: {asked}")
+    check([a["actor"] for a in audit_log(bob) if a["action"].startswith("reconcile_store")] == ["Olivia Operator"] * 2,
+          f"the App Store actions are not in the audit log with the operator: {audit_log(bob)}")
+
+    # 8. No CSP violation, nothing left after signing out.
     violations = [entry["message"] for entry in driver.get_log("browser") if "Content Security Policy" in entry["message"]]
     check(not violations, f"CSP violations: {violations}")
     driver.find_element(By.ID, "sign-out").click()

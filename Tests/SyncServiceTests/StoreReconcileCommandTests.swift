@@ -1,4 +1,5 @@
 import Foundation
+import HummingbirdTesting
 import Postgres
 import SyncCore
 @testable import SyncService
@@ -107,6 +108,61 @@ struct StoreReconcileCommandTests {
             #expect((out.object["summary"] as? [String: Any])?["accounts_checked"] as? Int == 2)
             // Every request carried a token the double verified.
             #expect(try await double.requests().allSatisfy(\.jwt.valid))
+        }
+    }
+
+    @Test("the console's action: POST /v1/admin/accounts/{id}/reconcile-store checks (dry run by default) and repairs, audited; admin only; 404 without the API")
+    func adminRoute() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let day: TimeInterval = 86_400
+            let first = TrustAPITests.transaction(
+                original: "t-a1", purchased: now.addingTimeInterval(-40 * day), expires: now.addingTimeInterval(-10 * day),
+                signed: now.addingTimeInterval(-40 * day))
+            let renewal = TrustAPITests.transaction(
+                original: "t-a1", id: "t-a2", purchased: now.addingTimeInterval(-10 * day), expires: now.addingTimeInterval(20 * day),
+                signed: now.addingTimeInterval(-10 * day))
+            try await double.script("GET", "/inApps/v2/history/t-a1", [AppStoreDouble.Answer(json: [
+                "hasMore": false, "signedTransactions": [.string(try trust.authority.sign(first)), .string(try trust.authority.sign(renewal))],
+            ])])
+            let api = try AppStoreAPITests.client(double)
+            try await env.application(workers: 0, requireSigned: true, verifier: trust.verifier, appStoreAPI: api).test(.router) { client in
+                let (status, _) = try await client.sync(
+                    account: "console", body: try TrustAPITests.signedBody(reportID: "c-1", jws: try trust.authority.sign(first)), waitMilliseconds: nil)
+                #expect(status == .accepted)
+                #expect(try await ResolutionEngine(pool: env.pool, catalogue: .default).resolvePendingBatch(limit: 10).reportsResolved == 1)
+
+                let (_, account) = try await client.getJSON("/v1/admin/accounts/console")
+                #expect(account["app_store"] as? Bool == true)
+                var (answerStatus, answer) = try await client.postJSON(
+                    "/v1/admin/accounts/console/reconcile-store", body: Data(#"{"actor": "ops-ann"}"#.utf8))
+                #expect(answerStatus == .ok, "\(answer)")
+                #expect(answer["dry_run"] as? Bool == true)
+                #expect((answer["differences"] as? [[String: Any]])?.map { $0["transaction_id"] as? String } == ["t-a2"])
+                #expect(answer["reports_submitted"] as? Int == 0)
+                #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'console' AND source = 'store'") == 0)
+
+                (answerStatus, answer) = try await client.postJSON(
+                    "/v1/admin/accounts/console/reconcile-store", body: Data(#"{"dry_run": false, "actor": "ops-ann", "reason": "ticket 12"}"#.utf8))
+                #expect(answerStatus == .ok, "\(answer)")
+                #expect(answer["reports_submitted"] as? Int == 1)
+                #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'console' AND source = 'store' AND transaction_id = 't-a2'") == 1)
+                #expect(try await env.scalar(
+                    "SELECT count(*) FROM operator_actions WHERE account_id = 'console' AND action IN ('reconcile_store_dry_run', 'reconcile_store') AND actor = 'ops-ann'") == 2)
+
+                let (refused, _) = try await client.postJSON("/v1/admin/accounts/console/reconcile-store", body: Data("{}".utf8), credential: nil)
+                #expect(refused == .unauthorized)
+                let (missing, _) = try await client.postJSON("/v1/admin/accounts/nobody/reconcile-store", body: Data("{}".utf8))
+                #expect(missing == .notFound)
+            }
+            try await env.application(workers: 0).test(.router) { client in
+                let (status, answer) = try await client.postJSON("/v1/admin/accounts/console/reconcile-store", body: Data("{}".utf8))
+                #expect(status == .notFound)
+                #expect(answer.errorCode == "not_configured")
+                #expect(try await client.getJSON("/v1/admin/accounts/console").json["app_store"] as? Bool == false)
+            }
         }
     }
 }
