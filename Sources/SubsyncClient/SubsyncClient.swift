@@ -56,6 +56,7 @@ public actor SubsyncClient {
     /// unreadable file is moved aside and reported on ``errors``; only a folder that cannot be
     /// written throws.
     public init(configuration: SubsyncConfiguration) throws {
+        if let problem = configuration.baseURLProblem { throw SubsyncClientError.invalidInput(problem) }
         self.configuration = configuration
         let folder = configuration.storageDirectory
         if folder == SubsyncConfiguration.defaultStorage(accountID: configuration.accountID),

@@ -34,6 +34,10 @@ public struct SubsyncConfiguration: Sendable {
     public var maximumBackoff: TimeInterval = 300
     /// Timeout of one request, in seconds.
     public var requestTimeout: TimeInterval = 30
+    /// Allow an `http://` base URL that is not loopback. Off: the account token must never cross
+    /// a network in clear, so ``SubsyncClient/init(configuration:)`` refuses such a URL; turn it
+    /// on only for a development server on your own network.
+    public var allowsInsecureHTTP = false
     /// The time: expiry dates are compared with it (tests set their own).
     public var now: @Sendable () -> Date = { Date() }
     /// Waits that many seconds (tests may record or shorten waits; the default sleeps).
@@ -51,6 +55,25 @@ public struct SubsyncConfiguration: Sendable {
         self.deviceID = deviceID
         self.session = session
         self.storageDirectory = storageDirectory ?? Self.defaultStorage(accountID: accountID)
+    }
+
+    /// Why ``baseURL`` cannot be used, if it cannot: not `https://` (or `http://` to a loopback
+    /// address, or with ``allowsInsecureHTTP``).
+    var baseURLProblem: String? {
+        let scheme = baseURL.scheme?.lowercased()
+        guard let host = baseURL.host?.lowercased(), !host.isEmpty else { return "the base URL \(baseURL) has no host" }
+        switch scheme {
+        case "https": return nil
+        case "http":
+            let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+            let octets = bare.split(separator: ".", omittingEmptySubsequences: false)
+            let loopback = bare == "localhost" || bare == "::1"
+                || (octets.count == 4 && octets.first == "127" && octets.allSatisfy { Int($0).map { (0...255).contains($0) } ?? false })
+            if loopback || allowsInsecureHTTP { return nil }
+            return "the base URL \(baseURL) is http:// to another machine: account tokens would cross the network in clear; use https:// (or set allowsInsecureHTTP for a development server)"
+        default:
+            return "the base URL \(baseURL) is not https://"
+        }
     }
 
     /// Application Support, where the default storage folders are.
