@@ -145,27 +145,8 @@ struct RewardTests {
         #expect(await keys.count == 1)
 
         // Then a real HTTP server on loopback serves the rotated key file.
-        // The test process blocks SIGTERM in the threads that spawn children, and a child
-        // inherits that mask: unblocked here first (as scripts/webhook-receiver.py does), or
-        // terminate() would leave the server running after the test.
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        server.arguments = [
-            "python3", "-c",
-            """
-            import runpy, signal, sys
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            sys.argv = ["http.server"] + sys.argv[1:]
-            runpy.run_module("http.server", run_name="__main__")
-            """,
-            String(port), "--bind", "127.0.0.1", "--directory", served.deletingLastPathComponent().path,
-        ]
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
+        let server = try await Self.fileServer(port: port, serving: served, url: url)
         defer { server.terminateOrKill(polls: 250) }
-        #expect(await waitUntil { await httpStatus(url) == 200 })
 
         try await TestEnvironment.withFresh { env in
             try await env.application(adMobKeys: keys, adMobAdUnits: [Self.adUnit]).test(.live) { client in
@@ -180,5 +161,68 @@ struct RewardTests {
                 #expect(await keys.count == 2)
             }
         }
+    }
+
+    @Test("a key fetched from the URL that two successful fetches in a row no longer list is retired; a failed fetch counts for nothing; the file's keys stay")
+    func withdrawnKeyIsRetired() async throws {
+        let filed = SigningKey(id: 7)
+        let withdrawn = SigningKey(id: 8)
+        let kept = SigningKey(id: 9)
+        let file = try Self.keyFile([filed])
+        let served = try Self.keyFile([withdrawn, kept])
+        let later = try Self.keyFile([kept])
+        defer {
+            for url in [file, served, later] { try? FileManager.default.removeItem(at: url) }
+        }
+        let port = freeTCPPort()
+        let url = "http://127.0.0.1:\(port)/\(served.lastPathComponent)"
+        var server = try await Self.fileServer(port: port, serving: served, url: url)
+        defer { server.terminateOrKill(polls: 250) }
+
+        let keys = AdMobKeys(
+            source: .init(file: file.path, url: url), addressGuard: WebhookOrderTests.loopback ?? .publicOnly,
+            clock: ManualClock(start: Date()), logger: Logger(label: "test"))
+        try await keys.load()
+        #expect(await keys.count == 3)
+        // Google withdraws key 8; the file's key 7 was never listed there.
+        try FileManager.default.removeItem(at: served)
+        try FileManager.default.copyItem(at: later, to: served)
+        await keys.refresh()
+        #expect(await keys.count == 3, "retired after one fetch: a callback in flight would be refused")
+        // A failed fetch (the server down) counts for nothing.
+        server.terminateOrKill(polls: 250)
+        await keys.refresh()
+        #expect(await keys.count == 3)
+        server = try await Self.fileServer(port: port, serving: served, url: url)
+        await keys.refresh()
+        #expect(await keys.count == 2)
+        #expect(await keys.key(8) == nil)
+        #expect(await keys.key(7) != nil)
+        #expect(await keys.key(9) != nil)
+    }
+
+    /// A real HTTP server on loopback (Python's `http.server`) on `port`, serving the folder of
+    /// `file`, once `url` answers 200. The test process blocks SIGTERM in the threads that spawn
+    /// children, and a child inherits that mask: unblocked first (as scripts/webhook-receiver.py
+    /// does), or terminating it would leave the server running after the test.
+    static func fileServer(port: Int, serving file: URL, url: String) async throws -> Process {
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        server.arguments = [
+            "python3", "-c",
+            """
+            import runpy, signal, sys
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            sys.argv = ["http.server"] + sys.argv[1:]
+            runpy.run_module("http.server", run_name="__main__")
+            """,
+            String(port), "--bind", "127.0.0.1", "--directory", file.deletingLastPathComponent().path,
+        ]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        #expect(await waitUntil { await httpStatus(url) == 200 })
+        return server
     }
 }

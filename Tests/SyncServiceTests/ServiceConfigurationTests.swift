@@ -40,6 +40,10 @@ struct ServiceConfigurationTests {
         ("SUBSYNC_EMBEDDED_PG_PORT", "-1"),
         ("SUBSYNC_DB_POOL_SIZE", "0"),
         ("SUBSYNC_LOG_LEVEL", "loud"),
+        // AdMob's keys decide whose rewards are genuine: never fetched in clear from elsewhere.
+        ("SUBSYNC_ADMOB_KEYS_URL", "http://www.gstatic.com/admob/reward/verifier-keys.json"),
+        ("SUBSYNC_ADMOB_KEYS_URL", "http://127.0.0.1.example.com/keys.json"),
+        ("SUBSYNC_APPSTORE_BACKFILL_INTERVAL", "5"),
     ])
     func rejectsBadValues(variable: String, value: String) throws {
         let error = try #require(throws: ConfigurationError.self) {
@@ -47,5 +51,12 @@ struct ServiceConfigurationTests {
         }
         #expect(error.variable == variable)
         #expect(error.description.contains(value))
+    }
+
+    @Test("AdMob's keys URL: https, or http to a loopback address")
+    func adMobKeysURL() throws {
+        for url in ["https://www.gstatic.com/admob/reward/verifier-keys.json", "http://127.0.0.1:8080/keys.json", "http://localhost/keys.json"] {
+            #expect(try ServiceConfiguration.fromEnvironment(["SUBSYNC_ADMOB_KEYS_URL": url]).adMobKeysURL == url)
+        }
     }
 }

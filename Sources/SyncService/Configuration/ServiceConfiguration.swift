@@ -277,8 +277,14 @@ public struct ServiceConfiguration: Sendable {
             configuration.adMobAdUnits = Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
         }
         if let text = environment["SUBSYNC_ADMOB_KEYS_URL"], !text.isEmpty {
-            guard text.hasPrefix("https://") || text.hasPrefix("http://") else {
-                throw ConfigurationError(variable: "SUBSYNC_ADMOB_KEYS_URL", message: "must be an http(s) URL, got \"\(text.prefix(80))\"")
+            // The keys decide whose rewards are genuine: fetched over TLS, or from this machine.
+            let components = URLComponents(string: text)
+            let scheme = components?.scheme?.lowercased()
+            let local = scheme == "http" && components?.host.map(AppStoreAPISettings.isLoopback) == true
+            guard scheme == "https" || local else {
+                throw ConfigurationError(
+                    variable: "SUBSYNC_ADMOB_KEYS_URL",
+                    message: "must be an https:// URL (http:// only to a loopback address), got \"\(text.prefix(80))\"")
             }
             configuration.adMobKeysURL = text
         }

@@ -13,7 +13,9 @@ import SyncCore
 /// ```
 ///
 /// Google rotates the keys; a callback signed with an id not known yet makes one refresh (at most
-/// one a minute), and ``AdMobKeyRefresher`` refreshes daily.
+/// one a minute), and ``AdMobKeyRefresher`` refreshes daily. A key fetched from the URL that two
+/// successful fetches in a row no longer list is **retired** (Google withdrew it: a callback
+/// signed with it is refused); keys from the file are the operator's and stay.
 public actor AdMobKeys {
     public struct Source: Sendable {
         public var file: String?
@@ -43,6 +45,12 @@ public actor AdMobKeys {
     let logger: Logger
     private var keys: [Int64: P256.Signing.PublicKey] = [:]
     private var lastFetch: Date?
+    /// Keys the file gave (never retired).
+    private var fromFile: Set<Int64> = []
+    /// Per key fetched from the URL, how many successful fetches in a row did not list it.
+    private var unlisted: [Int64: Int] = [:]
+    /// Successful fetches in a row without a key before it is retired.
+    static let retireAfter = 2
 
     public init(source: Source, addressGuard: AddressGuard = .publicOnly, clock: any ServiceClock, logger: Logger) {
         self.source = source
@@ -55,7 +63,9 @@ public actor AdMobKeys {
     public func load() async throws {
         if let file = source.file {
             guard let data = FileManager.default.contents(atPath: file) else { throw LoadError.unreadable(file) }
-            keys.merge(try Self.parse(data)) { $1 }
+            let parsed = try Self.parse(data)
+            keys.merge(parsed) { $1 }
+            fromFile.formUnion(parsed.keys)
         }
         if source.url != nil { await refresh() }
     }
@@ -69,7 +79,8 @@ public actor AdMobKeys {
         return keys[id]
     }
 
-    /// Fetches the URL and adds its keys (keys no longer listed stay, for callbacks in flight).
+    /// Fetches the URL and adds its keys; a key no longer listed stays for callbacks in flight
+    /// until ``retireAfter`` successful fetches in a row have not listed it.
     public func refresh() async {
         guard let url = source.url, let client else { return }
         lastFetch = clock.now()
@@ -79,7 +90,17 @@ public actor AdMobKeys {
                 logger.warning("AdMob key fetch answered \(response.status)", metadata: ["url": "\(url)"])
                 return
             }
-            keys.merge(try Self.parse(Data(response.body))) { $1 }
+            let listed = try Self.parse(Data(response.body))
+            keys.merge(listed) { $1 }
+            for id in listed.keys { unlisted[id] = nil }
+            for id in keys.keys where listed[id] == nil && !fromFile.contains(id) {
+                unlisted[id, default: 0] += 1
+                if unlisted[id, default: 0] >= Self.retireAfter {
+                    keys[id] = nil
+                    unlisted[id] = nil
+                    logger.notice("AdMob key retired: no longer listed by Google", metadata: ["key_id": "\(id)"])
+                }
+            }
         } catch {
             logger.warning("AdMob key fetch failed", metadata: ["url": "\(url)", "error": "\(error)"])
         }
