@@ -39,15 +39,11 @@ struct StoreExpiryCheckTests {
             let renewed = TrustAPITests.transaction(
                 original: "t-e1", id: "t-e2", purchased: now.addingTimeInterval(50), expires: expires.addingTimeInterval(30 * Self.day),
                 signed: now.addingTimeInterval(50))
-            let renewalInfo: [String: Any] = [
-                "originalTransactionId": "t-e1", "autoRenewProductId": "voip.premium.monthly", "productId": "voip.premium.monthly",
-                "autoRenewStatus": 1, "environment": "Production", "signedDate": ((now.timeIntervalSince1970 + 50) * 1000).rounded(),
-            ]
             try await double.script("GET", "/inApps/v1/subscriptions/t-e1", [AppStoreDouble.Answer(json: [
                 "data": [["lastTransactions": [[
                     "status": 1, "originalTransactionId": "t-e1", "signedTransactionInfo": .string(try trust.authority.sign(renewed)),
-                    "signedRenewalInfo": .string(try trust.authority.sign(
-                        header: try trust.authority.header(), payload: try JSONSerialization.data(withJSONObject: renewalInfo))),
+                    "signedRenewalInfo": .string(
+                        try trust.renewalInfo(original: "t-e1", autoRenew: true, billingRetry: false, grace: nil, signed: now.addingTimeInterval(50))),
                 ]]]],
             ])])
             let api = try AppStoreAPITests.client(double)

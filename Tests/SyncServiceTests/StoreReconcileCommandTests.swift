@@ -14,6 +14,20 @@ import X509
 struct StoreReconcileCommandTests {
     typealias Command = OperationsCommandTests
 
+    /// A monthly premium subscription `original` whose first period ended ten days before `now`
+    /// and its renewal `renewalID`, running twenty days on: what the store has and a device
+    /// reported only the first of.
+    static func renewedSubscription(original: String, renewalID: String, now: Date) -> (first: JWSTransactionPayload, renewal: JWSTransactionPayload) {
+        let day: TimeInterval = 86_400
+        let first = TrustAPITests.transaction(
+            original: original, purchased: now.addingTimeInterval(-40 * day), expires: now.addingTimeInterval(-10 * day),
+            signed: now.addingTimeInterval(-40 * day))
+        let renewal = TrustAPITests.transaction(
+            original: original, id: renewalID, purchased: now.addingTimeInterval(-10 * day), expires: now.addingTimeInterval(20 * day),
+            signed: now.addingTimeInterval(-10 * day))
+        return (first, renewal)
+    }
+
     @Test("a renewal no device or notification reported: --dry-run finds it, the repair ingests it as a store report, the next run finds none; forged and other accounts' transactions change nothing")
     func missedRenewal() async throws {
         try await TestEnvironment.withFresh { env in
@@ -22,12 +36,7 @@ struct StoreReconcileCommandTests {
             let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
             let now = Date()
             let day: TimeInterval = 86_400
-            let first = TrustAPITests.transaction(
-                original: "t-r1", purchased: now.addingTimeInterval(-40 * day), expires: now.addingTimeInterval(-10 * day),
-                signed: now.addingTimeInterval(-40 * day))
-            let renewal = TrustAPITests.transaction(
-                original: "t-r1", id: "t-r2", purchased: now.addingTimeInterval(-10 * day), expires: now.addingTimeInterval(20 * day),
-                signed: now.addingTimeInterval(-10 * day))
+            let (first, renewal) = Self.renewedSubscription(original: "t-r1", renewalID: "t-r2", now: now)
             // What the account has: the first period only, verified and bound (a device's sync).
             let stored = try trust.authority.sign(first)
             let report = try await trust.verifier.verifyTransaction(stored).report(reportID: "d1", deviceID: "phone", observedAt: now.addingTimeInterval(-39 * day))
@@ -55,11 +64,7 @@ struct StoreReconcileCommandTests {
                 "signedTransactions": [.string(stored), .string(try trust.authority.sign(renewal)), .string(try trust.authority.sign(other)),
                                        .string(try forger.authority.sign(forged))],
             ])])
-            let renewalInfo: [String: Any] = [
-                "originalTransactionId": "t-r1", "autoRenewProductId": "voip.premium.monthly", "productId": "voip.premium.monthly",
-                "autoRenewStatus": 1, "environment": "Production", "signedDate": (now.timeIntervalSince1970 * 1000).rounded(),
-            ]
-            let signedRenewal = try trust.authority.sign(header: try trust.authority.header(), payload: try JSONSerialization.data(withJSONObject: renewalInfo))
+            let signedRenewal = try trust.renewalInfo(original: "t-r1", autoRenew: true, billingRetry: false, grace: nil, signed: now)
             try await double.script("GET", "/inApps/v1/subscriptions/t-r1", [AppStoreDouble.Answer(json: [
                 "data": [["subscriptionGroupIdentifier": "g", "lastTransactions": [[
                     "status": 1, "originalTransactionId": "t-r1", "signedTransactionInfo": .string(try trust.authority.sign(renewal)),
@@ -117,13 +122,7 @@ struct StoreReconcileCommandTests {
             let trust = try TrustAPITests()
             let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
             let now = Date()
-            let day: TimeInterval = 86_400
-            let first = TrustAPITests.transaction(
-                original: "t-a1", purchased: now.addingTimeInterval(-40 * day), expires: now.addingTimeInterval(-10 * day),
-                signed: now.addingTimeInterval(-40 * day))
-            let renewal = TrustAPITests.transaction(
-                original: "t-a1", id: "t-a2", purchased: now.addingTimeInterval(-10 * day), expires: now.addingTimeInterval(20 * day),
-                signed: now.addingTimeInterval(-10 * day))
+            let (first, renewal) = Self.renewedSubscription(original: "t-a1", renewalID: "t-a2", now: now)
             try await double.script("GET", "/inApps/v2/history/t-a1", [AppStoreDouble.Answer(json: [
                 "hasMore": false, "signedTransactions": [.string(try trust.authority.sign(first)), .string(try trust.authority.sign(renewal))],
             ])])

@@ -31,9 +31,6 @@ public struct StoreReconciler: Sendable {
         self.logger = logger
     }
 
-    /// The device id of reports the store makes.
-    static let deviceID = NotificationController.deviceID
-
     public struct Outcome: Sendable {
         public var differences: [Difference] = []
         /// Store reports written (a repair); the workers resolve them.
