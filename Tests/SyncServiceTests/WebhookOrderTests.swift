@@ -118,16 +118,19 @@ struct WebhookOrderTests {
     }
 
     /// The account's deliveries, as `subsync deliveries list --status pending --json` shows them,
-    /// once there are `count`.
+    /// once there are `count` and the first has been attempted: the receiver logs the failing
+    /// answer before the delivery worker records the attempt, and on a busy core the list can
+    /// come in between.
     func pendingDeliveries(_ env: TestEnvironment, account: String, count: Int) async throws -> [[String: Any]] {
         var listed: [[String: Any]] = []
         await waitUntil {
             guard let out = try? await OperationsCommandTests.run(["deliveries", "list", "--status", "pending", "--json"], env: env) else { return false }
             #expect(out.status == 0, "\(out.stderr)")
             listed = out.array.filter { $0["account_id"] as? String == account }
-            return listed.count >= count
+                .sorted { ($0["event_sequence"] as? Int ?? 0) < ($1["event_sequence"] as? Int ?? 0) }
+            return listed.count >= count && (listed.first?["attempts"] as? Int ?? 0) >= 1
         }
-        return listed.sorted { ($0["event_sequence"] as? Int ?? 0) < ($1["event_sequence"] as? Int ?? 0) }
+        return listed
     }
 
     @Test("an operator's cancel lets the waiting events go; an operator's retry sends the retrying one now and the rest after it")
