@@ -13,11 +13,13 @@ certificate authority, so the double holds no signing key):
   POST /__double/script  {"method": "GET", "path": "/inApps/v1/subscriptions/t1",
                           "query": {"revision": "r1"},          (optional: any query when left out)
                           "answers": [{"status": 200, "json": {...}, "headers": {"Retry-After": "..."},
-                                       "delay": 0.5, "raw": "text"}, ...]}
-      answers are given in order; the last one repeats. Unscripted /inApps routes answer 404
-      {"errorCode": 4040010} (transaction id not found).
+                                       "retry_after_in": 3, "delay": 0.5, "raw": "text"}, ...]}
+      answers are given in order; the last one repeats. A script for a method, path and query
+      already scripted replaces that one (its answers start again). `retry_after_in` sends
+      Retry-After as Apple does, a UNIX time in milliseconds: that many seconds after the answer.
+      Unscripted /inApps routes answer 404 {"errorCode": 4040010} (transaction id not found).
   GET  /__double/requests  every /inApps request: method, path, query, body, time (UNIX s),
-                           jwt {"valid", "error", "header", "claims"}
+                           jwt {"valid", "error", "header", "claims"}, status (what it answered)
   POST /__double/reset     forgets scripts and requests
 
 Usage: appstore-double.py --key-file F --key-id K --issuer I --bundle B [--port N]
@@ -118,8 +120,9 @@ class Handler(BaseHTTPRequestHandler):
         if parts.path == "/__double/script" and method == "POST":
             script = json.loads(body)
             with lock:
-                scripts.setdefault((script["method"], script["path"]), []).append(
-                    {"query": script.get("query"), "answers": script["answers"], "served": 0})
+                entries = scripts.setdefault((script["method"], script["path"]), [])
+                entries[:] = [entry for entry in entries if entry["query"] != script.get("query")]
+                entries.append({"query": script.get("query"), "answers": script["answers"], "served": 0})
             return self.send(200, {})
         if not parts.path.startswith("/inApps/"):
             return self.send(404, {"error": "not an App Store Server API path"})
@@ -138,12 +141,18 @@ class Handler(BaseHTTPRequestHandler):
                         script["served"] += 1
                         break
         if not record["jwt"]["valid"]:
+            record["status"] = 401
             return self.send(401)
         if answer is None:
+            record["status"] = 404
             return self.send(404, NOT_FOUND)
         if answer.get("delay"):
             time.sleep(answer["delay"])
-        self.send(answer.get("status", 200), answer.get("json"), answer.get("headers"), answer.get("raw"))
+        headers = dict(answer.get("headers") or {})
+        if answer.get("retry_after_in") is not None:
+            headers["Retry-After"] = str(int((time.time() + answer["retry_after_in"]) * 1000))
+        record["status"] = answer.get("status", 200)
+        self.send(record["status"], answer.get("json"), headers, answer.get("raw"))
 
 
 def main():

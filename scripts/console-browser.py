@@ -10,8 +10,9 @@ retry schedule is one second long), and then, in the browser:
   1. no page works without the key: every page shows the sign-in form and nothing else, and the
      admin API answers 401 to the page's own fetch without it;
   2. a wrong key shows a clear message;
-  3. signs in, finds the account by its original transaction id, sees its entitlements and its
-     timeline (reports, resolutions, events, deliveries);
+  3. signs in, finds the account by its original transaction id, sees its entitlements (with the
+     renewal details: a pending crossgrade, a price increase) and its timeline (reports,
+     resolutions, events, deliveries);
   4. revokes the transaction from the page (confirmation, reason) and sees the audit record, the
      `entitlement.revoked` event and the free tier;
   5. the health page shows the numbers and the last hour's chart;
@@ -27,7 +28,6 @@ Waits are conditions with generous deadlines (WebDriverWait), never fixed sleeps
 console must show no Content-Security-Policy violation. Screenshots go to --artifacts.
 """
 import argparse
-import base64
 import inspect
 import datetime
 import json
@@ -168,23 +168,7 @@ def signing_chain(workdir):
     spec = importlib.util.spec_from_file_location("signed_material", os.path.join(ROOT, "scripts/bench.d/signed_material.py"))
     material = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(material)
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-    root_key, intermediate_key, leaf_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
-    root = material.certificate("console root", root_key, "console root", root_key, True, None)
-    intermediate = material.certificate("console intermediate", intermediate_key, "console root", root_key, True, material.INTERMEDIATE_OID)
-    leaf = material.certificate("console leaf", leaf_key, "console intermediate", intermediate_key, False, material.LEAF_OID)
-    with open(os.path.join(workdir, "root.pem"), "wb") as f:
-        f.write(root.public_bytes(serialization.Encoding.PEM))
-    x5c = [base64.b64encode(c.public_bytes(serialization.Encoding.DER)).decode() for c in (leaf, intermediate, root)]
-    header = material.b64url(json.dumps({"alg": "ES256", "x5c": x5c}).encode())
-
-    def sign(payload):
-        signing_input = header + "." + material.b64url(json.dumps(payload, separators=(",", ":")).encode())
-        r, s = decode_dss_signature(leaf_key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
-        return signing_input + "." + material.b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
-    return sign
+    return material.signing_chain(workdir, "console")
 
 
 def run(options, database_url, workdir, processes, session):
@@ -238,7 +222,11 @@ def run(options, database_url, workdir, processes, session):
         "reports": [{"report_id": "console-r1", "observed_at": stamp(now), "product_id": "voip.premium.monthly",
                      "original_transaction_id": TRANSACTION, "transaction_id": TRANSACTION,
                      "purchased_at": stamp(now - datetime.timedelta(days=1)),
-                     "expires_at": stamp(now + datetime.timedelta(days=29)), "will_auto_renew": True}]})
+                     "expires_at": stamp(now + datetime.timedelta(days=29)), "will_auto_renew": True,
+                     # Unsigned renewal details (development mode): a crossgrade to yearly is
+                     # pending, a price increase awaits consent.
+                     "renewal_product_id": "voip.premium.yearly", "price_increase_status": "pending",
+                     "renewal_date": stamp(now + datetime.timedelta(days=29))}]})
     check(status == 202, f"sync: {status} {synced}")
     dead = wait_for("the first deliveries to die", lambda: not pending_deliveries(base) and dead_deliveries(base))
     say(f"{len(dead)} dead deliveries")
@@ -281,6 +269,10 @@ def run(options, database_url, workdir, processes, session):
     check("/console#/account/" + ACCOUNT in driver.current_url, f"search did not open the account: {driver.current_url}")
     entitlements = driver.find_element(By.ID, "entitlements").text
     check("premium" in entitlements and "active" in entitlements, f"entitlements: {entitlements!r}")
+    renews = driver.find_element(By.CSS_SELECTOR, '#entitlements tr[data-entitlement="premium"] td[data-field="renews"]').text
+    check(renews.startswith("yes") and "to voip.premium.yearly" in renews, f"renews: {renews!r}")
+    store_says = driver.find_element(By.CSS_SELECTOR, '#entitlements tr[data-entitlement="premium"] td[data-field="store-says"]').text
+    check(store_says == "price increase pending", f"store says: {store_says!r}")
     timeline = driver.find_element(By.ID, "timeline")
     kinds = {row.get_attribute("data-kind") for row in timeline.find_elements(By.CSS_SELECTOR, "tbody tr")}
     check({"report", "resolution", "event", "delivery"} <= kinds, f"timeline kinds: {kinds}")

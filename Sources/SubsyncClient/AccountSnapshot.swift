@@ -36,13 +36,31 @@ public struct EntitlementSnapshot: Sendable, Hashable, Codable {
     public var productID: String
     /// When access ends, grace included (`nil`: a lifetime purchase, or nothing left to grant).
     public var expiresAt: Date?
+    /// End of the billing grace period, when the store granted one.
+    public var gracePeriodExpiresAt: Date?
     public var willRenew: Bool
+    /// Why the subscription ended (`cancelled`, `billing_error`, `price_increase_declined`,
+    /// `product_unavailable` or `other`), when the store said so; for a "your subscription ended
+    /// because…" message.
+    public var expirationReason: String?
+    /// The product the subscription renews to, while it will renew; differs from ``productID``
+    /// when an upgrade, downgrade or crossgrade is pending.
+    public var renewalProductID: String?
+    /// `pending` (the user has not answered a price increase that needs consent) or `accepted`.
+    public var priceIncreaseStatus: String?
+    /// When the subscription renews next, while it will renew.
+    public var renewalDate: Date?
 
     enum CodingKeys: String, CodingKey {
         case id, tier, status
         case productID = "product_id"
         case expiresAt = "expires_at"
+        case gracePeriodExpiresAt = "grace_period_expires_at"
         case willRenew = "will_renew"
+        case expirationReason = "expiration_reason"
+        case renewalProductID = "renewal_product_id"
+        case priceIncreaseStatus = "price_increase_status"
+        case renewalDate = "renewal_date"
     }
 
     /// Whether it grants access at `now`: it did when resolved (`active` or `grace_period`) and

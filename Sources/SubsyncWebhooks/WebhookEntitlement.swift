@@ -75,13 +75,24 @@ public struct WebhookEntitlement: Sendable, Hashable, Codable {
     public var revokedAt: Date?
     /// For `revoked`: why (such as `developer_issue` or `other`).
     public var revocationReason: String?
+    /// Why the subscription ended (`cancelled`, `billing_error`, `price_increase_declined`,
+    /// `product_unavailable` or `other`), from the renewal info the App Store signed latest.
+    public var expirationReason: String?
+    /// The product the subscription renews to, while it will renew: a pending upgrade, downgrade
+    /// or crossgrade when it differs from ``productID``.
+    public var renewalProductID: String?
+    /// `pending` (a price increase awaits the subscriber's consent) or `accepted`.
+    public var priceIncreaseStatus: String?
+    /// When the subscription renews next, while it will renew.
+    public var renewalDate: Date?
 
     /// An entitlement state with the given fields.
     public init(
         id: String, tier: String, status: Status, isActive: Bool? = nil, productID: String, productKind: String,
         sourceTransactionID: String, originalTransactionID: String, purchasedAt: Date, expiresAt: Date?,
         periodEndsAt: Date?, gracePeriodExpiresAt: Date?, willRenew: Bool, revokedAt: Date?,
-        revocationReason: String?
+        revocationReason: String?, expirationReason: String? = nil, renewalProductID: String? = nil,
+        priceIncreaseStatus: String? = nil, renewalDate: Date? = nil
     ) {
         self.id = id
         self.tier = tier
@@ -98,6 +109,10 @@ public struct WebhookEntitlement: Sendable, Hashable, Codable {
         self.willRenew = willRenew
         self.revokedAt = revokedAt
         self.revocationReason = revocationReason
+        self.expirationReason = expirationReason
+        self.renewalProductID = renewalProductID
+        self.priceIncreaseStatus = priceIncreaseStatus
+        self.renewalDate = renewalDate
     }
 
     /// Whether the entitlement gives access: `is_active` when sent, otherwise derived from
@@ -119,6 +134,10 @@ public struct WebhookEntitlement: Sendable, Hashable, Codable {
         case willRenew = "will_renew"
         case revokedAt = "revoked_at"
         case revocationReason = "revocation_reason"
+        case expirationReason = "expiration_reason"
+        case renewalProductID = "renewal_product_id"
+        case priceIncreaseStatus = "price_increase_status"
+        case renewalDate = "renewal_date"
     }
 
     /// Decodes an entitlement; dates are RFC 3339 with or without fractional seconds.
@@ -139,6 +158,10 @@ public struct WebhookEntitlement: Sendable, Hashable, Codable {
         willRenew = try c.decode(Bool.self, forKey: .willRenew)
         revokedAt = try c.decodeRFC3339IfPresent(forKey: .revokedAt)
         revocationReason = try c.decodeIfPresent(String.self, forKey: .revocationReason)
+        expirationReason = try c.decodeIfPresent(String.self, forKey: .expirationReason)
+        renewalProductID = try c.decodeIfPresent(String.self, forKey: .renewalProductID)
+        priceIncreaseStatus = try c.decodeIfPresent(String.self, forKey: .priceIncreaseStatus)
+        renewalDate = try c.decodeRFC3339IfPresent(forKey: .renewalDate)
     }
 
     /// Encodes every key (`is_active` only when known), `null` where a value is absent.
@@ -159,5 +182,9 @@ public struct WebhookEntitlement: Sendable, Hashable, Codable {
         try c.encode(willRenew, forKey: .willRenew)
         try c.encodeRFC3339(revokedAt, forKey: .revokedAt)
         try c.encode(revocationReason, forKey: .revocationReason)
+        try c.encode(expirationReason, forKey: .expirationReason)
+        try c.encode(renewalProductID, forKey: .renewalProductID)
+        try c.encode(priceIncreaseStatus, forKey: .priceIncreaseStatus)
+        try c.encodeRFC3339(renewalDate, forKey: .renewalDate)
     }
 }

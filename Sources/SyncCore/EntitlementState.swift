@@ -5,7 +5,8 @@ import Foundation
 /// JSON (snake_case; absent values are written as `null` so every state has the same shape):
 /// `id`, `tier`, `status`, `is_active`, `product_id`, `product_kind`, `source_transaction_id`,
 /// `original_transaction_id`, `purchased_at`, `expires_at`, `period_ends_at`,
-/// `grace_period_expires_at`, `will_renew`, `revoked_at`, `revocation_reason`.
+/// `grace_period_expires_at`, `will_renew`, `revoked_at`, `revocation_reason`,
+/// `expiration_reason`, `renewal_product_id`, `price_increase_status`, `renewal_date`.
 public struct EntitlementState: Sendable, Hashable, Codable, Identifiable {
     /// The entitlement id.
     public var id: String
@@ -37,12 +38,23 @@ public struct EntitlementState: Sendable, Hashable, Codable, Identifiable {
     public var revokedAt: Date?
     /// For `revoked`: why.
     public var revocationReason: RevocationReason?
+    /// Why the subscription ended, from the renewal info signed latest of the source's
+    /// subscription (auto-renewable only; see ``RenewalDetails``).
+    public var expirationReason: ExpirationReason?
+    /// The product the subscription renews to, while ``willRenew``: differs from ``productID``
+    /// when an upgrade, downgrade or crossgrade is pending.
+    public var renewalProductID: String?
+    /// Where a price increase of the subscription stands (auto-renewable only).
+    public var priceIncreaseStatus: PriceIncreaseStatus?
+    /// When the subscription renews next, while ``willRenew``.
+    public var renewalDate: Date?
 
     public init(
         id: String, tier: String, status: EntitlementStatus, productID: String, productKind: ProductKind,
         sourceTransactionID: String, originalTransactionID: String, purchasedAt: Date, expiresAt: Date?,
         periodEndsAt: Date?, gracePeriodExpiresAt: Date?, willRenew: Bool, revokedAt: Date?,
-        revocationReason: RevocationReason?
+        revocationReason: RevocationReason?, expirationReason: ExpirationReason? = nil,
+        renewalProductID: String? = nil, priceIncreaseStatus: PriceIncreaseStatus? = nil, renewalDate: Date? = nil
     ) {
         self.id = id
         self.tier = tier
@@ -58,6 +70,10 @@ public struct EntitlementState: Sendable, Hashable, Codable, Identifiable {
         self.willRenew = willRenew
         self.revokedAt = revokedAt
         self.revocationReason = revocationReason
+        self.expirationReason = expirationReason
+        self.renewalProductID = renewalProductID
+        self.priceIncreaseStatus = priceIncreaseStatus
+        self.renewalDate = renewalDate
     }
 
     /// Whether the entitlement gives access now (`active` or `grace_period`).
@@ -77,6 +93,10 @@ public struct EntitlementState: Sendable, Hashable, Codable, Identifiable {
         case willRenew = "will_renew"
         case revokedAt = "revoked_at"
         case revocationReason = "revocation_reason"
+        case expirationReason = "expiration_reason"
+        case renewalProductID = "renewal_product_id"
+        case priceIncreaseStatus = "price_increase_status"
+        case renewalDate = "renewal_date"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -96,6 +116,10 @@ public struct EntitlementState: Sendable, Hashable, Codable, Identifiable {
         willRenew = try c.decode(Bool.self, forKey: .willRenew)
         revokedAt = try c.decodeIfPresent(Date.self, forKey: .revokedAt)
         revocationReason = try c.decodeIfPresent(RevocationReason.self, forKey: .revocationReason)
+        expirationReason = try c.decodeIfPresent(ExpirationReason.self, forKey: .expirationReason)
+        renewalProductID = try c.decodeIfPresent(String.self, forKey: .renewalProductID)
+        priceIncreaseStatus = try c.decodeIfPresent(PriceIncreaseStatus.self, forKey: .priceIncreaseStatus)
+        renewalDate = try c.decodeIfPresent(Date.self, forKey: .renewalDate)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -115,5 +139,9 @@ public struct EntitlementState: Sendable, Hashable, Codable, Identifiable {
         try c.encode(willRenew, forKey: .willRenew)
         try c.encode(revokedAt, forKey: .revokedAt)
         try c.encode(revocationReason, forKey: .revocationReason)
+        try c.encode(expirationReason, forKey: .expirationReason)
+        try c.encode(renewalProductID, forKey: .renewalProductID)
+        try c.encode(priceIncreaseStatus, forKey: .priceIncreaseStatus)
+        try c.encode(renewalDate, forKey: .renewalDate)
     }
 }

@@ -12,7 +12,11 @@ import Foundation
 /// 3. `renewed`: cur grants access and either prev granted access with an earlier
 ///    `period_ends_at` (nil = lifetime = latest), or prev was `billing_retry` (recovered).
 /// 4. `product_changed`: prev and cur alive (see ``EntitlementStatus/isAlive``), products differ.
-/// 5. `renewal_changed`: prev and cur alive, `will_renew` differs.
+/// 5. `renewal_changed`: prev and cur alive, and `will_renew` differs, or the pending product
+///    change (a `renewal_product_id` other than `product_id`: an upgrade, downgrade or
+///    crossgrade), or whether a price increase awaits consent (`price_increase_status` pending).
+///    A renewal product or price increase status first learnt (null before) that changes neither
+///    is `updated`.
 /// 6. `grace_period_started`: cur is `grace_period`, prev is not.
 /// 7. `billing_issue`: cur is `billing_retry`, prev is not.
 /// 8. `expired`: cur is `expired` (or the entitlement vanished), prev was not.
@@ -109,7 +113,11 @@ public enum EventDeriver {
         }
         if prevAlive && curAlive, let previous, let current {
             if previous.productID != current.productID { types.append(.productChanged) }
-            if previous.willRenew != current.willRenew { types.append(.renewalChanged) }
+            if previous.willRenew != current.willRenew || previous.pendingProductChange != current.pendingProductChange
+                || previous.awaitsPriceConsent != current.awaitsPriceConsent
+            {
+                types.append(.renewalChanged)
+            }
         }
         if curStatus == .gracePeriod && prevStatus != .gracePeriod { types.append(.gracePeriodStarted) }
         if curStatus == .billingRetry && prevStatus != .billingRetry { types.append(.billingIssue) }
@@ -129,4 +137,16 @@ public enum EventDeriver {
         case (nil, _): false
         }
     }
+}
+
+extension EntitlementState {
+    /// The product a pending upgrade, downgrade or crossgrade renews to; `nil` when it renews to
+    /// its own product or nothing is known.
+    var pendingProductChange: String? {
+        guard let renewalProductID, renewalProductID != productID else { return nil }
+        return renewalProductID
+    }
+
+    /// Whether a price increase awaits the subscriber's consent.
+    var awaitsPriceConsent: Bool { priceIncreaseStatus == .pending }
 }

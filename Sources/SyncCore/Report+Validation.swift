@@ -42,6 +42,8 @@ extension Report {
         checkDate(expiresAt, .expiresAt, notBeforePurchase: true)
         checkDate(gracePeriodExpiresAt, .gracePeriodExpiresAt, notBeforePurchase: true)
         checkDate(revokedAt, .revokedAt, notBeforePurchase: true)
+        if let renewalProductID = renewal?.renewalProductID { checkID(renewalProductID, .renewalProductID) }
+        checkDate(renewal?.renewalDate, .renewalDate)
         if let signedTransaction, signedTransaction.utf8.count > Report.maximumSignedTransactionLength {
             errors.append(
                 ReportValidationError(

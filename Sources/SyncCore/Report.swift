@@ -42,6 +42,11 @@ public struct Report: Sendable, Equatable, Hashable, Codable {
     public var environment: StoreEnvironment?
     /// The StoreKit 2 JWS of the transaction, verified by the server.
     public var signedTransaction: String?
+    /// What the subscription's renewal info says of its end and next renewal: from a verified
+    /// `signed_renewal_info` (with its signing time), or in development mode from the unsigned
+    /// wire fields `expiration_reason`, `renewal_product_id`, `price_increase_status` and
+    /// `renewal_date` (without one). `nil` when the report says nothing of it.
+    public var renewal: RenewalDetails?
     /// Server-side trust; see ``ReportTrust``. Not encoded or decoded.
     public var trust: ReportTrust
 
@@ -62,6 +67,7 @@ public struct Report: Sendable, Equatable, Hashable, Codable {
         inBillingRetry: Bool = false,
         environment: StoreEnvironment? = nil,
         signedTransaction: String? = nil,
+        renewal: RenewalDetails? = nil,
         trust: ReportTrust = .unverifiedDevice
     ) {
         self.reportID = reportID
@@ -80,6 +86,7 @@ public struct Report: Sendable, Equatable, Hashable, Codable {
         self.inBillingRetry = inBillingRetry
         self.environment = environment
         self.signedTransaction = signedTransaction
+        self.renewal = renewal
         self.trust = trust
     }
 
@@ -101,6 +108,14 @@ public struct Report: Sendable, Equatable, Hashable, Codable {
         case inBillingRetry = "in_billing_retry"
         case environment
         case signedTransaction = "signed_transaction"
+        /// ``RenewalDetails/expirationReason`` of ``renewal`` (unsigned, development mode).
+        case expirationReason = "expiration_reason"
+        /// ``RenewalDetails/renewalProductID`` of ``renewal`` (unsigned, development mode).
+        case renewalProductID = "renewal_product_id"
+        /// ``RenewalDetails/priceIncreaseStatus`` of ``renewal`` (unsigned, development mode).
+        case priceIncreaseStatus = "price_increase_status"
+        /// ``RenewalDetails/renewalDate`` of ``renewal`` (unsigned, development mode).
+        case renewalDate = "renewal_date"
         /// Wire only: the StoreKit 2 renewal info JWS a device may send beside
         /// `signed_transaction`. The sync API verifies it and takes auto-renew, billing retry and
         /// grace period from it; a ``Report`` never encodes or decodes it.
@@ -125,6 +140,12 @@ public struct Report: Sendable, Equatable, Hashable, Codable {
         inBillingRetry = try c.decodeIfPresent(Bool.self, forKey: .inBillingRetry) ?? false
         environment = try c.decodeIfPresent(StoreEnvironment.self, forKey: .environment)
         signedTransaction = try c.decodeIfPresent(String.self, forKey: .signedTransaction)
+        let details = RenewalDetails(
+            expirationReason: try c.decodeIfPresent(ExpirationReason.self, forKey: .expirationReason),
+            renewalProductID: try c.decodeIfPresent(String.self, forKey: .renewalProductID),
+            priceIncreaseStatus: try c.decodeIfPresent(PriceIncreaseStatus.self, forKey: .priceIncreaseStatus),
+            renewalDate: try c.decodeIfPresent(Date.self, forKey: .renewalDate))
+        renewal = details.isEmpty ? nil : details
         trust = .unverifiedDevice
     }
 
@@ -146,5 +167,9 @@ public struct Report: Sendable, Equatable, Hashable, Codable {
         try c.encode(inBillingRetry, forKey: .inBillingRetry)
         try c.encodeIfPresent(environment, forKey: .environment)
         try c.encodeIfPresent(signedTransaction, forKey: .signedTransaction)
+        try c.encodeIfPresent(renewal?.expirationReason, forKey: .expirationReason)
+        try c.encodeIfPresent(renewal?.renewalProductID, forKey: .renewalProductID)
+        try c.encodeIfPresent(renewal?.priceIncreaseStatus, forKey: .priceIncreaseStatus)
+        try c.encodeIfPresent(renewal?.renewalDate, forKey: .renewalDate)
     }
 }

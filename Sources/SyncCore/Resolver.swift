@@ -22,6 +22,15 @@ import Foundation
 ///   the latest not revoked (e.g. upgraded away), `expired`. Entitlements without any
 ///   transaction are not listed.
 ///
+/// An auto-renewable entitlement also carries its subscription's renewal details: those signed
+/// latest among all transactions of the source's original transaction (``RenewalMark``), with
+/// `renewal_product_id` and `renewal_date` only while the entitlement will renew (they describe a
+/// renewal that is coming), and only on the entitlement of the subscription's latest transaction
+/// or one still alive (an entitlement upgraded away keeps no live subscription's details). When
+/// that renewal info is signed, its auto-renew status and billing retry also decide `will_renew`
+/// and `billing_retry` instead of the source transaction's representative report: the renewal
+/// info signed latest wins.
+///
 /// The account's tier is the highest tier among entitlements that grant access (`active` or
 /// `grace_period`), else the base tier; features, limits and ads come from that tier.
 public enum Resolver {
@@ -32,6 +41,9 @@ public enum Resolver {
     ) -> AccountState {
         let nowValue = now.timeIntervalSinceReferenceDate
         var slots = [EntitlementSlot](repeating: EntitlementSlot(), count: catalogue.entitlements.count)
+        // Per original transaction of an auto-renewable product: the renewal details signed latest
+        // (allocated only when some transaction has any).
+        var renewals: [String: RenewalMark] = [:]
 
         for index in transactions.indices {
             let transaction = transactions[index]
@@ -39,6 +51,9 @@ public enum Resolver {
                 let entitlementIndex = product.entitlementIndex
             else { continue }
             slots[entitlementIndex].noteTransaction(index, in: transactions)
+            if product.kind == .autoRenewable, let renewal = transaction.renewal {
+                renewals[transaction.originalTransactionID] = RenewalMark.latest(renewals[transaction.originalTransactionID], renewal)
+            }
             if transaction.isRevoked || transaction.isUpgraded { continue }
             switch product.kind {
             case .nonConsumable:
@@ -78,13 +93,18 @@ public enum Resolver {
             var state: EntitlementState?
             if let grant = slot.best {
                 let granted = entitlementState(
-                    entitlement, grant: grant, transactions: transactions, catalogue: catalogue, now: nowValue)
+                    entitlement, grant: grant, transactions: transactions, renewals: renewals, now: nowValue)
                 // A refund of the latest purchase outranks an older grant that has run out.
                 if granted.status.grantsAccess || !latest.isRevoked { state = granted }
                 if grant.periodEnd > nowValue { nextTransition = min(nextTransition, grant.periodEnd) }
                 if grant.accessEnd > nowValue { nextTransition = min(nextTransition, grant.accessEnd) }
             }
-            let resolved = state ?? lapsedEntitlementState(entitlement, latest: latest, catalogue: catalogue)
+            var resolved = state ?? lapsedEntitlementState(entitlement, latest: latest, catalogue: catalogue)
+            if resolved.productKind == .autoRenewable, let renewal = renewals[resolved.originalTransactionID],
+                resolved.status.isAlive || isLatest(resolved.sourceTransactionID, of: resolved.originalTransactionID, in: transactions)
+            {
+                resolved.take(renewal.details)
+            }
             if resolved.status.grantsAccess { tierRank = max(tierRank, entitlement.tierRank) }
             entitlementStates.append(resolved)
         }
@@ -111,17 +131,31 @@ public enum Resolver {
 
     // MARK: - Building entitlement states
 
+    /// Whether `transactionID` is the latest transaction (by purchase) of the subscription
+    /// `original`: a lapsed entitlement shows its subscription's renewal details only then.
+    private static func isLatest(_ transactionID: String, of original: String, in transactions: [TransactionAggregate]) -> Bool {
+        var latest: TransactionAggregate?
+        for transaction in transactions where transaction.originalTransactionID == original {
+            if latest.map({ EntitlementSlot.purchasedBefore($0, transaction) }) ?? true { latest = transaction }
+        }
+        return latest?.transactionID == transactionID
+    }
+
     private static func entitlementState(
-        _ entitlement: Entitlement, grant: Grant, transactions: [TransactionAggregate], catalogue: Catalogue,
+        _ entitlement: Entitlement, grant: Grant, transactions: [TransactionAggregate], renewals: [String: RenewalMark],
         now: Double
     ) -> EntitlementState {
         let source = transactions[grant.index]
+        // The subscription's renewal info signed latest decides auto-renew and billing retry.
+        let signed = grant.kind == .autoRenewable ? renewals[source.originalTransactionID].flatMap { $0.isSigned ? $0 : nil } : nil
+        let willAutoRenew = signed?.willAutoRenew ?? source.willAutoRenew
+        let inBillingRetry = signed?.inBillingRetry ?? source.inBillingRetry
         let status: EntitlementStatus
         if now < grant.periodEnd {
             status = .active
         } else if now < grant.accessEnd {
             status = .gracePeriod
-        } else if grant.kind == .autoRenewable && source.inBillingRetry {
+        } else if grant.kind == .autoRenewable && inBillingRetry {
             status = .billingRetry
         } else {
             status = .expired
@@ -138,7 +172,7 @@ public enum Resolver {
             expiresAt: isLifetime ? nil : Date(timeIntervalSinceReferenceDate: grant.accessEnd),
             periodEndsAt: isLifetime ? nil : Date(timeIntervalSinceReferenceDate: grant.periodEnd),
             gracePeriodExpiresAt: isLifetime ? nil : grace,
-            willRenew: grant.kind == .autoRenewable && status.isAlive && source.willAutoRenew == true,
+            willRenew: grant.kind == .autoRenewable && status.isAlive && willAutoRenew == true,
             revokedAt: nil, revocationReason: nil)
     }
 
@@ -156,5 +190,16 @@ public enum Resolver {
             purchasedAt: latest.purchasedAt, expiresAt: nil, periodEndsAt: nil, gracePeriodExpiresAt: nil,
             willRenew: false, revokedAt: revoked ? latest.latestRevokedAt : nil,
             revocationReason: revoked ? latest.revocation?.reason : nil)
+    }
+}
+
+extension EntitlementState {
+    /// Takes the subscription's renewal details: the reason and price increase as they are, the
+    /// renewal product and date only while the entitlement will renew.
+    mutating func take(_ renewal: RenewalDetails) {
+        expirationReason = renewal.expirationReason
+        priceIncreaseStatus = renewal.priceIncreaseStatus
+        renewalProductID = willRenew ? renewal.renewalProductID : nil
+        renewalDate = willRenew ? renewal.renewalDate : nil
     }
 }

@@ -21,7 +21,7 @@ public enum RevocationReason: String, Sendable, Equatable, Hashable, Codable, Ca
         let raw = try container.decode(String.self)
         guard let value = RevocationReason(rawValue: raw.lowercased()) else {
             throw DecodingError.dataCorruptedError(
-                in: container, debugDescription: "unknown revocation reason '\(raw)'")
+                in: container, debugDescription: "unknown revocation reason '\(raw.prefix(40))'")
         }
         self = value
     }

@@ -17,6 +17,7 @@ extension TransactionAggregate {
             }
         }
         latestReinstatedAt = latest(latestReinstatedAt, other.latestReinstatedAt)
+        renewal = RenewalMark.latest(renewal, other.renewal)
         isUpgraded = isUpgraded || other.isUpgraded
         if other.firstObservedAt < firstObservedAt { firstObservedAt = other.firstObservedAt }
         if other.lastObservedAt > lastObservedAt { lastObservedAt = other.lastObservedAt }
@@ -46,6 +47,9 @@ extension TransactionAggregate {
             }
         }
         latestReinstatedAt = latest(latestReinstatedAt, Self.reinstatementTime(of: report))
+        if let theirs = RenewalMark(report, key: key) {
+            renewal = RenewalMark.latest(renewal, theirs)
+        }
         isUpgraded = isUpgraded || report.isUpgraded
         if report.observedAt < firstObservedAt { firstObservedAt = report.observedAt }
         if report.observedAt > lastObservedAt { lastObservedAt = report.observedAt }

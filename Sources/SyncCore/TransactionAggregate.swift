@@ -16,6 +16,7 @@ import Foundation
 /// - ``isUpgraded``: or (sticky).
 /// - Descriptive fields (product, original transaction, purchase date, auto-renew, billing retry,
 ///   environment) come from the ``representative`` report: the greatest by ``ReportOrderKey``.
+/// - ``renewal``: the renewal details signed latest (see ``RenewalMark``); signed beat unsigned.
 /// - ``firstObservedAt`` / ``lastObservedAt``: min / max of `observed_at` (informational).
 ///
 /// Join only aggregates of the same transaction; the result for different transactions is
@@ -51,13 +52,15 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
     public var firstObservedAt: Date
     /// Latest `observed_at` of any report.
     public var lastObservedAt: Date
+    /// The renewal details signed latest among the reports, and the report that carried them.
+    public var renewal: RenewalMark?
 
     /// Every field as given: an aggregate read back from storage.
     public init(
         transactionID: String, originalTransactionID: String, productID: String, purchasedAt: Date, expiresAt: Date?,
         gracePeriodExpiresAt: Date?, revocation: RevocationMark?, latestReinstatedAt: Date?, isUpgraded: Bool,
         willAutoRenew: Bool?, inBillingRetry: Bool, environment: StoreEnvironment?, representative: ReportOrderKey,
-        firstObservedAt: Date, lastObservedAt: Date
+        firstObservedAt: Date, lastObservedAt: Date, renewal: RenewalMark? = nil
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
@@ -74,6 +77,7 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
         self.representative = representative
         self.firstObservedAt = firstObservedAt
         self.lastObservedAt = lastObservedAt
+        self.renewal = renewal
     }
 
     /// The aggregate of the single report `report`.
@@ -93,6 +97,7 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
         lastObservedAt = report.observedAt
         revocation = Self.revocationMark(of: report, key: representative)
         latestReinstatedAt = Self.reinstatementTime(of: report)
+        renewal = RenewalMark(report, key: representative)
     }
 
     /// Whether the transaction is revoked: some revocation exists and no reinstatement is later
@@ -122,5 +127,6 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
         case representative
         case firstObservedAt = "first_observed_at"
         case lastObservedAt = "last_observed_at"
+        case renewal
     }
 }

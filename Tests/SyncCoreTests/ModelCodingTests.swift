@@ -64,9 +64,11 @@ import Testing
             Set(premium.keys) == [
                 "id", "tier", "status", "is_active", "product_id", "product_kind", "source_transaction_id",
                 "original_transaction_id", "purchased_at", "expires_at", "period_ends_at", "grace_period_expires_at",
-                "will_renew", "revoked_at", "revocation_reason",
+                "will_renew", "revoked_at", "revocation_reason", "expiration_reason", "renewal_product_id",
+                "price_increase_status", "renewal_date",
             ])
         #expect(premium["expires_at"] is NSNull)  // lifetime
+        #expect(premium["expiration_reason"] is NSNull)  // no renewal info for a lifetime purchase
         #expect(premium["is_active"] as? Bool == true)
         #expect(premium["status"] as? String == "active")
         #expect(premium["product_kind"] as? String == "non_consumable")

@@ -3,7 +3,8 @@ import SyncCore
 
 /// Turns generated numbers into random but meaningful report sets over a few transactions:
 /// all product kinds and unknown products, revocations, verified snapshots, store reports, admin
-/// revoke/unrevoke, upgrades, grace periods and billing retry. Dates lie on a coarse day grid so
+/// revoke/unrevoke, upgrades, grace periods, billing retry, and renewal details signed or not
+/// (signing times on the day grid too, so that they tie). Dates lie on a coarse day grid so
 /// that ties (same observed_at, same expiry) happen often.
 enum RandomReports {
     static let transactionCount = 5
@@ -40,6 +41,17 @@ enum RandomReports {
         case 6: trust = .verified(signedDate: signed, source: .store)
         default: trust = .admin(bits(40, 2) == 0 ? .revoke : .unrevoke, at: signed)
         }
+        let renewal: RenewalDetails?
+        switch bits(50, 4) {
+        case 0, 1: renewal = nil
+        default:
+            renewal = RenewalDetails(
+                expirationReason: bits(58, 6) == 0 ? nil : ExpirationReason(intent: bits(58, 6)),
+                renewalProductID: bits(52, 3) == 0 ? nil : products[bits(52, 3) % products.count],
+                priceIncreaseStatus: PriceIncreaseStatus(code: bits(55, 3)),
+                renewalDate: bits(60, 2) == 0 ? nil : day(bits(60, 16) * 10),
+                signedAt: bits(50, 4) == 2 ? nil : day(bits(53, 8)))
+        }
         return Report(
             reportID: "r\(spec)", deviceID: "device\(bits(3, 3))", observedAt: day(bits(5, 64)),
             productID: products[transaction], originalTransactionID: "o\(transaction % 3)",
@@ -48,7 +60,7 @@ enum RandomReports {
             revocationReason: revoked == nil ? nil : (bits(48, 2) == 0 ? .other : .developerIssue),
             isUpgraded: bits(24, 8) == 0, willAutoRenew: autoRenew, inBillingRetry: bits(29, 4) == 0,
             environment: [StoreEnvironment.production, .sandbox, .xcode][bits(41, 3)],
-            signedTransaction: nil, trust: trust)
+            signedTransaction: nil, renewal: renewal, trust: trust)
     }
 
     static func reports(_ specs: [UInt64], products: [String]) -> [Report] {

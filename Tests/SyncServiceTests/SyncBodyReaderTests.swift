@@ -123,11 +123,11 @@ import TestSupport
         func date(_ rng: inout SeededGenerator) -> String { quoted((messy ? dates : Array(dates.prefix(4))).randomElement(using: &rng) ?? "") }
         if !messy || Int.random(in: 0..<15, using: &rng) != 0 { members.append(("report_id", value(&rng, typed: text(&rng), nullable: false))) }
         if !messy || Int.random(in: 0..<15, using: &rng) != 0 { members.append(("observed_at", value(&rng, typed: date(&rng), nullable: false))) }
-        for key in ["device_id", "product_id", "original_transaction_id", "transaction_id", "signed_transaction", "signed_renewal_info"]
+        for key in ["device_id", "product_id", "original_transaction_id", "transaction_id", "signed_transaction", "signed_renewal_info", "renewal_product_id"]
         where Bool.random(using: &rng) {
             members.append((key, value(&rng, typed: text(&rng), nullable: true)))
         }
-        for key in ["purchased_at", "expires_at", "grace_period_expires_at", "revoked_at"] where Bool.random(using: &rng) {
+        for key in ["purchased_at", "expires_at", "grace_period_expires_at", "revoked_at", "renewal_date"] where Bool.random(using: &rng) {
             members.append((key, value(&rng, typed: date(&rng), nullable: true)))
         }
         for key in ["is_upgraded", "will_auto_renew", "in_billing_retry"] where Bool.random(using: &rng) {
@@ -137,6 +137,16 @@ import TestSupport
             let reasons = ["\"other\"", "\"developer_issue\"", "\"Developer_Issue\"", "\"refund\"", "0", "1", "2"]
             let reason = (messy ? reasons : Array(reasons.prefix(3))).randomElement(using: &rng) ?? "0"
             members.append(("revocation_reason", value(&rng, typed: reason, nullable: true)))
+        }
+        if Bool.random(using: &rng) {
+            let reasons = ["\"cancelled\"", "\"billing_error\"", "\"Price_Increase_Declined\"", "\"bored\"", "1", "5", "9"]
+            let reason = (messy ? reasons : Array(reasons.prefix(3))).randomElement(using: &rng) ?? "1"
+            members.append(("expiration_reason", value(&rng, typed: reason, nullable: true)))
+        }
+        if Bool.random(using: &rng) {
+            let statuses = ["\"pending\"", "\"ACCEPTED\"", "\"declined\"", "0", "1", "2"]
+            let status = (messy ? statuses : Array(statuses.prefix(2))).randomElement(using: &rng) ?? "0"
+            members.append(("price_increase_status", value(&rng, typed: status, nullable: true)))
         }
         if Bool.random(using: &rng) {
             let environments = ["\"production\"", "\"Sandbox\"", "\"XCODE\"", "\"staging\""]

@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Postgres
+import SubsyncWebhooks
 
 /// The Python receiver in scripts/webhook-receiver.py, run as a separate process: a real HTTP
 /// server that checks every signature with the `standardwebhooks` package from PyPI.
@@ -30,11 +31,13 @@ final class WebhookReceiver: @unchecked Sendable {
                 var id: String
                 var accountID: String
                 var sequence: Int
+                /// The entitlement after the change, read with the backend library's type.
+                var current: WebhookEntitlement?
 
                 enum CodingKeys: String, CodingKey {
                     case id
                     case accountID = "account_id"
-                    case sequence
+                    case sequence, current
                 }
             }
         }

@@ -32,6 +32,43 @@ import Testing
                 "SELECT fact_digest FROM reports WHERE account_id = 'acct-digest' AND report_id = 'r1'")[0].decode(String?.self, at: 0)
             #expect(stored == expected)
             #expect(expected.count == 64)
+
+            // Renewal details (sql/0040) extend the facts only when a report has them, so the
+            // digest above, of a report without, is what earlier versions stored. With them, the
+            // same transaction with renewal info signed at another time is a new fact (the later
+            // signature wins the subscription's details), and the same renewal info again is not.
+            let renewal = RenewalDetails(
+                expirationReason: .billingError, renewalProductID: "premium.yearly", priceIncreaseStatus: .pending,
+                renewalDate: purchased.addingTimeInterval(30 * 86_400), signedAt: signed)
+            var first = report
+            first.reportID = "r2"
+            first.renewal = renewal
+            var again = first
+            again.reportID = "r3"
+            var later = first
+            later.reportID = "r4"
+            later.renewal?.signedAt = signed.addingTimeInterval(60)
+            let accepted = try await ReportInbox(pool: pool).submit(
+                accountID: "acct-digest", device: DeviceInfo(id: "d1"), reports: [first, again, later], on: connection)
+            #expect(Set(accepted.accepted) == ["r2", "r4"] || Set(accepted.accepted) == ["r3", "r4"], "\(accepted)")
+            let withRenewal = facts + "\u{1F}" + [
+                "renewal", "billing_error", "premium.yearly", "pending", time(purchased.addingTimeInterval(30 * 86_400)), time(signed),
+            ].joined(separator: "\u{1F}")
+            let expectedWithRenewal = try await connection.query(
+                "SELECT encode(sha256(convert_to(\(withRenewal), 'UTF8')), 'hex')")[0].decode(String.self, at: 0)
+            let storedWithRenewal = try await connection.query(
+                "SELECT fact_digest FROM reports WHERE account_id = 'acct-digest' AND report_id IN ('r2', 'r3')")[0].decode(String?.self, at: 0)
+            #expect(storedWithRenewal == expectedWithRenewal)
+            let details = try await connection.query(
+                """
+                SELECT has_renewal, expiration_reason, renewal_product_id, price_increase_status, renewal_signed_at
+                FROM reports WHERE account_id = 'acct-digest' AND report_id = 'r4'
+                """)[0]
+            #expect(try details.decode(Bool.self, at: 0))
+            #expect(try details.decode(String?.self, at: 1) == "billing_error")
+            #expect(try details.decode(String?.self, at: 2) == "premium.yearly")
+            #expect(try details.decode(String?.self, at: 3) == "pending")
+            #expect(try details.decode(Date?.self, at: 4) == signed.addingTimeInterval(60))
         }
     }
 }

@@ -87,7 +87,18 @@ import TestSupport
             productKind: pick(&rng, ProductKind.self), sourceTransactionID: text(&rng), originalTransactionID: text(&rng),
             purchasedAt: date(&rng), expiresAt: maybe(&rng, date), periodEndsAt: maybe(&rng, date),
             gracePeriodExpiresAt: maybe(&rng, date), willRenew: Bool.random(using: &rng), revokedAt: maybe(&rng, date),
-            revocationReason: maybe(&rng) { pick(&$0, RevocationReason.self) })
+            revocationReason: maybe(&rng) { pick(&$0, RevocationReason.self) },
+            expirationReason: maybe(&rng) { pick(&$0, ExpirationReason.self) }, renewalProductID: maybe(&rng, text),
+            priceIncreaseStatus: maybe(&rng) { pick(&$0, PriceIncreaseStatus.self) }, renewalDate: maybe(&rng, date))
+    }
+
+    static func renewal(_ rng: inout SeededGenerator) -> RenewalMark {
+        RenewalMark(
+            details: RenewalDetails(
+                expirationReason: maybe(&rng) { pick(&$0, ExpirationReason.self) }, renewalProductID: maybe(&rng, text),
+                priceIncreaseStatus: maybe(&rng) { pick(&$0, PriceIncreaseStatus.self) }, renewalDate: maybe(&rng, date),
+                signedAt: maybe(&rng, date)),
+            sourceReport: orderKey(&rng))
     }
 
     static func accountState(_ rng: inout SeededGenerator) -> AccountState {
@@ -120,6 +131,7 @@ import TestSupport
         aggregate.revocation = maybe(&rng) { rng in
             RevocationMark(revokedAt: date(&rng), reason: maybe(&rng) { pick(&$0, RevocationReason.self) }, sourceReport: orderKey(&rng))
         }
+        aggregate.renewal = maybe(&rng, renewal)
         return aggregate
     }
 

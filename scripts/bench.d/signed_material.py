@@ -51,6 +51,26 @@ def certificate(subject, key, issuer, issuer_key, is_ca, policy_oid):
     return builder.sign(issuer_key, hashes.SHA256())
 
 
+def signing_chain(workdir, name):
+    """A fresh root -> intermediate -> leaf chain named `name`, the root written to
+    `workdir/root.pem` for a service to trust; returns sign(payload dict) -> compact ES256 JWS with
+    the chain in x5c. For scripts/console-browser.py and scripts/faults."""
+    root_key, intermediate_key, leaf_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
+    root = certificate(f"{name} root", root_key, f"{name} root", root_key, True, None)
+    intermediate = certificate(f"{name} intermediate", intermediate_key, f"{name} root", root_key, True, INTERMEDIATE_OID)
+    leaf = certificate(f"{name} leaf", leaf_key, f"{name} intermediate", intermediate_key, False, LEAF_OID)
+    with open(os.path.join(workdir, "root.pem"), "wb") as f:
+        f.write(root.public_bytes(serialization.Encoding.PEM))
+    x5c = [base64.b64encode(c.public_bytes(serialization.Encoding.DER)).decode() for c in (leaf, intermediate, root)]
+    header = b64url(json.dumps({"alg": "ES256", "x5c": x5c}).encode())
+
+    def sign(payload):
+        signing_input = header + "." + b64url(json.dumps(payload, separators=(",", ":")).encode())
+        r, s = decode_dss_signature(leaf_key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+        return signing_input + "." + b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+    return sign
+
+
 def main():
     out, accounts, bundle = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     root_key, intermediate_key, leaf_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))

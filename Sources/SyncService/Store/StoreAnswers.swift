@@ -1,5 +1,7 @@
+import Crypto
 import Foundation
 import Logging
+import Postgres
 import SyncCore
 import SyncStore
 
@@ -50,15 +52,35 @@ struct StoreAnswers: Sendable {
         }
         // Named by the facts, not by Apple's signing time (new on every answer): asking again,
         // from any process, stores nothing new until the store says something new.
-        let facts = [
-            report.expiresAt.map { String(AppStoreServerAPI.milliseconds($0)) } ?? "-",
-            report.revokedAt.map { String(AppStoreServerAPI.milliseconds($0)) } ?? "-",
-            report.gracePeriodExpiresAt.map { String(AppStoreServerAPI.milliseconds($0)) } ?? "-",
-            report.willAutoRenew.map { $0 ? "1" : "0" } ?? "-", report.inBillingRetry ? "1" : "0",
-        ]
-        report.reportID = "store:\(id):" + facts.joined(separator: ":")
+        report.reportID = "store:\(id):" + Self.factsDigest(of: report)
         try report.validate()
         return report
+    }
+
+    /// The same store report under an id of its own answer (`.<ms>`: Apple's signing time of it):
+    /// for what the store says of auto-renew or renewal details, which win by signing time. Under
+    /// its fact-named id it would be a duplicate when the store says again what it said before
+    /// something else (auto-renew on, off, on), and the older statement would stand. Throws when
+    /// the id would not be a valid report id (a transaction id of over 80 characters).
+    static func answerNamed(_ report: Report) throws -> Report {
+        var named = report
+        let signed = (report.renewal?.signedAt ?? report.trust.signedDate).map { String(AppStoreServerAPI.milliseconds($0)) } ?? "0"
+        named.reportID += "." + signed
+        try named.validate()
+        return named
+    }
+
+    /// 16 hex digits of the SHA-256 of everything the store's answer says of the transaction
+    /// (its times, auto-renew, billing retry and renewal details, not the signing times).
+    static func factsDigest(of report: Report) -> String {
+        func time(_ date: Date?) -> String { date.map { String(AppStoreServerAPI.milliseconds($0)) } ?? "-" }
+        let facts = [
+            time(report.expiresAt), time(report.revokedAt), time(report.gracePeriodExpiresAt),
+            report.willAutoRenew.map { $0 ? "1" : "0" } ?? "-", report.inBillingRetry ? "1" : "0",
+            report.renewal?.expirationReason?.rawValue ?? "-", report.renewal?.renewalProductID ?? "-",
+            report.renewal?.priceIncreaseStatus?.rawValue ?? "-", time(report.renewal?.renewalDate),
+        ]
+        return HexText.lowercase(SHA256.hash(data: Data(facts.joined(separator: "\u{1F}").utf8)).prefix(8))
     }
 
     /// Writes `reports` (all of one purchase's account) to `accountID` when it owns each purchase,

@@ -83,12 +83,23 @@ public struct StoreReconciler: Sendable {
             }
         }
 
+        var renewals: [String: RenewalMark] = [:]
+        for aggregate in stored {
+            guard let renewal = aggregate.renewal else { continue }
+            if renewals[aggregate.originalTransactionID].map({ renewal.isAfter($0) }) ?? true {
+                renewals[aggregate.originalTransactionID] = renewal
+            }
+        }
         var repairs: [Report] = []
         for report in fromStore.values.sorted(by: { ($0.originalTransactionID, $0.purchasedAt, $0.transactionID) < ($1.originalTransactionID, $1.purchasedAt, $1.transactionID) }) {
-            let differences = Self.compare(report, storedByID[report.transactionID], accountID: accountID)
+            let differences = Self.compare(
+                report, storedByID[report.transactionID], renewal: renewals[report.originalTransactionID], accountID: accountID)
             guard !differences.isEmpty else { continue }
             outcome.differences += differences
-            repairs.append(report)
+            // What wins by signing time is repaired by this answer, whatever was said before.
+            let descriptive = differences.contains { $0.field == "transactions.will_auto_renew" || $0.field.hasPrefix("renewal.") }
+            // (A transaction id too long for the answer's name keeps the fact-named id.)
+            repairs.append(descriptive ? (try? StoreAnswers.answerNamed(report)) ?? report : report)
         }
         if repair, !repairs.isEmpty {
             outcome.reportsSubmitted = try await answers.ingest(repairs, accountID: accountID)
@@ -112,7 +123,12 @@ public struct StoreReconciler: Sendable {
 
     /// Where the stored transaction and the store's differ, field by field (`recomputed`: the
     /// store's value). A transaction the store has and subsync does not is one difference.
-    static func compare(_ store: Report, _ stored: TransactionAggregate?, accountID: String) -> [Difference] {
+    /// `renewal`: the renewal details the subscription has (signed latest over its transactions),
+    /// compared with those of the store's answer when it carries renewal info; when signed, its
+    /// auto-renew status is the one the state follows (docs/RESOLUTION.md).
+    static func compare(
+        _ store: Report, _ stored: TransactionAggregate?, renewal: RenewalMark?, accountID: String
+    ) -> [Difference] {
         func difference(_ field: String, _ stored: String?, _ store: String?) -> Difference {
             Difference(accountID: accountID, scope: .transaction, transactionID: storeID, field: field, stored: stored, recomputed: store)
         }
@@ -129,8 +145,21 @@ public struct StoreReconciler: Sendable {
                 "transactions.revoked_at", stored.latestRevokedAt.map(RFC3339.format) ?? (stored.isRevoked ? "revoked" : nil),
                 store.revokedAt.map(RFC3339.format)))
         }
-        if let renews = store.willAutoRenew, stored.willAutoRenew != renews {
-            differences.append(difference("transactions.will_auto_renew", stored.willAutoRenew.map(String.init), String(renews)))
+        let storedRenews = renewal.flatMap { $0.isSigned ? $0.willAutoRenew : nil } ?? stored.willAutoRenew
+        if let renews = store.willAutoRenew, storedRenews != renews {
+            differences.append(difference("transactions.will_auto_renew", storedRenews.map(String.init), String(renews)))
+        }
+        if let theirs = store.renewal {
+            let ours = renewal?.details ?? RenewalDetails()
+            let fields: [(String, String?, String?)] = [
+                ("renewal.expiration_reason", ours.expirationReason?.rawValue, theirs.expirationReason?.rawValue),
+                ("renewal.renewal_product_id", ours.renewalProductID, theirs.renewalProductID),
+                ("renewal.price_increase_status", ours.priceIncreaseStatus?.rawValue, theirs.priceIncreaseStatus?.rawValue),
+                ("renewal.renewal_date", ours.renewalDate.map(RFC3339.format), theirs.renewalDate.map(RFC3339.format)),
+            ]
+            for (field, stored, store) in fields where stored != store {
+                differences.append(difference(field, stored, store))
+            }
         }
         return differences
     }

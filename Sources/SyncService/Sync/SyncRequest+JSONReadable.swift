@@ -105,6 +105,15 @@ extension ReportPayload: JSONReadable {
                 payload.signedTransaction = try text()
             } else if key == "signed_renewal_info" {
                 payload.signedRenewalInfo = try text()
+            } else if key == "expiration_reason" {
+                // StoreKit's numeric codes are JSONDecoder's (ExpirationReason.init(from:)).
+                payload.expirationReason = reader.null() ? nil : try ExpirationReason(json: &reader)
+            } else if key == "renewal_product_id" {
+                payload.renewalProductID = try text()
+            } else if key == "price_increase_status" {
+                payload.priceIncreaseStatus = reader.null() ? nil : try PriceIncreaseStatus(json: &reader)
+            } else if key == "renewal_date" {
+                payload.renewalDate = try date()
             } else {
                 throw reader.error("a member the reader leaves to JSONDecoder")
             }

@@ -31,6 +31,12 @@ struct ReportPayload: Decodable, Equatable {
     var signedTransaction: String?
     /// The subscription's signed renewal info, verified like `signed_transaction`.
     var signedRenewalInfo: String?
+    /// Unsigned renewal details (development mode; ignored beside `signed_transaction`, whose
+    /// `signed_renewal_info` is the only source of them then).
+    var expirationReason: ExpirationReason?
+    var renewalProductID: String?
+    var priceIncreaseStatus: PriceIncreaseStatus?
+    var renewalDate: Date?
 
     /// The same wire keys as ``Report``, so the two cannot drift apart.
     typealias CodingKeys = Report.CodingKeys
@@ -59,8 +65,17 @@ struct ReportPayload: Decodable, Equatable {
             inBillingRetry: inBillingRetry ?? false,
             environment: environment,
             signedTransaction: signedTransaction,
+            renewal: unsignedRenewal,
             trust: .unverifiedDevice
         )
+    }
+
+    /// The unsigned renewal details, `nil` when the report sends none.
+    private var unsignedRenewal: RenewalDetails? {
+        let details = RenewalDetails(
+            expirationReason: expirationReason, renewalProductID: renewalProductID,
+            priceIncreaseStatus: priceIncreaseStatus, renewalDate: renewalDate)
+        return details.isEmpty ? nil : details
     }
 
     /// A transaction field an unsigned report lacks.

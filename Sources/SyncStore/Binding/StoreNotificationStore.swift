@@ -48,10 +48,13 @@ public struct StoreNotificationStore: Sendable {
         }
     }
 
-    /// A kept report with its trust, which ``Report``'s own coding leaves out on purpose.
+    /// A kept report with its trust and its renewal details (with their signing time), which
+    /// ``Report``'s own wire coding leaves out on purpose. Rows kept before renewal details were
+    /// (sql/0040) have no `renewal`.
     struct KeptReport: Codable {
         var report: Report
         var trust: ReportTrust
+        var renewal: RenewalDetails?
     }
 
     /// Whether the notification was handled already (a cheap check before verifying its parts).
@@ -67,7 +70,7 @@ public struct StoreNotificationStore: Sendable {
     public func insert(_ record: Record, status: Status, accountID: String?, on connection: Connection? = nil) async throws -> Bool {
         var kept: String?
         if status == .unmatched, let report = record.report {
-            kept = String(decoding: try JSONEncoder().encode(KeptReport(report: report, trust: report.trust)), as: UTF8.self)
+            kept = String(decoding: try JSONEncoder().encode(KeptReport(report: report, trust: report.trust, renewal: report.renewal)), as: UTF8.self)
         }
         let query: PostgresQuery = """
             INSERT INTO store_notifications (notification_uuid, notification_type, subtype, status, account_id,
@@ -111,6 +114,7 @@ public struct StoreNotificationStore: Sendable {
             let kept = try JSONDecoder().decode(KeptReport.self, from: Data(try row.decode(String.self, at: 0).utf8))
             var report = kept.report
             report.trust = kept.trust
+            report.renewal = kept.renewal
             return report
         }
     }

@@ -47,7 +47,8 @@ extension EntitlementState: JSONReadable {
         var id: String?, tier: String?, status: EntitlementStatus?, productID: String?, productKind: ProductKind?
         var sourceTransactionID: String?, originalTransactionID: String?, purchasedAt: Date?, willRenew: Bool?
         var expiresAt: Date?, periodEndsAt: Date?, gracePeriodExpiresAt: Date?, revokedAt: Date?
-        var revocationReason: RevocationReason?
+        var revocationReason: RevocationReason?, expirationReason: ExpirationReason?, renewalProductID: String?
+        var priceIncreaseStatus: PriceIncreaseStatus?, renewalDate: Date?
         try reader.object { r, key in
             if key == "id" {
                 id = try r.string()
@@ -79,6 +80,14 @@ extension EntitlementState: JSONReadable {
                 revokedAt = r.null() ? nil : try r.date()
             } else if key == "revocation_reason" {
                 revocationReason = r.null() ? nil : try RevocationReason(json: &r)
+            } else if key == "expiration_reason" {
+                expirationReason = r.null() ? nil : try ExpirationReason(json: &r)
+            } else if key == "renewal_product_id" {
+                renewalProductID = r.null() ? nil : try r.string()
+            } else if key == "price_increase_status" {
+                priceIncreaseStatus = r.null() ? nil : try PriceIncreaseStatus(json: &r)
+            } else if key == "renewal_date" {
+                renewalDate = r.null() ? nil : try r.date()
             } else {
                 try r.skip()  // is_active: derived from status
             }
@@ -90,27 +99,36 @@ extension EntitlementState: JSONReadable {
             id: id, tier: tier, status: status, productID: productID, productKind: productKind,
             sourceTransactionID: sourceTransactionID, originalTransactionID: originalTransactionID, purchasedAt: purchasedAt,
             expiresAt: expiresAt, periodEndsAt: periodEndsAt, gracePeriodExpiresAt: gracePeriodExpiresAt, willRenew: willRenew,
-            revokedAt: revokedAt, revocationReason: revocationReason)
+            revokedAt: revokedAt, revocationReason: revocationReason, expirationReason: expirationReason,
+            renewalProductID: renewalProductID, priceIncreaseStatus: priceIncreaseStatus, renewalDate: renewalDate)
     }
 }
 
+// The string enums below read as their `Decodable` conformances read a name: in any case.
+// StoreKit's integer codes (revocation reason, expiration intent, price increase status) are
+// left to `JSONDecoder`: the service stores the names.
+
 extension RevocationReason: JSONReadable {
-    /// As its `Decodable` conformance: a string in any case; StoreKit's integer codes are left
-    /// to `JSONDecoder` (the service stores the string).
-    public init(json reader: inout JSONReader) throws {
-        guard let reason = RevocationReason(rawValue: try reader.string().lowercased()) else {
-            throw reader.error("unknown revocation reason")
-        }
-        self = reason
-    }
+    public init(json reader: inout JSONReader) throws { self = try reader.caseInsensitiveName("revocation reason") }
 }
 
 extension StoreEnvironment: JSONReadable {
-    /// As its `Decodable` conformance: a string in any case.
-    public init(json reader: inout JSONReader) throws {
-        guard let environment = StoreEnvironment(rawValue: try reader.string().lowercased()) else {
-            throw reader.error("unknown environment")
-        }
-        self = environment
+    public init(json reader: inout JSONReader) throws { self = try reader.caseInsensitiveName("environment") }
+}
+
+extension ExpirationReason: JSONReadable {
+    public init(json reader: inout JSONReader) throws { self = try reader.caseInsensitiveName("expiration reason") }
+}
+
+extension PriceIncreaseStatus: JSONReadable {
+    public init(json reader: inout JSONReader) throws { self = try reader.caseInsensitiveName("price increase status") }
+}
+
+extension JSONReader {
+    /// The string enum case named by the next string in any case; `what` names the enum in the
+    /// error.
+    mutating func caseInsensitiveName<T: RawRepresentable>(_ what: String) throws -> T where T.RawValue == String {
+        guard let value = T(rawValue: try string().lowercased()) else { throw error("unknown \(what)") }
+        return value
     }
 }

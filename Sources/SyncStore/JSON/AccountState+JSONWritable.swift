@@ -28,6 +28,8 @@ extension EntitlementState: JSONWritable {
     /// The bytes of `encode(to:)` (keys sorted, absent values as `null`), written directly.
     public func write(to writer: inout JSONWriter) throws {
         writer.object { w in
+            w.key("expiration_reason")
+            w.string(expirationReason?.rawValue)
             w.key("expires_at")
             w.date(expiresAt)
             w.key("grace_period_expires_at")
@@ -40,12 +42,18 @@ extension EntitlementState: JSONWritable {
             w.string(originalTransactionID)
             w.key("period_ends_at")
             w.date(periodEndsAt)
+            w.key("price_increase_status")
+            w.string(priceIncreaseStatus?.rawValue)
             w.key("product_id")
             w.string(productID)
             w.key("product_kind")
             w.string(productKind.rawValue)
             w.key("purchased_at")
             w.date(purchasedAt)
+            w.key("renewal_date")
+            w.date(renewalDate)
+            w.key("renewal_product_id")
+            w.string(renewalProductID)
             w.key("revocation_reason")
             w.string(revocationReason?.rawValue)
             w.key("revoked_at")

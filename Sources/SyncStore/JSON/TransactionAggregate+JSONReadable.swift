@@ -9,6 +9,7 @@ extension TransactionAggregate: JSONReadable {
         var expiresAt: Date?, gracePeriodExpiresAt: Date?, revocation: RevocationMark?, latestReinstatedAt: Date?
         var isUpgraded: Bool?, willAutoRenew: Bool?, inBillingRetry: Bool?, environment: StoreEnvironment?
         var representative: ReportOrderKey?, firstObservedAt: Date?, lastObservedAt: Date?
+        var renewal: RenewalMark?
         try reader.object { r, key in
             if key == "transaction_id" {
                 transactionID = try r.string()
@@ -40,6 +41,8 @@ extension TransactionAggregate: JSONReadable {
                 firstObservedAt = try r.date()
             } else if key == "last_observed_at" {
                 lastObservedAt = try r.date()
+            } else if key == "renewal" {
+                renewal = r.null() ? nil : try RenewalMark(json: &r)
             } else {
                 try r.skip()
             }
@@ -52,7 +55,50 @@ extension TransactionAggregate: JSONReadable {
             purchasedAt: purchasedAt, expiresAt: expiresAt, gracePeriodExpiresAt: gracePeriodExpiresAt, revocation: revocation,
             latestReinstatedAt: latestReinstatedAt, isUpgraded: isUpgraded, willAutoRenew: willAutoRenew,
             inBillingRetry: inBillingRetry, environment: environment, representative: representative,
-            firstObservedAt: firstObservedAt, lastObservedAt: lastObservedAt)
+            firstObservedAt: firstObservedAt, lastObservedAt: lastObservedAt, renewal: renewal)
+    }
+}
+
+extension RenewalMark {
+    init(json reader: inout JSONReader) throws {
+        var details: RenewalDetails?, sourceReport: ReportOrderKey?, willAutoRenew: Bool?, inBillingRetry = false
+        try reader.object { r, key in
+            if key == "details" {
+                details = try RenewalDetails(json: &r)
+            } else if key == "source_report" {
+                sourceReport = try ReportOrderKey(json: &r)
+            } else if key == "will_auto_renew" {
+                willAutoRenew = r.null() ? nil : try r.bool()
+            } else if key == "in_billing_retry" {
+                inBillingRetry = try r.bool()
+            } else {
+                try r.skip()
+            }
+        }
+        guard let details, let sourceReport else { throw reader.error("a renewal mark without all of its members") }
+        self.init(details: details, sourceReport: sourceReport, willAutoRenew: willAutoRenew, inBillingRetry: inBillingRetry)
+    }
+}
+
+extension RenewalDetails {
+    init(json reader: inout JSONReader) throws {
+        var details = RenewalDetails()
+        try reader.object { r, key in
+            if key == "expiration_reason" {
+                details.expirationReason = r.null() ? nil : try ExpirationReason(json: &r)
+            } else if key == "renewal_product_id" {
+                details.renewalProductID = r.null() ? nil : try r.string()
+            } else if key == "price_increase_status" {
+                details.priceIncreaseStatus = r.null() ? nil : try PriceIncreaseStatus(json: &r)
+            } else if key == "renewal_date" {
+                details.renewalDate = r.null() ? nil : try r.date()
+            } else if key == "signed_at" {
+                details.signedAt = r.null() ? nil : try r.date()
+            } else {
+                try r.skip()
+            }
+        }
+        self = details
     }
 }
 

@@ -35,6 +35,21 @@ extension TransactionAggregate: JSONWritable {
             w.string(productID)
             w.key("purchased_at")
             w.date(purchasedAt)
+            if let renewal {
+                w.key("renewal")
+                w.object { w in
+                    w.key("details")
+                    renewal.details.write(to: &w)
+                    w.key("in_billing_retry")
+                    w.bool(renewal.inBillingRetry)
+                    w.key("source_report")
+                    renewal.sourceReport.write(to: &w)
+                    if let willAutoRenew = renewal.willAutoRenew {
+                        w.key("will_auto_renew")
+                        w.bool(willAutoRenew)
+                    }
+                }
+            }
             w.key("representative")
             representative.write(to: &w)
             if let revocation {
@@ -73,6 +88,34 @@ extension ReportOrderKey {
             if let signedDate {
                 w.key("signed_date")
                 w.date(signedDate)
+            }
+        }
+    }
+}
+
+extension RenewalDetails {
+    /// The bytes of the synthesized `encode(to:)`.
+    func write(to writer: inout JSONWriter) {
+        writer.object { w in
+            if let expirationReason {
+                w.key("expiration_reason")
+                w.string(expirationReason.rawValue)
+            }
+            if let priceIncreaseStatus {
+                w.key("price_increase_status")
+                w.string(priceIncreaseStatus.rawValue)
+            }
+            if let renewalDate {
+                w.key("renewal_date")
+                w.date(renewalDate)
+            }
+            if let renewalProductID {
+                w.key("renewal_product_id")
+                w.string(renewalProductID)
+            }
+            if let signedAt {
+                w.key("signed_at")
+                w.date(signedAt)
             }
         }
     }

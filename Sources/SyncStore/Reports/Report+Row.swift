@@ -8,7 +8,8 @@ extension Report {
         report_id, device_id, source, observed_at, product_id, original_transaction_id,
         transaction_id, purchased_at, expires_at, grace_period_expires_at, revoked_at,
         revocation_reason, is_upgraded, will_auto_renew, in_billing_retry, environment,
-        verified, signed_date, admin_action
+        verified, signed_date, admin_action, has_renewal, expiration_reason, renewal_product_id,
+        price_increase_status, renewal_date, renewal_signed_at
         """
 
     /// Reads a report from a row holding ``columns`` starting at `offset`.
@@ -39,6 +40,14 @@ extension Report {
             inBillingRetry: try row.decode(Bool?.self, at: offset + 14) ?? false,
             environment: try enumValue(StoreEnvironment.self, 15),
             signedTransaction: nil,
+            renewal: try row.decode(Bool.self, at: offset + 19)
+                ? RenewalDetails(
+                    expirationReason: try enumValue(ExpirationReason.self, 20),
+                    renewalProductID: try text(21),
+                    priceIncreaseStatus: try enumValue(PriceIncreaseStatus.self, 22),
+                    renewalDate: try row.decode(Date?.self, at: offset + 23),
+                    signedAt: try row.decode(Date?.self, at: offset + 24))
+                : nil,
             trust: ReportTrust(
                 source: source,
                 isVerified: try row.decode(Bool.self, at: offset + 16),

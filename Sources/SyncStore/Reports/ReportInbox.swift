@@ -136,7 +136,9 @@ public struct ReportInbox: Sendable {
         ("revoked_at", "timestamptz"), ("revocation_reason", "text"), ("is_upgraded", "boolean"),
         ("will_auto_renew", "boolean"), ("in_billing_retry", "boolean"), ("environment", "text"),
         ("signed_transaction", "text"), ("verified", "boolean"), ("signed_date", "timestamptz"), ("admin_action", "text"),
-        ("fact_digest", "text"),
+        ("fact_digest", "text"), ("has_renewal", "boolean"), ("expiration_reason", "text"),
+        ("renewal_product_id", "text"), ("price_increase_status", "text"), ("renewal_date", "timestamptz"),
+        ("renewal_signed_at", "timestamptz"),
     ]
 
     /// `INSERT ... SELECT $1, * FROM unnest($n::text[], ...)`: the account is `$1`, the column
@@ -175,6 +177,12 @@ public struct ReportInbox: Sendable {
             reports.map(\.trust.signedDate).postgresValue,
             reports.map { $0.trust.adminAction?.rawValue }.postgresValue,
             reports.map(Self.factDigest).postgresValue,
+            reports.map { $0.renewal != nil }.postgresValue,
+            reports.map { $0.renewal?.expirationReason?.rawValue }.postgresValue,
+            reports.map { $0.renewal?.renewalProductID }.postgresValue,
+            reports.map { $0.renewal?.priceIncreaseStatus?.rawValue }.postgresValue,
+            reports.map { $0.renewal?.renewalDate }.postgresValue,
+            reports.map { $0.renewal?.signedAt }.postgresValue,
         ]
     }
 
@@ -183,7 +191,6 @@ public struct ReportInbox: Sendable {
     /// resent under a fresh id), and the second is a duplicate. `nil` for other reports.
     static func factDigest(_ report: Report) -> String? {
         guard report.trust.isVerified, report.trust.source == .device, report.trust.adminAction == nil else { return nil }
-        func time(_ date: Date?) -> String { date.map { DecimalText.sixDecimals($0.timeIntervalSince1970) } ?? "-" }
         func flag(_ value: Bool?) -> String { value.map { $0 ? "1" : "0" } ?? "-" }
         let fields: [String] = [
             report.productID, report.originalTransactionID, report.transactionID, time(report.purchasedAt),
@@ -191,10 +198,25 @@ public struct ReportInbox: Sendable {
             report.revocationReason?.rawValue ?? "-", flag(report.isUpgraded), flag(report.willAutoRenew),
             flag(report.inBillingRetry), report.environment?.rawValue ?? "-", time(report.trust.signedDate),
             report.signedTransaction ?? "-",
-        ]
+        ] + renewalFields(report.renewal)
         // Unit separators cannot occur in the fields (client text with control characters is refused).
         let digest = SHA256.hash(data: Data(fields.joined(separator: "\u{1F}").utf8))
         return HexText.lowercase(digest)
+    }
+
+    /// A time as the digest writes it (sql/0007): seconds with six decimals, `-` when absent.
+    private static func time(_ date: Date?) -> String {
+        date.map { DecimalText.sixDecimals($0.timeIntervalSince1970) } ?? "-"
+    }
+
+    /// The digest fields of a report's renewal details: none when it has none, so the digests of
+    /// reports stored before renewal details were kept (sql/0040) stay what they were.
+    private static func renewalFields(_ renewal: RenewalDetails?) -> [String] {
+        guard let renewal else { return [] }
+        return [
+            "renewal", renewal.expirationReason?.rawValue ?? "-", renewal.renewalProductID ?? "-",
+            renewal.priceIncreaseStatus?.rawValue ?? "-", time(renewal.renewalDate), time(renewal.signedAt),
+        ]
     }
 
     /// How many of `reportIDs` of `accountID` are still waiting to be resolved.

@@ -63,7 +63,14 @@ struct Accounts: AsyncParsableCommand {
             if state.entitlements.isEmpty { Swift.print("  (none)") }
             for e in state.entitlements {
                 var line = "  \(e.id)  \(e.status.rawValue)  \(e.productID)  expires \(Operator.time(e.expiresAt))  source \(e.sourceTransactionID)"
-                if e.willRenew { line += "  renews" }
+                if e.willRenew {
+                    line += "  renews"
+                    if let date = e.renewalDate { line += " \(Operator.time(date))" }
+                    if let product = e.renewalProductID, product != e.productID { line += " to \(product)" }
+                }
+                if let reason = e.expirationReason { line += "  ended: \(reason.rawValue)" }
+                if let status = e.priceIncreaseStatus { line += "  price increase \(status.rawValue)" }
+                if let grace = e.gracePeriodExpiresAt { line += "  grace until \(Operator.time(grace))" }
                 if let revokedAt = e.revokedAt { line += "  revoked \(Operator.time(revokedAt))\(e.revocationReason.map { " (\($0.rawValue))" } ?? "")" }
                 Swift.print(line)
             }

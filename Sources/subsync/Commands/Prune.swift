@@ -15,7 +15,7 @@ struct Prune: AsyncParsableCommand {
             The current state depends on some of them: for every transaction, the reports that \
             determine its aggregate (the representative, the latest expiry, the latest grace \
             end, the latest revocation, the latest reinstatement, one that says upgraded, the \
-            first and last observed; at most eight). Those are kept, so `subsync reconcile` \
+            first and last observed, the renewal details signed latest; at most nine). Those are kept, so `subsync reconcile` \
             recomputes exactly the same state after a prune. The command says how many it kept \
             and exits 0: keeping them is the retention rule, not a failure. --force deletes them too: the stored aggregates then remain the \
             only record of those facts, and reconcile reports drift for those transactions (do \

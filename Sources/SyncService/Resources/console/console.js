@@ -37,7 +37,26 @@
     return node;
   }
 
-  function time(text) {
+  // Whether and how an entitlement renews: the date and, when it differs, the product it renews
+// to (a pending upgrade, downgrade or crossgrade).
+function renewsText(e) {
+  if (!e.will_renew) return "no";
+  let text = "yes";
+  if (e.renewal_date) text += ", " + time(e.renewal_date);
+  if (e.renewal_product_id && e.renewal_product_id !== e.product_id) text += ", to " + e.renewal_product_id;
+  return text;
+}
+
+// What the store's renewal info says beyond renewing: why the subscription ended, a price increase.
+function storeSaysText(e) {
+  const parts = [];
+  if (e.expiration_reason) parts.push("ended: " + e.expiration_reason.replace(/_/g, " "));
+  if (e.grace_period_expires_at) parts.push("grace until " + time(e.grace_period_expires_at));
+  if (e.price_increase_status) parts.push("price increase " + e.price_increase_status);
+  return parts.length ? parts.join("; ") : "—";
+}
+
+function time(text) {
     if (!text) return "—";
     return String(text).replace("T", " ").replace(/\.\d+Z$/, "Z");
   }
@@ -299,10 +318,11 @@
       ["Next change by time", time(state.next_transition_at)],
     ]);
     const entitlements = table(
-      ["Entitlement", "Status", "Product", "Expires", "Source transaction", "Renews"],
+      ["Entitlement", "Status", "Product", "Expires", "Source transaction", "Renews", "Store says"],
       state.entitlements.map((e) => el("tr", { "data-entitlement": e.id },
         el("td", {}, e.id), el("td", {}, pill(e.status)), el("td", {}, e.product_id), el("td", {}, time(e.expires_at)),
-        el("td", { class: "mono" }, e.source_transaction_id), el("td", {}, e.will_renew ? "yes" : "no"))),
+        el("td", { class: "mono" }, e.source_transaction_id), el("td", { "data-field": "renews" }, renewsText(e)),
+        el("td", { "data-field": "store-says" }, storeSaysText(e)))),
       { id: "entitlements" });
     const features = el("ul", { id: "features" }, state.features.map((feature) => el("li", {}, feature)));
     const limits = table(["Limit", "Value"], Object.entries(state.limits).sort().map(([name, value]) =>
