@@ -191,6 +191,13 @@ struct RenewalDetailsAPITests {
                 #expect(try await env.scalar(
                     "SELECT count(*) FROM reports WHERE account_id = 'nora' AND source = 'store' AND renewal_signed_at IS NOT NULL") == 1)
             }
+            // What support reads: `subsync accounts show`.
+            let shown = try await OperationsCommandTests.run(["accounts", "show", "nora"], env: env)
+            #expect(shown.status == 0, "\(shown.stderr)")
+            #expect(shown.stdout.contains("renews") && shown.stdout.contains("to voip.premium.yearly"), "\(shown.stdout)")
+            let json = try await OperationsCommandTests.run(["accounts", "show", "nora", "--json"], env: env)
+            let entitlements = ((json.object["state"] as? [String: Any])?["entitlements"] as? [[String: Any]]) ?? []
+            #expect(entitlements.first?["renewal_product_id"] as? String == "voip.premium.yearly")
         }
     }
 }
