@@ -360,6 +360,64 @@ struct WebhookDeliveryTests {
         }
     }
 
+    @Test("an endpoint whose secret cannot be opened (its key removed before a reseal) holds only its own deliveries: the others go out, no attempt is counted, and list, show and the API say so")
+    func unreadableSecretHoldsOnlyItsEndpoint() async throws {
+        let receiver = try await WebhookReceiver()
+        try await TestEnvironment.withFresh { env in
+            let (oldKey, newKey) = (SecretSealer.generateKey(), SecretSealer.generateKey())
+            // Sealed with the old key, which the operator then dropped without `endpoints reseal`.
+            let (stranded, _) = try await EndpointStore(pool: env.pool, sealer: try SecretSealer(keys: [oldKey])).create(url: receiver.url("/ok"))
+            let sealer = try SecretSealer(keys: [newKey])
+            let (healthy, healthySecret) = try await EndpointStore(pool: env.pool, sealer: sealer).create(url: receiver.url("/ok"))
+            try await receiver.setSecrets([healthySecret.text])
+            try await env.application(
+                deliveryWorkers: 1, webhookGuard: WebhookDeliveryTests.loopback, metricsToken: "metrics-token-0123456789", secretSealer: sealer
+            ).test(.live) { client in
+                for index in 0..<3 {
+                    _ = try await client.sync(account: "keyless-\(index)", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("r1")]).data)
+                }
+                let events = try await env.scalar("SELECT count(*) FROM events")
+                #expect(events >= 6)
+                // Every event reaches the healthy endpoint, signed with its secret, although the
+                // same claims took the stranded endpoint's deliveries.
+                let healthyDone = try await waitUntil {
+                    try await env.scalar("SELECT count(*) FROM deliveries WHERE endpoint_id = '\(healthy.id.uuidString)' AND status = 'succeeded'") == events
+                }
+                #expect(healthyDone, "deliveries to the healthy endpoint did not all succeed")
+                let entries = try await receiver.entries()
+                #expect(entries.count == events && entries.allSatisfy { !$0.verifiedBy.isEmpty })
+                // The stranded endpoint's wait, not attempted, not dead, not leased.
+                let waiting = try await env.pool.query(
+                    """
+                    SELECT count(*), count(*) FILTER (WHERE attempts = 0 AND status = 'pending' AND leased_until IS NULL
+                                                          AND next_attempt_at > now() + interval '30 seconds')
+                    FROM deliveries WHERE endpoint_id = \(stranded.id)
+                    """)[0]
+                #expect(try waiting.decode(Int.self, at: 0) == events)
+                #expect(try waiting.decode(Int.self, at: 1) >= 1, "the claimed head was not held a minute")
+                #expect(try await env.scalar("SELECT count(*) FROM delivery_attempts a JOIN deliveries d USING (account_id, delivery_id) WHERE d.endpoint_id = '\(stranded.id.uuidString)'") == 0)
+
+                let (_, listed) = try await client.getJSON("/v1/webhook-endpoints")
+                let readable = Dictionary(uniqueKeysWithValues: ((listed["data"] as? [[String: Any]]) ?? []).compactMap { endpoint in
+                    (endpoint["id"] as? String).map { ($0, endpoint["secret_readable"] as? Bool) }
+                })
+                #expect(readable[stranded.id.uuidString.lowercased()] == false)
+                #expect(readable[healthy.id.uuidString.lowercased()] == true)
+                try await client.execute(uri: "/metrics", method: .get, headers: [.authorization: "Bearer metrics-token-0123456789"]) { response in
+                    #expect(String(buffer: response.body).contains("subsync_webhook_deliveries_held_unreadable_secret_total"))
+                }
+            }
+            let list = try await OperationsCommandTests.run(["endpoints", "list"], env: env, extra: ["SUBSYNC_SECRET_KEYS": newKey])
+            #expect(list.stdout.contains("\(stranded.id.uuidString.lowercased())  enabled   \(receiver.url("/ok"))  all events  SECRET UNREADABLE"), "\(list.stdout)")
+            let show = try await OperationsCommandTests.run(["endpoints", "show", stranded.id.uuidString], env: env, extra: ["SUBSYNC_SECRET_KEYS": newKey])
+            #expect(show.stdout.contains("UNREADABLE"), "\(show.stdout)")
+            // With the old key back (after the new one), everything opens again.
+            let restored = try await OperationsCommandTests.run(
+                ["endpoints", "list", "--json"], env: env, extra: ["SUBSYNC_SECRET_KEYS": "\(newKey),\(oldKey)"])
+            #expect(restored.array.allSatisfy { $0["secret_readable"] as? Bool == true })
+        }
+    }
+
     @Test("a receiver answering a NUL byte or a binary body holds up nobody: every attempt is recorded once, nothing is sent twice")
     func binaryAnswersDoNotStallDelivery() async throws {
         let receiver = try await WebhookReceiver()

@@ -3,6 +3,9 @@ import Metrics
 /// The service's own metrics (swift-metrics; exported by swift-prometheus at `/metrics`).
 /// HTTP request counts and latencies come from Hummingbird's `MetricsMiddleware`.
 enum ServiceMetrics {
+    /// Deliveries a claim held back because their endpoint's secret does not open
+    /// (`DeliveryStore.SecretHold`).
+    static let deliveriesHeldForSecret = Counter(label: "subsync_webhook_deliveries_held_unreadable_secret_total")
     static let reportsAccepted = Counter(label: "subsync_reports_accepted_total")
     static let reportsDuplicate = Counter(label: "subsync_reports_duplicate_total")
     static let reportsResolved = Counter(label: "subsync_reports_resolved_total")

@@ -96,9 +96,19 @@ public struct DeliveryWorker: Service {
 
     /// Claims, sends and records one batch; returns how many deliveries it attempted.
     func deliverBatch() async throws -> Int {
-        let claimed = try await store.claimDue(
+        let claim = try await store.claim(
             limit: configuration.batchSize, lease: configuration.effectiveLease, partition: configuration.partition, now: clock.now())
-        guard !claimed.isEmpty else { return 0 }
+        for hold in claim.held {
+            // Only this endpoint waits; the rest of the claim goes out.
+            ServiceMetrics.deliveriesHeldForSecret.increment(by: hold.deliveries)
+            logger.error("a webhook endpoint's secret cannot be opened: its deliveries are held, the others go out", metadata: [
+                "endpoint_id": "\(hold.endpointID.uuidString.lowercased())", "deliveries": "\(hold.deliveries)",
+                "held_seconds": "\(Int(DeliveryStore.secretHold))", "error": "\(hold.error)",
+                "fix": "put the key back in SUBSYNC_SECRET_KEYS and run subsync endpoints reseal, or rotate the endpoint's secret",
+            ])
+        }
+        let claimed = claim.deliveries
+        guard !claimed.isEmpty else { return claim.held.reduce(0) { $0 + $1.deliveries } }
         // One sequence per (account, endpoint), in event order; the sequences run concurrently.
         // Each delivery goes with its signing keys, set up once per secret for the round.
         var groups: [[(delivery: DeliveryStore.Claimed, keys: [WebhookSigner.Key])]] = []

@@ -72,6 +72,34 @@ public struct DeliveryStore: Sendable {
     /// With `partition` (index, count), only accounts whose hash falls in that partition are
     /// claimed, so a process's delivery loops do not contend for the same rows.
     public func claimDue(limit: Int, lease: TimeInterval, partition: (index: Int, count: Int) = (0, 1), now: Date = Date()) async throws -> [Claimed] {
+        try await claim(limit: limit, lease: lease, partition: partition, now: now).deliveries
+    }
+
+    /// What a claim took: the deliveries to send, and those it held back because their endpoint's
+    /// secret cannot be opened (``SecretHold``).
+    public struct Claim: Sendable {
+        public var deliveries: [Claimed]
+        public var held: [SecretHold]
+    }
+
+    /// Deliveries of one endpoint that a claim held back for ``secretHold`` seconds instead of
+    /// sending: its stored secret (or the previous one, while that still signs) cannot be opened
+    /// with `SUBSYNC_SECRET_KEYS` (the key that sealed it was removed before `subsync endpoints
+    /// reseal`). Only that endpoint waits; the claim's other deliveries go out. No attempt is
+    /// counted, so nothing dies of it.
+    public struct SecretHold: Sendable, Equatable {
+        public var endpointID: UUID
+        public var deliveries: Int
+        /// Why the secret does not open (names the key id, never a secret).
+        public var error: String
+    }
+
+    /// How long a delivery whose endpoint's secret cannot be opened waits before it is claimed
+    /// (and tried) again.
+    public static let secretHold: TimeInterval = 60
+
+    /// ``claimDue(limit:lease:partition:now:)``, with what it held back.
+    public func claim(limit: Int, lease: TimeInterval, partition: (index: Int, count: Int) = (0, 1), now: Date = Date()) async throws -> Claim {
         // Heads are limited by `limit`; followers by `limit` in all and by
         // `maximumFollowersPerStream` per head, so a claim reads at most limit × (1 + that).
         // One value for the whole claim: what `record` and `release` compare the rows with.
@@ -90,7 +118,7 @@ public struct DeliveryStore: Sendable {
                 ORDER BY account_id, endpoint_id, event_sequence, delivery_id
                 """
             )
-            return try claimed(from: rows, limit: limit, leasedUntil: leasedUntil)
+            return try await claimed(from: rows, limit: limit, leasedUntil: leasedUntil, now: now)
         }
         rows = try await pool.preparedQuery(
             """
@@ -160,24 +188,55 @@ public struct DeliveryStore: Sendable {
             ORDER BY l.account_id, l.endpoint_id, l.event_sequence, l.delivery_id
             """
         )
-        return try claimed(from: rows, limit: limit, leasedUntil: leasedUntil)
+        return try await claimed(from: rows, limit: limit, leasedUntil: leasedUntil, now: now)
     }
 
     /// The claimed deliveries of either claim's rows (ordered by stream and sequence), with
     /// each stream's last marked when the claim took the stream whole. A claim's rows share a
     /// few endpoints, so each stored secret is opened (decrypted, when sealed, and decoded)
-    /// once per claim.
-    private func claimed(from rows: QueryResult, limit: Int, leasedUntil: Date) throws -> [Claimed] {
-        var opened: [String: WebhookSecret] = [:]
-        func open(_ stored: String) throws -> WebhookSecret {
-            if let secret = opened[stored] { return secret }
-            let secret = try sealer.open(stored)
-            opened[stored] = secret
-            return secret
+    /// once per claim. Deliveries whose secrets do not open are held (``SecretHold``): all of
+    /// a stream's, since a stream is one endpoint's.
+    private func claimed(from rows: QueryResult, limit: Int, leasedUntil: Date, now: Date) async throws -> Claim {
+        var opened: [String: Result<WebhookSecret, any Error>] = [:]
+        var unreadable: [UUID: String] = [:]
+        func open(_ stored: String) -> WebhookSecret? {
+            let result = opened[stored] ?? Result { try sealer.open(stored) }
+            opened[stored] = result
+            return try? result.get()
         }
-        var deliveries = try rows.map { try claimed(from: $0, leasedUntil: leasedUntil, open: open) }
-        Self.markStreamEnds(&deliveries, limit: limit)
-        return deliveries
+        func error(of stored: [String]) -> String {
+            // SecretSealer's errors name the key id, never the secret.
+            for text in stored { if case .failure(let error) = opened[text] { return "\(error)" } }
+            return "a webhook secret does not open"
+        }
+        var all: [Claimed] = []
+        for row in rows {
+            let stored = [try row.decode(String.self, at: 10)] + [try row.decode(String?.self, at: 11)].compactMap { $0 }
+            let secrets = stored.compactMap(open)
+            var delivery = try claimed(from: row, leasedUntil: leasedUntil, secrets: secrets)
+            if secrets.count < stored.count {
+                unreadable[delivery.endpointID] = error(of: stored)
+                delivery.secrets = []
+            }
+            all.append(delivery)
+        }
+        // Stream ends are marked over everything the claim took, held or not (the limit counted both).
+        Self.markStreamEnds(&all, limit: limit)
+        guard !unreadable.isEmpty else { return Claim(deliveries: all, held: []) }
+        let held = all.filter { unreadable[$0.endpointID] != nil }
+        try await pool.preparedQuery(
+            """
+            UPDATE deliveries d SET leased_until = NULL, next_attempt_at = \(now.addingTimeInterval(Self.secretHold))
+            FROM unnest(\(held.map(\.accountID))::text[], \(held.map(\.deliveryID))::bigint[]) AS v(account_id, delivery_id)
+            WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id AND d.leased_until = \(leasedUntil)
+            """
+        )
+        let counts = Dictionary(grouping: held, by: \.endpointID).mapValues(\.count)
+        return Claim(
+            deliveries: all.filter { unreadable[$0.endpointID] == nil },
+            held: counts.keys.sorted { $0.uuidString < $1.uuidString }.map {
+                SecretHold(endpointID: $0, deliveries: counts[$0] ?? 0, error: unreadable[$0] ?? "")
+            })
     }
 
     /// Marks the last delivery of each stream that a claim of `limit` took whole
@@ -203,10 +262,8 @@ public struct DeliveryStore: Sendable {
     }
 
     /// A claimed delivery from a row of either claim: the columns in the order both select them.
-    private func claimed(from row: Row, leasedUntil: Date, open: (String) throws -> WebhookSecret) throws -> Claimed {
-        var secrets = [try open(try row.decode(String.self, at: 10))]
-        if let previous = try row.decode(String?.self, at: 11) { secrets.append(try open(previous)) }
-        return Claimed(
+    private func claimed(from row: Row, leasedUntil: Date, secrets: [WebhookSecret]) throws -> Claimed {
+        Claimed(
             accountID: try row.decode(String.self, at: 0),
             deliveryID: try row.decode(Int64.self, at: 1),
             endpointID: try row.decode(UUID.self, at: 2),

@@ -85,7 +85,7 @@ public struct EndpointStore: Sendable {
 
     public func list() async throws -> [WebhookEndpoint] {
         try await pool.query("SELECT \(unescaped: Self.columns) FROM webhook_endpoints ORDER BY created_at, endpoint_id")
-            .map(Self.endpoint)
+            .map(endpoint)
     }
 
     /// The latest changes operators made to endpoint `id` (``Audit``), oldest first.
@@ -94,7 +94,7 @@ public struct EndpointStore: Sendable {
     }
 
     public func get(_ id: UUID) async throws -> WebhookEndpoint? {
-        try await pool.query("SELECT \(unescaped: Self.columns) FROM webhook_endpoints WHERE endpoint_id = \(id)").first.map(Self.endpoint)
+        try await pool.query("SELECT \(unescaped: Self.columns) FROM webhook_endpoints WHERE endpoint_id = \(id)").first.map(endpoint)
     }
 
     /// Changes the given fields; nil leaves a field as it is. Re-enabling clears the failure state.
@@ -168,12 +168,12 @@ public struct EndpointStore: Sendable {
             if audit != nil, let id {
                 before = try await connection.query(
                     "SELECT \(unescaped: Self.columns) FROM webhook_endpoints WHERE endpoint_id = \(id) FOR UPDATE"
-                ).first.map(Self.endpoint)
+                ).first.map(endpoint)
             }
             guard let row = try await connection.query(write).first else { return nil }
             let written = try row.decode(UUID.self, at: 0)
             guard let after = try await connection.query("SELECT \(unescaped: Self.columns) FROM webhook_endpoints WHERE endpoint_id = \(written)")
-                .first.map(Self.endpoint)
+                .first.map(endpoint)
             else { return nil }
             if let audit {
                 let (action, outcome) = describe(before, after)
@@ -251,11 +251,14 @@ public struct EndpointStore: Sendable {
 
     static let columns = """
         endpoint_id, url, description, array_to_json(event_types), enabled, disabled_reason, failing_since,
-        previous_secret_expires_at, created_at, updated_at
+        previous_secret_expires_at, created_at, updated_at, secret,
+        CASE WHEN previous_secret_expires_at > now() THEN previous_secret END
         """
 
-    static func endpoint(_ row: Row) throws -> WebhookEndpoint {
-        WebhookEndpoint(
+    /// The endpoint of a row of ``columns``, its secrets tried with this store's sealer.
+    func endpoint(_ row: Row) throws -> WebhookEndpoint {
+        let stored = [try row.decode(String.self, at: 10)] + [try row.decode(String?.self, at: 11)].compactMap { $0 }
+        return WebhookEndpoint(
             id: try row.decode(UUID.self, at: 0),
             url: try row.decode(String.self, at: 1),
             description: try row.decode(String.self, at: 2),
@@ -265,7 +268,8 @@ public struct EndpointStore: Sendable {
             failingSince: try row.decode(Date?.self, at: 6),
             previousSecretExpiresAt: try row.decode(Date?.self, at: 7),
             createdAt: try row.decode(Date.self, at: 8),
-            updatedAt: try row.decode(Date.self, at: 9)
+            updatedAt: try row.decode(Date.self, at: 9),
+            secretReadable: stored.allSatisfy { (try? sealer.open($0)) != nil }
         )
     }
 }

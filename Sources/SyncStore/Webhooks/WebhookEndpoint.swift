@@ -15,6 +15,11 @@ public struct WebhookEndpoint: Sendable, Codable, Equatable {
     public var previousSecretExpiresAt: Date?
     public var createdAt: Date
     public var updatedAt: Date
+    /// Whether this process can open the endpoint's stored secrets (its current one, and the
+    /// previous one while that still signs) with `SUBSYNC_SECRET_KEYS`. `false` after the key
+    /// that sealed them was removed before `subsync endpoints reseal`: its deliveries are held
+    /// (the others go out) until the key is back or the secret is rotated.
+    public var secretReadable: Bool
 
     enum CodingKeys: String, CodingKey {
         case id
@@ -27,6 +32,7 @@ public struct WebhookEndpoint: Sendable, Codable, Equatable {
         case previousSecretExpiresAt = "previous_secret_expires_at"
         case createdAt = "created_at"
         case updatedAt = "updated_at"
+        case secretReadable = "secret_readable"
     }
 }
 

@@ -68,7 +68,8 @@ struct Endpoints: AsyncParsableCommand {
                 } else {
                     for endpoint in endpoints {
                         let state = endpoint.enabled ? "enabled " : "disabled"
-                        print("\(endpoint.id.uuidString.lowercased())  \(state)  \(endpoint.url)  \(endpoint.eventTypes?.joined(separator: ",") ?? "all events")")
+                        let secret = endpoint.secretReadable ? "" : "  SECRET UNREADABLE (deliveries held: restore its key and reseal, or rotate)"
+                        print("\(endpoint.id.uuidString.lowercased())  \(state)  \(endpoint.url)  \(endpoint.eventTypes?.joined(separator: ",") ?? "all events")\(secret)")
                     }
                 }
             }
@@ -251,6 +252,10 @@ private func show(_ endpoint: WebhookEndpoint, secret: WebhookSecret?, audit: [O
     print("event types:  \(endpoint.eventTypes?.joined(separator: ", ") ?? "all")")
     print("enabled:      \(endpoint.enabled)\(endpoint.disabledReason.map { " (\($0))" } ?? "")")
     if let failing = endpoint.failingSince { print("failing since: \(RFC3339.format(failing))") }
+    if !endpoint.secretReadable {
+        print("secret:       UNREADABLE with SUBSYNC_SECRET_KEYS: its deliveries are held; put the key that sealed it back and run")
+        print("              `subsync endpoints reseal`, or rotate the secret (the receiver must take the new one)")
+    }
     if let secret {
         print("secret:       \(secret.text)")
         print("              (shown once: store it now)")

@@ -559,7 +559,10 @@ function time(text) {
         endpoints.data.map((e) => el("tr", { "data-endpoint": e.id },
           el("td", { class: "mono" }, e.url), el("td", {}, e.description || "—"),
           el("td", {}, e.event_types ? e.event_types.join(", ") : "all"),
-          el("td", {}, e.enabled ? "yes" : "no" + (e.disabled_reason ? " (" + e.disabled_reason + ")" : "")),
+          el("td", {}, e.enabled ? "yes" : "no" + (e.disabled_reason ? " (" + e.disabled_reason + ")" : ""),
+            e.secret_readable === false
+              ? el("div", { class: "error secret-unreadable" }, "secret unreadable: deliveries held (restore its key and reseal, or rotate)")
+              : ""),
           el("td", {}, e.failing_since ? time(e.failing_since) : "—"),
           el("td", {},
             el("button", { type: "button", class: e.enabled ? "disable-endpoint danger" : "enable-endpoint", onclick: () => setEnabled(e, !e.enabled) },
