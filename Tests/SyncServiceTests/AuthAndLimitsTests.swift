@@ -41,6 +41,71 @@ struct AuthAndLimitsTests {
         }
     }
 
+    @Test("revoking an account's tokens (admin route, then subsync tokens revoke): tokens issued before are refused, later ones work, other accounts untouched, audited")
+    func tokenRevocation() async throws {
+        try await TestEnvironment.withFresh { env in
+            try await env.application(workers: 0).test(.router) { client in
+                // The stolen phone's token, issued a minute ago, and another account's.
+                let stolen = try await env.authenticator.mint(accountID: "rex", validFor: 600, now: Date().addingTimeInterval(-60))
+                let ada = try await env.authenticator.mint(accountID: "ada", validFor: 600)
+                #expect(try await client.getJSON("/v1/accounts/rex", credential: stolen).status == .ok)
+                #expect(try await client.getJSON("/v1/accounts/ada", credential: ada).status == .ok)
+                // A device cannot revoke (not even its own account's tokens).
+                let (denied, _) = try await client.postJSON("/v1/admin/accounts/rex/revoke-tokens", body: Data("{}".utf8), credential: stolen)
+                #expect(denied == .forbidden || denied == .unauthorized)
+
+                let (status, answer) = try await client.postJSON(
+                    "/v1/admin/accounts/rex/revoke-tokens", body: Data(#"{"actor": "ops-ann", "reason": "phone stolen"}"#.utf8))
+                #expect(status == .ok, "\(answer)")
+                #expect(answer["revoked_before"] is String)
+                let refused = try await client.getJSON("/v1/accounts/rex", credential: stolen)
+                #expect(refused.status == .unauthorized)
+                #expect(refused.json.errorCode == "token_revoked")
+                let sync = try await client.sync(account: "rex", body: try Self.body([SyncAPITests.report("stolen-1")]), credential: stolen, waitMilliseconds: nil)
+                #expect(sync.status == .unauthorized)
+                #expect(try await env.count("reports", accountID: "rex") == 0)
+                #expect(try await client.getJSON("/v1/accounts/ada", credential: ada).status == .ok, "another account's tokens still work")
+                // The new phone's token, issued after the revocation.
+                try await Task.sleep(for: .milliseconds(5))
+                let fresh = try await env.authenticator.mint(accountID: "rex", validFor: 600)
+                #expect(try await client.getJSON("/v1/accounts/rex", credential: fresh).status == .ok)
+
+                // From the command line, another process: the service sees it within seconds.
+                let out = try await OperationsCommandTests.run(["tokens", "revoke", "--account", "ada", "--reason", "ticket 881", "--json"], env: env)
+                #expect(out.status == 0, "\(out.stderr)")
+                #expect(out.object["account_id"] as? String == "ada")
+                let seen = try await waitUntil(seconds: 120) {
+                    try await client.getJSON("/v1/accounts/ada", credential: ada).json.errorCode == "token_revoked"
+                }
+                #expect(seen, "the command's revocation did not reach the service")
+                #expect(try await env.scalar("SELECT count(*) FROM operator_actions WHERE action = 'tokens_revoke'") == 2)
+                #expect(try await env.scalar("SELECT count(*) FROM operator_actions WHERE action = 'tokens_revoke' AND actor = 'ops-ann' AND account_id = 'rex'") == 1)
+            }
+        }
+    }
+
+    @Test("a token living longer than SUBSYNC_TOKEN_MAX_LIFETIME is refused whatever its exp says; tokens mint keeps under it")
+    func tokenMaximumLifetime() async throws {
+        try await TestEnvironment.withFresh { env in
+            let clock = ManualClock()
+            let authenticator = await Authenticator(adminKey: nil, tokenSecret: TestCredentials.tokenSecret, clock: clock, maximumLifetime: 3600)
+            try await env.application(workers: 0, authenticator: authenticator).test(.router) { client in
+                let hour = try await authenticator.mint(accountID: "liv", validFor: 3600)
+                #expect(try await client.getJSON("/v1/accounts/liv", credential: hour).status == .ok)
+                let year = try await authenticator.mint(accountID: "liv", validFor: 365 * 86_400)
+                let refused = try await client.getJSON("/v1/accounts/liv", credential: year)
+                #expect(refused.status == .unauthorized)
+                #expect(refused.json.errorCode == "token_lifetime_exceeded")
+            }
+            let secret = ["SUBSYNC_TOKEN_SECRET": TestCredentials.tokenSecret]
+            let tooLong = try await OperationsCommandTests.run(["tokens", "mint", "--account", "liv", "--ttl", "31536000"], env: nil, extra: secret)
+            #expect(tooLong.status == 64 && tooLong.stderr.contains("SUBSYNC_TOKEN_MAX_LIFETIME"), "\(tooLong.stderr)")
+            let allowed = try await OperationsCommandTests.run(
+                ["tokens", "mint", "--account", "liv", "--ttl", "31536000"], env: nil, extra: secret.merging(["SUBSYNC_TOKEN_MAX_LIFETIME": "31536000"]) { $1 })
+            #expect(allowed.status == 0, "\(allowed.stderr)")
+        }
+    }
+
     @Test("token secrets rotate by kid: the previous secret's tokens still work, a token is refused before its nbf")
     func tokenSecretRotationAndNotBefore() async throws {
         let (old, new, other) = (String(repeating: "o", count: 40), String(repeating: "n", count: 40), String(repeating: "x", count: 40))

@@ -44,6 +44,8 @@ struct ServiceConfigurationTests {
         ("SUBSYNC_ADMOB_KEYS_URL", "http://www.gstatic.com/admob/reward/verifier-keys.json"),
         ("SUBSYNC_ADMOB_KEYS_URL", "http://127.0.0.1.example.com/keys.json"),
         ("SUBSYNC_APPSTORE_BACKFILL_INTERVAL", "5"),
+        ("SUBSYNC_TOKEN_MAX_LIFETIME", "10"),
+        ("SUBSYNC_TOKEN_MAX_LIFETIME", "forever"),
     ])
     func rejectsBadValues(variable: String, value: String) throws {
         let error = try #require(throws: ConfigurationError.self) {

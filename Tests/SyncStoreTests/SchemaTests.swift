@@ -29,7 +29,7 @@ import Testing
                 // claim queue (sql/0014), the operator audit log (sql/0015) and the notification
                 // backfill's checkpoint (sql/0038) stay on the coordinator.
                 let exempt: Set<String> = [
-                    "webhook_endpoints", "schema_migrations", "reconcile_checkpoints", "account_work", "operator_actions", "store_backfill",
+                    "webhook_endpoints", "schema_migrations", "reconcile_checkpoints", "account_work", "operator_actions", "store_backfill", "token_revocations",
                     "transaction_owners", "app_account_tokens", "store_notifications", "rate_buckets",
                 ]
                 var checked = 0

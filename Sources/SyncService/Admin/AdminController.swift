@@ -28,6 +28,7 @@ struct AdminController: Sendable {
     func addRoutes(to router: Router<SubsyncRequestContext>) {
         let admin = router.group("v1/admin")
         addAccountRoutes(to: admin)
+        addTokenRoutes(to: admin)
         addStoreRoutes(to: admin)
         addDeliveryRoutes(to: admin)
         addHealthRoutes(to: admin)

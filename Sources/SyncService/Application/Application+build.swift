@@ -48,6 +48,16 @@ public struct ServiceDependencies: Sendable {
     }
 }
 
+extension ServiceDependencies {
+    /// These dependencies with an authenticator that refuses revoked device tokens (read from
+    /// ``pool``).
+    func checkingTokenRevocations() -> ServiceDependencies {
+        var dependencies = self
+        dependencies.authenticator.revocations = TokenRevocationCache(store: TokenRevocations(pool: pool), clock: clock)
+        return dependencies
+    }
+}
+
 /// Builds the HTTP application with every route and the long-running services (resolution
 /// workers, expiry sweeper, metrics sampler, database pool).
 ///
@@ -59,6 +69,8 @@ public func buildApplication(
     extraServices: [any Service] = [],
     logger: Logger
 ) -> some ApplicationProtocol {
+    // Device tokens are checked against their account's revocation (sql/0041).
+    let dependencies = dependencies.checkingTokenRevocations()
     let pool = dependencies.pool
     let arrivals = WakeSignal()
     let resolutions = WakeSignal()

@@ -32,6 +32,14 @@ public struct Authenticator: Sendable {
     let currentKeyID: JWKIdentifier?
     /// Token expiry is checked against this clock.
     let clock: any ServiceClock
+    /// `SUBSYNC_TOKEN_MAX_LIFETIME`: the longest a device token may live (its `exp` after its
+    /// `iat`, or after now without one), whatever its issuer set; `nil`: no bound.
+    let maximumLifetime: TimeInterval?
+    /// Per-account revocations (``TokenRevocations``); `nil` without a database (tests that
+    /// only mint, `subsync tokens mint`). ``buildApplication`` sets it.
+    var revocations: TokenRevocationCache?
+    /// The default of ``maximumLifetime``: 30 days.
+    public static let defaultMaximumLifetime: TimeInterval = 30 * 86_400
 
     /// - Parameters:
     ///   - adminKey: `SUBSYNC_ADMIN_KEY`; nil disables admin access.
@@ -39,9 +47,14 @@ public struct Authenticator: Sendable {
     ///   - previousTokenSecrets: `SUBSYNC_TOKEN_SECRET_PREVIOUS`: secrets whose tokens are still
     ///     accepted (by their `kid`) while a rotation runs; new tokens are signed with `tokenSecret`.
     ///   - clock: the service's clock, for token expiry and `nbf`.
-    public init(adminKey: String?, tokenSecret: String?, previousTokenSecrets: [String] = [], clock: any ServiceClock = SystemClock()) async {
+    ///   - maximumLifetime: the longest lifetime a token may have (``maximumLifetime``).
+    public init(
+        adminKey: String?, tokenSecret: String?, previousTokenSecrets: [String] = [], clock: any ServiceClock = SystemClock(),
+        maximumLifetime: TimeInterval? = Authenticator.defaultMaximumLifetime
+    ) async {
         self.adminKey = adminKey
         self.clock = clock
+        self.maximumLifetime = maximumLifetime
         self.keys = JWTKeyCollection()
         // The current secret is also the default key: tokens minted before key ids existed
         // (no `kid`) still verify with it.
@@ -92,8 +105,10 @@ public struct Authenticator: Sendable {
 
     /// The caller of `request`.
     ///
-    /// - Throws: ``APIError`` 401 with `unauthenticated` (no credentials), `invalid_token` or
-    ///   `token_expired`. The token itself is never echoed.
+    /// - Throws: ``APIError`` 401 with `unauthenticated` (no credentials), `invalid_token`,
+    ///   `token_expired`, `token_not_yet_valid`, `token_lifetime_exceeded` (it lives longer than
+    ///   `SUBSYNC_TOKEN_MAX_LIFETIME`) or `token_revoked` (issued before its account's tokens
+    ///   were revoked). The token itself is never echoed.
     public func authenticate(_ request: Request) async throws -> Principal {
         guard let header = request.headers[.authorization] else {
             throw APIError(.unauthorized, code: "unauthenticated", message: "missing Authorization: Bearer <token> header",
@@ -126,7 +141,29 @@ public struct Authenticator: Sendable {
             throw APIError(.unauthorized, code: "token_not_yet_valid", message: "the account token is not valid yet (nbf)",
                            headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
         }
-        return .device(accountID: token.sub.value)
+        if let issued = token.iat?.value, issued > now.addingTimeInterval(60) {
+            throw APIError(.unauthorized, code: "invalid_token", message: "the account token was issued in the future (iat)",
+                           headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+        }
+        if let maximumLifetime {
+            // One second of slack for issuers that round iat and exp differently.
+            let lifetime = token.exp.value.timeIntervalSince(token.iat?.value ?? now)
+            guard lifetime <= maximumLifetime + 1 else {
+                throw APIError(
+                    .unauthorized, code: "token_lifetime_exceeded",
+                    message: "account tokens may live at most \(Int(maximumLifetime)) seconds on this server (SUBSYNC_TOKEN_MAX_LIFETIME); this one lives \(Int(lifetime))",
+                    headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+            }
+        }
+        let accountID = token.sub.value
+        if let revocations, let line = try await revocations.revokedBefore(accountID) {
+            // Without `iat` a token cannot show it came after the revocation.
+            guard let issued = token.iat?.value, issued >= line else {
+                throw APIError(.unauthorized, code: "token_revoked", message: "the account's tokens issued before \(RFC3339.format(line)) were revoked; get a new one",
+                               headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+            }
+        }
+        return .device(accountID: accountID)
     }
 
     /// Authenticates and checks access to `accountID` (403 `forbidden` for another account).

@@ -33,6 +33,9 @@ public struct ServiceConfiguration: Sendable {
     /// `SUBSYNC_TOKEN_SECRET_PREVIOUS`: a former token secret whose tokens are still accepted
     /// (by their `kid`) during a rotation.
     public var previousTokenSecret: String?
+    /// `SUBSYNC_TOKEN_MAX_LIFETIME`: seconds a device token may live at most (`exp` after `iat`),
+    /// whatever its issuer set (``Authenticator/defaultMaximumLifetime``, 30 days, by default).
+    public var tokenMaximumLifetime: TimeInterval = Authenticator.defaultMaximumLifetime
     /// `SUBSYNC_METRICS_TOKEN`: when set, `GET /metrics` needs `Authorization: Bearer <it>`.
     public var metricsToken: String?
     /// `SUBSYNC_SECRET_KEYS`: keys that seal webhook signing secrets at rest, current first
@@ -195,6 +198,7 @@ public struct ServiceConfiguration: Sendable {
         configuration.adminKey = try secret("SUBSYNC_ADMIN_KEY", in: environment, characters: 16)
         configuration.tokenSecret = try secret("SUBSYNC_TOKEN_SECRET", in: environment, bytes: 32)
         configuration.previousTokenSecret = try secret("SUBSYNC_TOKEN_SECRET_PREVIOUS", in: environment, bytes: 32)
+        configuration.tokenMaximumLifetime = try tokenMaximumLifetime(from: environment)
         configuration.metricsToken = try secret("SUBSYNC_METRICS_TOKEN", in: environment, characters: 16)
         configuration.appAccountTokenKey = try secret("SUBSYNC_APP_ACCOUNT_TOKEN_KEY", in: environment, bytes: 32)
         configuration.secretSealer = try sealer(from: environment)
@@ -358,6 +362,13 @@ public struct ServiceConfiguration: Sendable {
             throw ConfigurationError(variable: name, message: "must be at least \(bytes) bytes")
         }
         return value
+    }
+
+    /// `SUBSYNC_TOKEN_MAX_LIFETIME` of `environment` (seconds, one minute to one year), the
+    /// default when unset: what `serve` enforces and `subsync tokens mint` keeps under.
+    public static func tokenMaximumLifetime(from environment: [String: String]) throws -> TimeInterval {
+        guard let text = environment["SUBSYNC_TOKEN_MAX_LIFETIME"], !text.isEmpty else { return Authenticator.defaultMaximumLifetime }
+        return TimeInterval(try parseInt(text, name: "SUBSYNC_TOKEN_MAX_LIFETIME", range: 60...31_536_000))
     }
 
     static func parseInt(_ text: String, name: String, range: ClosedRange<Int>) throws -> Int {

@@ -22,7 +22,8 @@ import Postgres
 /// - `account_work`, the workers' claim queue (sql/0014), stays local to the coordinator too:
 ///   claims lock its rows with `FOR UPDATE SKIP LOCKED`, which Citus can only run on one node.
 ///   So does `operator_actions`, the operators' audit log (sql/0015), written and read by the
-///   admin API only, never joined with distributed tables.
+///   admin API only, never joined with distributed tables, and `token_revocations` (sql/0041),
+///   read by account id on device requests and written with an audit record.
 public struct Distribution: Sendable {
     public enum Placement: Sendable, Equatable, Codable {
         /// Hash-distributed by `column`, co-located with another table (`none`: a group of its

@@ -160,7 +160,7 @@ struct Serve: AsyncParsableCommand {
         }
         let authenticator = await Authenticator(
             adminKey: configuration.adminKey, tokenSecret: configuration.tokenSecret,
-            previousTokenSecrets: configuration.previousTokenSecret.map { [$0] } ?? [])
+            previousTokenSecrets: configuration.previousTokenSecret.map { [$0] } ?? [], maximumLifetime: configuration.tokenMaximumLifetime)
         let dependencies = ServiceDependencies(
             pool: pool,
             catalogue: catalogue,

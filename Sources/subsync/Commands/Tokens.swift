@@ -1,12 +1,14 @@
 import ArgumentParser
 import Foundation
+import Postgres
 import SyncService
+import SyncStore
 
 struct Tokens: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tokens",
         abstract: "Account tokens for devices.",
-        subcommands: [Mint.self]
+        subcommands: [Mint.self, Revoke.self]
     )
 
     struct Mint: AsyncParsableCommand {
@@ -15,7 +17,8 @@ struct Tokens: AsyncParsableCommand {
             abstract: "Print an account token (HS256 JWT) for development and testing.",
             discussion: """
                 Signs with $SUBSYNC_TOKEN_SECRET. Production apps get their tokens from the app's \
-                own backend, which shares that secret.
+                own backend, which shares that secret. --ttl may not exceed \
+                $SUBSYNC_TOKEN_MAX_LIFETIME (30 days by default), which serve enforces.
 
                 Examples:
                   SUBSYNC_TOKEN_SECRET=... subsync tokens mint --account user-42
@@ -30,8 +33,10 @@ struct Tokens: AsyncParsableCommand {
         var ttl: Int = 86_400
 
         func validate() throws {
-            guard (1...31_536_000).contains(ttl) else {
-                throw ValidationError("--ttl must be from 1 to 31536000 seconds")
+            let maximum = Int((try? ServiceConfiguration.tokenMaximumLifetime(from: ProcessInfo.processInfo.environment))
+                ?? Authenticator.defaultMaximumLifetime)
+            guard (1...maximum).contains(ttl) else {
+                throw ValidationError("--ttl must be from 1 to \(maximum) seconds (SUBSYNC_TOKEN_MAX_LIFETIME: serve refuses longer-lived tokens)")
             }
             guard (1...128).contains(account.utf8.count) else {
                 throw ValidationError("--account must be 1 to 128 characters")
@@ -45,6 +50,59 @@ struct Tokens: AsyncParsableCommand {
             }
             let authenticator = await Authenticator(adminKey: nil, tokenSecret: secret)
             print(try await authenticator.mint(accountID: account, validFor: TimeInterval(ttl)))
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "revoke",
+            abstract: "Refuse every device token of an account issued until now (a lost or stolen device).",
+            discussion: """
+                Tokens issued before now (by their iat; one without iat counts as before) are \
+                refused with 401 token_revoked; tokens issued afterwards work, so the app's backend \
+                hands the user's devices new ones. Running serve processes see it within seconds. \
+                Recorded in the audit log (operator_actions).
+
+                Examples:
+                  subsync tokens revoke --account user-42 --reason "phone stolen, ticket 881"
+                """
+        )
+
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "The account whose tokens are revoked.") var account: String
+        @Option(help: "Who (recorded; default $USER).") var actor: String?
+        @Option(help: "Why (recorded).") var reason: String?
+        @Flag(help: "Print machine-readable JSON instead of text.") var json = false
+
+        func validate() throws {
+            guard (1...128).contains(account.utf8.count), !account.contains(where: { $0.isNewline || $0 == "\u{0}" }) else {
+                throw ValidationError("--account must be 1 to 128 characters")
+            }
+        }
+
+        func run() async throws {
+            let actor = Operator.actor(actor)
+            try await Operator.withPool(database, label: "subsync.tokens") { pool in
+                let (line, audit) = try await TokenRevocations(pool: pool).revoke(account, at: Date(), actor: actor, reason: reason)
+                if json {
+                    try printJSON(Revoked(accountID: account, revokedBefore: line, actor: actor, audit: audit))
+                } else {
+                    print("account \(account): device tokens issued before \(RFC3339.format(line)) are refused (recorded as #\(audit.id) by \(actor))")
+                }
+            }
+        }
+
+        struct Revoked: Encodable {
+            var accountID: String
+            var revokedBefore: Date
+            var actor: String
+            var audit: OperatorLog.Action
+
+            enum CodingKeys: String, CodingKey {
+                case accountID = "account_id"
+                case revokedBefore = "revoked_before"
+                case actor, audit
+            }
         }
     }
 }

@@ -1,0 +1,43 @@
+import Foundation
+import Hummingbird
+import SyncStore
+
+extension AdminController {
+    /// `POST /v1/admin/accounts/{id}/revoke-tokens`: `subsync tokens revoke` for one account
+    /// (issue #52 item 5). Every device token of the account issued before now is refused with
+    /// 401 `token_revoked` from then on (by this process at once, by others within seconds);
+    /// tokens issued afterwards work. Body: `actor`, `reason` (both optional); audited. The
+    /// account need not have a state yet: a token may exist before its first sync.
+    func addTokenRoutes(to admin: RouterGroup<SubsyncRequestContext>) {
+        admin.post("accounts/:account_id/revoke-tokens") { request, context in
+            try await requireAdmin(request)
+            let accountID = try AccountController.accountID(context)
+            let body = try await request.decodeJSON(TokenRevokeRequest.self, emptyIsObject: true, context: context)
+            let actor = try Self.actor(body.actor)
+            let reason = try Self.reason(body.reason)
+            let (line, audit) = try await TokenRevocations(pool: pool).revoke(accountID, at: clock.now(), actor: actor, reason: reason)
+            authenticator.revocations?.note(accountID, line)
+            logger.notice("operator revoked an account's device tokens", metadata: ["account": "\(accountID)", "actor": "\(actor)"])
+            return try JSONResponse.make(TokenRevokeAnswer(accountID: accountID, revokedBefore: line, actor: actor, audit: audit))
+        }
+    }
+
+    struct TokenRevokeRequest: Decodable {
+        var actor: String?
+        var reason: String?
+    }
+
+    struct TokenRevokeAnswer: Encodable {
+        var accountID: String
+        /// Tokens issued before this are refused.
+        var revokedBefore: Date
+        var actor: String
+        var audit: OperatorLog.Action
+
+        enum CodingKeys: String, CodingKey {
+            case accountID = "account_id"
+            case revokedBefore = "revoked_before"
+            case actor, audit
+        }
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import Postgres
+
+/// Per account, the moment before which its device tokens no longer count (sql/0041): what
+/// `subsync tokens revoke` and the admin route write, what ``changes(since:)`` reads for the
+/// authenticator's in-memory copy.
+public struct TokenRevocations: Sendable {
+    let pool: ConnectionPool
+
+    public init(pool: ConnectionPool) {
+        self.pool = pool
+    }
+
+    /// What changed since `since` (the database's clock, as the last call returned it; `nil`:
+    /// everything), re-reading ``overlap`` before it: a revocation whose transaction committed
+    /// after a later one was read is still found, unless it took longer than that. Returns the
+    /// lines and the newest change seen, to pass next time.
+    public func changes(since: Date?) async throws -> (lines: [String: Date], newest: Date?) {
+        let rows: QueryResult
+        if let since {
+            rows = try await pool.preparedQuery(
+                """
+                SELECT account_id, revoked_before, changed_at FROM token_revocations
+                WHERE changed_at >= \(since.addingTimeInterval(-Self.overlap))
+                """)
+        } else {
+            rows = try await pool.preparedQuery("SELECT account_id, revoked_before, changed_at FROM token_revocations")
+        }
+        var lines: [String: Date] = [:]
+        var newest = since
+        for row in rows {
+            lines[try row.decode(String.self, at: 0)] = try row.decode(Date.self, at: 1)
+            let changed = try row.decode(Date.self, at: 2)
+            if newest.map({ changed > $0 }) ?? true { newest = changed }
+        }
+        return (lines, newest)
+    }
+
+    /// How far before the last change seen ``changes(since:)`` reads again.
+    public static let overlap: TimeInterval = 60
+
+    /// Revokes every token of `accountID` issued before `at`, recorded as an operator action in
+    /// the same transaction; returns the line now in force (a later one already recorded stays)
+    /// and the audit record.
+    public func revoke(
+        _ accountID: String, at: Date, actor: String, reason: String?
+    ) async throws -> (revokedBefore: Date, audit: OperatorLog.Action) {
+        try await pool.withTransaction { connection in
+            let rows = try await connection.preparedQuery(
+                """
+                INSERT INTO token_revocations (account_id, revoked_before, revoked_at, actor, reason)
+                VALUES (\(accountID), \(at), \(at), \(actor), \(reason))
+                ON CONFLICT (account_id) DO UPDATE SET
+                    revoked_before = GREATEST(token_revocations.revoked_before, EXCLUDED.revoked_before),
+                    revoked_at = EXCLUDED.revoked_at, actor = EXCLUDED.actor, reason = EXCLUDED.reason,
+                    changed_at = clock_timestamp()
+                RETURNING revoked_before
+                """
+            )
+            let line = try rows[0].decode(Date.self, at: 0)
+            let audit = try await OperatorLog.record(
+                at: at, actor: actor, action: "tokens_revoke", accountID: accountID, reason: reason,
+                outcome: "device tokens issued before \(RFC3339.format(line)) refused", on: connection)
+            return (line, audit)
+        }
+    }
+}
