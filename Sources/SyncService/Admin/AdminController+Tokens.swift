@@ -15,29 +15,15 @@ extension AdminController {
             let body = try await request.decodeJSON(TokenRevokeRequest.self, emptyIsObject: true, context: context)
             let actor = try Self.actor(body.actor)
             let reason = try Self.reason(body.reason)
-            let (line, audit) = try await TokenRevocations(pool: pool).revoke(accountID, at: clock.now(), actor: actor, reason: reason)
-            authenticator.revocations?.note(accountID, line)
+            let revocation = try await TokenRevocations(pool: pool).revoke(accountID, at: clock.now(), actor: actor, reason: reason)
+            authenticator.revocations?.note(accountID, revocation.revokedBefore)
             logger.notice("operator revoked an account's device tokens", metadata: ["account": "\(accountID)", "actor": "\(actor)"])
-            return try JSONResponse.make(TokenRevokeAnswer(accountID: accountID, revokedBefore: line, actor: actor, audit: audit))
+            return try JSONResponse.make(revocation)
         }
     }
 
     struct TokenRevokeRequest: Decodable {
         var actor: String?
         var reason: String?
-    }
-
-    struct TokenRevokeAnswer: Encodable {
-        var accountID: String
-        /// Tokens issued before this are refused.
-        var revokedBefore: Date
-        var actor: String
-        var audit: OperatorLog.Action
-
-        enum CodingKeys: String, CodingKey {
-            case accountID = "account_id"
-            case revokedBefore = "revoked_before"
-            case actor, audit
-        }
     }
 }

@@ -39,12 +39,25 @@ public struct TokenRevocations: Sendable {
     /// How far before the last change seen ``changes(since:)`` reads again.
     public static let overlap: TimeInterval = 60
 
+    /// A revocation as the command and the admin route answer it.
+    public struct Revocation: Encodable, Sendable {
+        public var accountID: String
+        /// Tokens issued before this are refused (a later line already recorded stays).
+        public var revokedBefore: Date
+        public var actor: String
+        public var audit: OperatorLog.Action
+
+        enum CodingKeys: String, CodingKey {
+            case accountID = "account_id"
+            case revokedBefore = "revoked_before"
+            case actor, audit
+        }
+    }
+
     /// Revokes every token of `accountID` issued before `at`, recorded as an operator action in
     /// the same transaction; returns the line now in force (a later one already recorded stays)
-    /// and the audit record.
-    public func revoke(
-        _ accountID: String, at: Date, actor: String, reason: String?
-    ) async throws -> (revokedBefore: Date, audit: OperatorLog.Action) {
+    /// with the audit record.
+    public func revoke(_ accountID: String, at: Date, actor: String, reason: String?) async throws -> Revocation {
         try await pool.withTransaction { connection in
             let rows = try await connection.preparedQuery(
                 """
@@ -61,7 +74,7 @@ public struct TokenRevocations: Sendable {
             let audit = try await OperatorLog.record(
                 at: at, actor: actor, action: "tokens_revoke", accountID: accountID, reason: reason,
                 outcome: "device tokens issued before \(RFC3339.format(line)) refused", on: connection)
-            return (line, audit)
+            return Revocation(accountID: accountID, revokedBefore: line, actor: actor, audit: audit)
         }
     }
 }

@@ -83,25 +83,12 @@ struct Tokens: AsyncParsableCommand {
         func run() async throws {
             let actor = Operator.actor(actor)
             try await Operator.withPool(database, label: "subsync.tokens") { pool in
-                let (line, audit) = try await TokenRevocations(pool: pool).revoke(account, at: Date(), actor: actor, reason: reason)
+                let revocation = try await TokenRevocations(pool: pool).revoke(account, at: Date(), actor: actor, reason: reason)
                 if json {
-                    try printJSON(Revoked(accountID: account, revokedBefore: line, actor: actor, audit: audit))
+                    try printJSON(revocation)
                 } else {
-                    print("account \(account): device tokens issued before \(RFC3339.format(line)) are refused (recorded as #\(audit.id) by \(actor))")
+                    print("account \(account): device tokens issued before \(RFC3339.format(revocation.revokedBefore)) are refused (recorded as #\(revocation.audit.id) by \(actor))")
                 }
-            }
-        }
-
-        struct Revoked: Encodable {
-            var accountID: String
-            var revokedBefore: Date
-            var actor: String
-            var audit: OperatorLog.Action
-
-            enum CodingKeys: String, CodingKey {
-                case accountID = "account_id"
-                case revokedBefore = "revoked_before"
-                case actor, audit
             }
         }
     }
