@@ -87,6 +87,7 @@ struct TestEnvironment: Sendable {
         appAccountTokenKey: String? = nil,
         metricsToken: String? = nil,
         notificationRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 20, burst: 200),
+        trustedProxies: TrustedProxies = .none,
         reportQuota: RateLimiter.Limit? = nil,
         sharedRateLimits: Bool = true,
         secretSealer: SecretSealer = .none,
@@ -109,6 +110,7 @@ struct TestEnvironment: Sendable {
         configuration.appAccountTokenKey = appAccountTokenKey
         configuration.metricsToken = metricsToken
         configuration.notificationRateLimit = notificationRateLimit
+        configuration.trustedProxies = trustedProxies
         configuration.accountReportQuota = reportQuota
         configuration.sharedRateLimits = sharedRateLimits
         configuration.secretSealer = secretSealer

@@ -21,9 +21,10 @@ public struct SubsyncRequestContext: RequestContext, RemoteAddressRequestContext
         self.channel = source.channel
     }
 
-    /// The client's IP address as text, for rate-limit keys; `unknown` without a socket.
-    var clientAddress: String {
-        remoteAddress?.ipAddress ?? "unknown"
+    /// The client's IP address as text, for rate-limit keys: the TCP peer's, or behind a trusted
+    /// proxy the one it forwards (``TrustedProxies``); `unknown` without a socket.
+    func clientAddress(of request: Request, trusting proxies: TrustedProxies) -> String {
+        proxies.clientAddress(peer: remoteAddress?.ipAddress, headers: request.headers)
     }
 }
 

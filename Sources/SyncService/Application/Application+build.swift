@@ -118,7 +118,7 @@ public func buildApplication(
     RewardController(
         keys: dependencies.adMobKeys, adUnits: configuration.adMobAdUnits, ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,
         clock: dependencies.clock, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
-        logger: logger
+        proxies: configuration.trustedProxies, logger: logger
     ).addRoutes(to: router)
     AccountController(
         inbox: ReportInbox(pool: pool),
@@ -143,7 +143,7 @@ public func buildApplication(
     let notifications = NotificationController(
         verifier: dependencies.storeKitVerifier, binder: binder, store: StoreNotificationStore(pool: pool),
         tokens: tokens, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
-        arrivals: arrivals, logger: logger
+        proxies: configuration.trustedProxies, arrivals: arrivals, logger: logger
     )
     notifications.addRoutes(to: router)
     EndpointController(

@@ -146,12 +146,13 @@ public struct Authenticator: Sendable {
                            headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
         }
         if let maximumLifetime {
-            // One second of slack for issuers that round iat and exp differently.
+            // One second of slack for issuers that round iat and exp differently. (Dates a token
+            // carries can be any number: nothing here converts them to an integer.)
             let lifetime = token.exp.value.timeIntervalSince(token.iat?.value ?? now)
-            guard lifetime <= maximumLifetime + 1 else {
+            guard lifetime.isFinite, lifetime <= maximumLifetime + 1 else {
                 throw APIError(
                     .unauthorized, code: "token_lifetime_exceeded",
-                    message: "account tokens may live at most \(Int(maximumLifetime)) seconds on this server (SUBSYNC_TOKEN_MAX_LIFETIME); this one lives \(Int(lifetime))",
+                    message: "account tokens may live at most \(Int(maximumLifetime)) seconds on this server (SUBSYNC_TOKEN_MAX_LIFETIME); this one lives longer",
                     headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
             }
         }

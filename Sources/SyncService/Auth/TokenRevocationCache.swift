@@ -4,63 +4,91 @@ import SyncCore
 import SyncStore
 
 /// The authenticator's view of ``TokenRevocations``: every account's revocation line in memory,
-/// so a device request costs no read. It reads what changed (``TokenRevocations/changes(since:)``)
-/// when its copy is older than ``ttl``: a revocation made by this process is seen at once
-/// (``note(_:_:)``), one made by another process or by `subsync tokens revoke` within ``ttl``.
-/// Requests before a first successful read wait for one, so no revoked token passes then.
+/// so a device request costs no read. When its copy is older than ``ttl`` one caller reads what
+/// changed (``TokenRevocations/changes(since:)``), and the whole table every ``fullReload`` (so
+/// rows removed by hand go too); a revocation made by this process holds at once (``note(_:_:)``),
+/// one made elsewhere (another process, `subsync tokens revoke`) within ``ttl``. Until a first
+/// read has succeeded, callers wait for one shared read, so no revoked token passes after a start.
 final class TokenRevocationCache: Sendable {
     let store: TokenRevocations
     let clock: any ServiceClock
     let ttl: Duration
+    let fullReload: Duration
     private struct State {
         var lines: [String: Date] = [:]
-        /// The newest change read (the database's clock); `nil` before the first read.
+        /// The newest change read (the database's clock).
         var newest: Date?
-        var loaded = false
-        var readAt: Duration = .zero
-        var reading = false
+        var readAt: Duration?
+        var fullAt: Duration?
+        var reading: Task<Void, any Error>?
+        /// This process's own revocations, re-applied over reads that may have started before
+        /// they committed.
+        var noted: [String: (line: Date, at: Duration)] = [:]
     }
     private let state = Mutex(State())
 
-    init(store: TokenRevocations, clock: any ServiceClock, ttl: Duration = .seconds(5)) {
+    init(store: TokenRevocations, clock: any ServiceClock, ttl: Duration = .seconds(5), fullReload: Duration = .seconds(300)) {
         self.store = store
         self.clock = clock
         self.ttl = ttl
+        self.fullReload = fullReload
     }
 
     /// The revocation line of `accountID` (tokens issued before it are refused), `nil` for none.
     func revokedBefore(_ accountID: String) async throws -> Date? {
         let now = clock.uptime()
-        // One caller reads when the copy is stale; the others answer from it meanwhile (it is at
-        // most one read older). Before a first read has succeeded every caller reads.
-        let (read, since) = state.withLock { state -> (Bool, Date?) in
-            guard !state.loaded || (now - state.readAt >= ttl && !state.reading) else { return (false, nil) }
-            state.reading = true
-            return (true, state.newest)
+        let wait = state.withLock { state -> Task<Void, any Error>? in
+            guard state.readAt.map({ now - $0 >= ttl }) ?? true else { return nil }
+            if let reading = state.reading {
+                // A read is under way: wait for it only while there is no copy at all.
+                return state.readAt == nil ? reading : nil
+            }
+            let full = state.fullAt.map { now - $0 >= fullReload } ?? true
+            let since = full ? nil : state.newest
+            let reading = Task { try await self.read(since: since, startedAt: now) }
+            state.reading = reading
+            return reading
         }
-        if read {
+        if let wait {
             do {
-                let (lines, newest) = try await store.changes(since: since)
-                state.withLock { state in
-                    state.lines.merge(lines) { max($0, $1) }
-                    state.newest = newest ?? state.newest
-                    state.loaded = true
-                    state.readAt = now
-                    state.reading = false
-                }
+                try await wait.value
             } catch {
-                state.withLock { $0.reading = false }
-                // Without a first read nothing can be said: the request fails (503 for a
-                // database outage). Afterwards the last copy answers until a read succeeds.
-                if !state.withLock({ $0.loaded }) { throw error }
+                // Without a copy nothing can be said (a database outage: 503); with one, the
+                // last copy answers until a read succeeds.
+                if state.withLock({ $0.readAt == nil }) { throw error }
             }
         }
         return state.withLock { $0.lines[accountID] }
     }
 
+    private func read(since: Date?, startedAt: Duration) async throws {
+        do {
+            let (lines, newest) = try await store.changes(since: since)
+            state.withLock { state in
+                if since == nil {
+                    state.lines = lines
+                    state.fullAt = startedAt
+                } else {
+                    // Replaced, not joined: `tokens unrevoke` moves a line back.
+                    state.lines.merge(lines) { $1 }
+                }
+                state.noted = state.noted.filter { startedAt - $0.value.at < ttl * 2 }
+                for (account, note) in state.noted { state.lines[account] = max(state.lines[account] ?? note.line, note.line) }
+                state.newest = newest ?? state.newest
+                state.readAt = startedAt
+                state.reading = nil
+            }
+        } catch {
+            state.withLock { $0.reading = nil }
+            throw error
+        }
+    }
+
     /// Records a revocation this process just made, so it holds from the next request.
     func note(_ accountID: String, _ line: Date) {
+        let now = clock.uptime()
         state.withLock { state in
+            state.noted[accountID] = (line, now)
             state.lines[accountID] = max(state.lines[accountID] ?? line, line)
         }
     }

@@ -73,6 +73,9 @@ public struct ServiceConfiguration: Sendable {
     /// `SUBSYNC_RATE_LIMIT_NOTIFICATIONS`: App Store notifications per source address (the route
     /// takes no key, and each forged one costs a signature check). Apple retries what is refused.
     public var notificationRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 20, burst: 200)
+    /// `SUBSYNC_TRUSTED_PROXIES`: CIDRs of the reverse proxies in front of serve, whose
+    /// `X-Forwarded-For` / `Forwarded` name the client for the limits by source address.
+    public var trustedProxies: TrustedProxies = .none
     /// `SUBSYNC_RATE_LIMIT_DEVICE`: sync requests per device of an account; nil: none.
     public var deviceRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 1, burst: 30)
     /// `SUBSYNC_RATE_LIMIT_SHARED`: whether the account, device and daily-quota limits are also
@@ -253,6 +256,13 @@ public struct ServiceConfiguration: Sendable {
             } else {
                 let perDay = try parseInt(text, name: "SUBSYNC_REPORTS_PER_ACCOUNT_PER_DAY", range: 100...10_000_000)
                 configuration.accountReportQuota = RateLimiter.Limit(ratePerSecond: Double(perDay) / 86_400, burst: Double(perDay))
+            }
+        }
+        if let text = environment["SUBSYNC_TRUSTED_PROXIES"] {
+            do {
+                configuration.trustedProxies = try TrustedProxies(list: text)
+            } catch {
+                throw ConfigurationError(variable: "SUBSYNC_TRUSTED_PROXIES", message: "\(error.description) (\"\(text.prefix(200))\")")
             }
         }
         if let text = environment["SUBSYNC_RATE_LIMIT_NOTIFICATIONS"] {

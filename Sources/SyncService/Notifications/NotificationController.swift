@@ -24,6 +24,8 @@ struct NotificationController: Sendable {
     let tokens: AppAccountTokens
     /// Per source address: the route takes no key, and every request costs a signature check.
     let limiter: RateLimiter?
+    /// Whose forwarded address counts as the source (``TrustedProxies``).
+    var proxies: TrustedProxies = .none
     /// Raised so this process's workers resolve the new report at once.
     let arrivals: WakeSignal
     let logger: Logger
@@ -34,7 +36,7 @@ struct NotificationController: Sendable {
 
     func addRoutes(to router: Router<SubsyncRequestContext>) {
         router.post("v1/notifications/apple") { request, context in
-            if let limiter, let wait = await limiter.take(context.clientAddress) {
+            if let limiter, let wait = await limiter.take(context.clientAddress(of: request, trusting: proxies)) {
                 ServiceMetrics.storeNotifications("rate_limited").increment()
                 throw APIError.rateLimited(retryAfter: wait, what: "this address")
             }

@@ -16,6 +16,8 @@ struct RewardController: Sendable {
     let clock: any ServiceClock
     /// Per source address, like App Store notifications: each forged callback costs a signature check.
     let limiter: RateLimiter?
+    /// Whose forwarded address counts as the source (``TrustedProxies``).
+    var proxies: TrustedProxies = .none
     let logger: Logger
 
     /// How old a callback may be (AdMob retries for a while) and how far ahead of our clock.
@@ -24,7 +26,7 @@ struct RewardController: Sendable {
 
     func addRoutes(to router: Router<SubsyncRequestContext>) {
         router.get("v1/rewards/admob") { request, context in
-            if let limiter, let wait = await limiter.take(context.clientAddress) {
+            if let limiter, let wait = await limiter.take(context.clientAddress(of: request, trusting: proxies)) {
                 throw APIError.rateLimited(retryAfter: wait, what: "this address")
             }
             guard let keys else {

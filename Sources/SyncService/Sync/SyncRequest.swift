@@ -95,7 +95,7 @@ enum SyncLimits {
 }
 
 /// Identifiers in paths and bodies: 1–128 characters of letters, digits and `._:@-`.
-enum Identifier {
+public enum Identifier {
     /// Account ids that are really a client bug (an unset variable serialised as text); taking
     /// them would merge unrelated users into one account.
     static let blockedAccountIDs: Set<String> = [
@@ -103,11 +103,11 @@ enum Identifier {
         "[object object]", "object", "true", "false", "default", "user", "test",
     ]
 
-    static func isBlockedAccountID(_ text: String) -> Bool {
+    public static func isBlockedAccountID(_ text: String) -> Bool {
         blockedAccountIDs.contains(text.lowercased())
     }
 
-    static func isValid(_ text: String) -> Bool {
+    public static func isValid(_ text: String) -> Bool {
         guard (1...128).contains(text.utf8.count) else { return false }
         return text.utf8.allSatisfy { byte in
             switch byte {

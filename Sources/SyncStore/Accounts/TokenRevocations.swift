@@ -54,27 +54,55 @@ public struct TokenRevocations: Sendable {
         }
     }
 
-    /// Revokes every token of `accountID` issued before `at`, recorded as an operator action in
-    /// the same transaction; returns the line now in force (a later one already recorded stays)
-    /// with the audit record.
-    public func revoke(_ accountID: String, at: Date, actor: String, reason: String?) async throws -> Revocation {
+    /// How far past the moment of a revocation its line is drawn: issuers' clocks may run up to a
+    /// minute fast (the leeway the authenticator gives `iat`), so a token issued just before
+    /// the revocation could carry an `iat` after it. Tokens issued in that minute are refused too.
+    public static let margin: TimeInterval = 60
+
+    /// Revokes every token of `accountID` issued until now, by the database's clock (one clock
+    /// for every process and operator machine), plus ``margin``; recorded as an operator action
+    /// in the same transaction. Returns the line now in force (a later one already recorded
+    /// stays) with the audit record.
+    public func revoke(_ accountID: String, actor: String, reason: String?) async throws -> Revocation {
         try await pool.withTransaction { connection in
             let rows = try await connection.preparedQuery(
                 """
                 INSERT INTO token_revocations (account_id, revoked_before, revoked_at, actor, reason)
-                VALUES (\(accountID), \(at), \(at), \(actor), \(reason))
+                VALUES (\(accountID), clock_timestamp() + make_interval(secs => \(Self.margin)), clock_timestamp(), \(actor), \(reason))
                 ON CONFLICT (account_id) DO UPDATE SET
                     revoked_before = GREATEST(token_revocations.revoked_before, EXCLUDED.revoked_before),
                     revoked_at = EXCLUDED.revoked_at, actor = EXCLUDED.actor, reason = EXCLUDED.reason,
                     changed_at = clock_timestamp()
-                RETURNING revoked_before
+                RETURNING revoked_before, revoked_at
                 """
             )
             let line = try rows[0].decode(Date.self, at: 0)
             let audit = try await OperatorLog.record(
-                at: at, actor: actor, action: "tokens_revoke", accountID: accountID, reason: reason,
+                at: try rows[0].decode(Date.self, at: 1), actor: actor, action: "tokens_revoke", accountID: accountID, reason: reason,
                 outcome: "device tokens issued before \(RFC3339.format(line)) refused", on: connection)
             return Revocation(accountID: accountID, revokedBefore: line, actor: actor, audit: audit)
+        }
+    }
+
+    /// Takes back the revocation of `accountID` (one made by mistake, or one that locked out
+    /// tokens without `iat`): its tokens count again by their expiry alone. `nil` when there was
+    /// none. Recorded as an operator action.
+    public func unrevoke(_ accountID: String, actor: String, reason: String?) async throws -> OperatorLog.Action? {
+        try await pool.withTransaction { connection in
+            // The line moves back to the epoch (rather than the row going) so that every
+            // process's next read of what changed sees it.
+            let rows = try await connection.preparedQuery(
+                """
+                UPDATE token_revocations SET revoked_before = 'epoch', revoked_at = clock_timestamp(), actor = \(actor),
+                    reason = \(reason), changed_at = clock_timestamp()
+                WHERE account_id = \(accountID) AND revoked_before > 'epoch'
+                RETURNING revoked_at
+                """
+            )
+            guard let row = rows.first else { return nil }
+            return try await OperatorLog.record(
+                at: try row.decode(Date.self, at: 0), actor: actor, action: "tokens_unrevoke", accountID: accountID, reason: reason,
+                outcome: "the revocation of device tokens was taken back", on: connection)
         }
     }
 }

@@ -23,7 +23,7 @@ import Postgres
 ///   claims lock its rows with `FOR UPDATE SKIP LOCKED`, which Citus can only run on one node.
 ///   So does `operator_actions`, the operators' audit log (sql/0015), written and read by the
 ///   admin API only, never joined with distributed tables, and `token_revocations` (sql/0041),
-///   read by account id on device requests and written with an audit record.
+///   read whole (or what changed) by each `serve` into memory, written with an audit record.
 public struct Distribution: Sendable {
     public enum Placement: Sendable, Equatable, Codable {
         /// Hash-distributed by `column`, co-located with another table (`none`: a group of its

@@ -94,8 +94,9 @@ public struct DeliveryStore: Sendable {
         public var error: String
     }
 
-    /// How long a delivery whose endpoint's secret cannot be opened waits before it is claimed
-    /// (and tried) again.
+    /// How long a delivery whose endpoint's secret cannot be opened waits, after its claim's
+    /// lease would have ended, before it is claimed (and tried) again. Past the lease, never on
+    /// it: `record` lets go of what waits exactly for a lease.
     public static let secretHold: TimeInterval = 60
 
     /// ``claimDue(limit:lease:partition:now:)``, with what it held back.
@@ -226,7 +227,7 @@ public struct DeliveryStore: Sendable {
         let held = all.filter { unreadable[$0.endpointID] != nil }
         try await pool.preparedQuery(
             """
-            UPDATE deliveries d SET leased_until = NULL, next_attempt_at = \(now.addingTimeInterval(Self.secretHold))
+            UPDATE deliveries d SET leased_until = NULL, next_attempt_at = \(leasedUntil.addingTimeInterval(Self.secretHold))
             FROM unnest(\(held.map(\.accountID))::text[], \(held.map(\.deliveryID))::bigint[]) AS v(account_id, delivery_id)
             WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id AND d.leased_until = \(leasedUntil)
             """

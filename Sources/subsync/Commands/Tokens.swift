@@ -8,7 +8,7 @@ struct Tokens: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tokens",
         abstract: "Account tokens for devices.",
-        subcommands: [Mint.self, Revoke.self]
+        subcommands: [Mint.self, Revoke.self, Unrevoke.self]
     )
 
     struct Mint: AsyncParsableCommand {
@@ -33,8 +33,12 @@ struct Tokens: AsyncParsableCommand {
         var ttl: Int = 86_400
 
         func validate() throws {
-            let maximum = Int((try? ServiceConfiguration.tokenMaximumLifetime(from: ProcessInfo.processInfo.environment))
-                ?? Authenticator.defaultMaximumLifetime)
+            let maximum: Int
+            do {
+                maximum = Int(try ServiceConfiguration.tokenMaximumLifetime(from: ProcessInfo.processInfo.environment))
+            } catch {
+                throw ValidationError("\(error)")
+            }
             guard (1...maximum).contains(ttl) else {
                 throw ValidationError("--ttl must be from 1 to \(maximum) seconds (SUBSYNC_TOKEN_MAX_LIFETIME: serve refuses longer-lived tokens)")
             }
@@ -58,10 +62,13 @@ struct Tokens: AsyncParsableCommand {
             commandName: "revoke",
             abstract: "Refuse every device token of an account issued until now (a lost or stolen device).",
             discussion: """
-                Tokens issued before now (by their iat; one without iat counts as before) are \
-                refused with 401 token_revoked; tokens issued afterwards work, so the app's backend \
-                hands the user's devices new ones. Running serve processes see it within seconds. \
-                Recorded in the audit log (operator_actions).
+                Tokens issued before now (by their iat; one without iat counts as before), by the \
+                database's clock and a minute more for issuers' clocks, are refused with 401 \
+                token_revoked; tokens issued afterwards work, so the app's backend hands the \
+                user's devices new ones. Running serve processes see it within seconds. Recorded \
+                in the audit log (operator_actions). Tokens name only the account: end the stolen \
+                device's session in your backend first, or it is handed a new token too. \
+                `subsync tokens unrevoke` takes a revocation back.
 
                 Examples:
                   subsync tokens revoke --account user-42 --reason "phone stolen, ticket 881"
@@ -75,21 +82,67 @@ struct Tokens: AsyncParsableCommand {
         @Flag(help: "Print machine-readable JSON instead of text.") var json = false
 
         func validate() throws {
-            guard (1...128).contains(account.utf8.count), !account.contains(where: { $0.isNewline || $0 == "\u{0}" }) else {
-                throw ValidationError("--account must be 1 to 128 characters")
-            }
+            try Tokens.validate(account: account, reason: reason)
         }
 
         func run() async throws {
             let actor = Operator.actor(actor)
             try await Operator.withPool(database, label: "subsync.tokens") { pool in
-                let revocation = try await TokenRevocations(pool: pool).revoke(account, at: Date(), actor: actor, reason: reason)
+                if try await pool.preparedQuery("SELECT 1 FROM account_states WHERE account_id = \(account)").isEmpty {
+                    printError("note: no account \(account) has synced yet (account ids are case-sensitive); revoking its tokens anyway")
+                }
+                let revocation = try await TokenRevocations(pool: pool).revoke(account, actor: actor, reason: reason)
                 if json {
                     try printJSON(revocation)
                 } else {
                     print("account \(account): device tokens issued before \(RFC3339.format(revocation.revokedBefore)) are refused (recorded as #\(revocation.audit.id) by \(actor))")
                 }
             }
+        }
+    }
+
+    struct Unrevoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "unrevoke",
+            abstract: "Take back a revocation of an account's device tokens (made by mistake).",
+            discussion: """
+                The account's tokens count again by their expiry alone; running serve processes \
+                see it within seconds. Recorded in the audit log. Exit 66 when the account's \
+                tokens were not revoked.
+
+                Example:
+                  subsync tokens unrevoke --account user-42 --reason "wrong account, ticket 882"
+                """
+        )
+
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "The account whose revocation is taken back.") var account: String
+        @Option(help: "Who (recorded; default $USER).") var actor: String?
+        @Option(help: "Why (recorded).") var reason: String?
+
+        func validate() throws {
+            try Tokens.validate(account: account, reason: reason)
+        }
+
+        func run() async throws {
+            let actor = Operator.actor(actor)
+            try await Operator.withPool(database, label: "subsync.tokens") { pool in
+                guard let audit = try await TokenRevocations(pool: pool).unrevoke(account, actor: actor, reason: reason) else {
+                    printError("the tokens of account \(account) are not revoked")
+                    throw ExitCodes.notFound
+                }
+                print("account \(account): its tokens count by their expiry again (recorded as #\(audit.id) by \(actor))")
+            }
+        }
+    }
+
+    /// An account id as the API takes them, and a reason without control characters.
+    static func validate(account: String, reason: String?) throws {
+        guard Identifier.isValid(account) else {
+            throw ValidationError("--account must be 1 to 128 characters of letters, digits and ._:@-")
+        }
+        if let reason, reason.isEmpty || reason.count > 500 || reason.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) {
+            throw ValidationError("--reason must be 1 to 500 characters without control characters")
         }
     }
 }
