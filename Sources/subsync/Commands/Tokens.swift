@@ -75,19 +75,12 @@ struct Tokens: AsyncParsableCommand {
                 """
         )
 
-        @OptionGroup var database: DatabaseOptions
-        @Option(help: "The account whose tokens are revoked.") var account: String
-        @Option(help: "Who (recorded; default $USER).") var actor: String?
-        @Option(help: "Why (recorded).") var reason: String?
+        @OptionGroup var target: Target
         @Flag(help: "Print machine-readable JSON instead of text.") var json = false
 
-        func validate() throws {
-            try Tokens.validate(account: account, reason: reason)
-        }
-
         func run() async throws {
-            let actor = Operator.actor(actor)
-            try await Operator.withPool(database, label: "subsync.tokens") { pool in
+            let (account, actor, reason) = (target.account, Operator.actor(target.actor), target.reason)
+            try await Operator.withPool(target.database, label: "subsync.tokens") { pool in
                 if try await pool.preparedQuery("SELECT 1 FROM account_states WHERE account_id = \(account)").isEmpty {
                     printError("note: no account \(account) has synced yet (account ids are case-sensitive); revoking its tokens anyway")
                 }
@@ -115,18 +108,11 @@ struct Tokens: AsyncParsableCommand {
                 """
         )
 
-        @OptionGroup var database: DatabaseOptions
-        @Option(help: "The account whose revocation is taken back.") var account: String
-        @Option(help: "Who (recorded; default $USER).") var actor: String?
-        @Option(help: "Why (recorded).") var reason: String?
-
-        func validate() throws {
-            try Tokens.validate(account: account, reason: reason)
-        }
+        @OptionGroup var target: Target
 
         func run() async throws {
-            let actor = Operator.actor(actor)
-            try await Operator.withPool(database, label: "subsync.tokens") { pool in
+            let (account, actor, reason) = (target.account, Operator.actor(target.actor), target.reason)
+            try await Operator.withPool(target.database, label: "subsync.tokens") { pool in
                 guard let audit = try await TokenRevocations(pool: pool).unrevoke(account, actor: actor, reason: reason) else {
                     printError("the tokens of account \(account) are not revoked")
                     throw ExitCodes.notFound
@@ -136,13 +122,23 @@ struct Tokens: AsyncParsableCommand {
         }
     }
 
-    /// An account id as the API takes them, and a reason without control characters.
-    static func validate(account: String, reason: String?) throws {
-        guard Identifier.isValid(account) else {
-            throw ValidationError("--account must be 1 to 128 characters of letters, digits and ._:@-")
-        }
-        if let reason, reason.isEmpty || reason.count > 500 || reason.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) {
-            throw ValidationError("--reason must be 1 to 500 characters without control characters")
+    /// The account a revocation is about, who and why: an account id as the API takes them, and
+    /// a reason without control characters.
+    struct Target: ParsableArguments {
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "The account whose device tokens this is about.") var account: String
+        @Option(help: "Who (recorded; default $USER).") var actor: String?
+        @Option(help: "Why (recorded).") var reason: String?
+
+        func validate() throws {
+            guard Identifier.isValid(account) else {
+                throw ValidationError("--account must be 1 to 128 characters of letters, digits and ._:@-")
+            }
+            if let reason, reason.isEmpty || reason.count > 500
+                || reason.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
+            {
+                throw ValidationError("--reason must be 1 to 500 characters without control characters")
+            }
         }
     }
 }
