@@ -22,7 +22,8 @@ retry schedule is one second long), and then, in the browser:
      (scripts/appstore-double.py, which verifies the service's tokens with PyJWT), an account
      whose renewal nobody reported is checked from the page (one difference) and repaired (one
      store report, resolved: premium again);
-  8. signing out leaves nothing usable behind.
+  8. a named admin key (SUBSYNC_ADMIN_KEYS): the page says whose key it is and the audit log
+     records its name beside the typed one; signing out leaves nothing usable behind.
 
 Waits are conditions with generous deadlines (WebDriverWait), never fixed sleeps. The browser's
 console must show no Content-Security-Policy violation. Screenshots go to --artifacts.
@@ -54,6 +55,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUNDLE = "com.example.console"
 STORE_KEY = os.path.normpath(os.path.join(ROOT, "../shared/testdata/apple-app-store-server-library/certs/testSigningKey.p8"))
 ADMIN_KEY = "console-admin-key-0123456789abcdef"
+# A named admin key (SUBSYNC_ADMIN_KEYS): the audit log and the console name its holder.
+NAMED_KEY = ("olivia", "console-olivia-key-0123456789abcdef")
 TOKEN_SECRET = "console-token-secret-0123456789abcdef-012345"
 ACCOUNT = "console-alice"
 TRANSACTION = "2000000000000042"
@@ -184,6 +187,7 @@ def run(options, database_url, workdir, processes, session):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SUBSYNC_")}
     env.update({
         "DATABASE_URL": database_url, "SUBSYNC_HOST": "127.0.0.1", "SUBSYNC_ADMIN_KEY": ADMIN_KEY,
+        "SUBSYNC_ADMIN_KEYS": f"{NAMED_KEY[0]}={NAMED_KEY[1]}",
         "SUBSYNC_TOKEN_SECRET": TOKEN_SECRET, "SUBSYNC_WORKERS": "1", "SUBSYNC_DELIVERY_WORKERS": "1",
         "SUBSYNC_WEBHOOK_ALLOW": "127.0.0.0/8", "SUBSYNC_WEBHOOK_RETRY_SCHEDULE": "1",
         "SUBSYNC_WEBHOOK_TIMEOUT_MS": "5000", "SUBSYNC_REQUIRE_SIGNED": "false", "SUBSYNC_LOG_LEVEL": "notice",
@@ -430,7 +434,15 @@ def run(options, database_url, workdir, processes, session):
     check([a["actor"] for a in audit_log(bob) if a["action"].startswith("reconcile_store")] == ["Olivia Operator"] * 2,
           f"the App Store actions are not in the audit log with the operator: {audit_log(bob)}")
 
-    # 8. No CSP violation, nothing left after signing out.
+    # 8. A named key: the console says whose it is, and the audit log records its name with the
+    # name typed at sign-in beside it. Then no CSP violation, nothing left after signing out.
+    driver.find_element(By.ID, "sign-out").click()
+    sign_in(driver, NAMED_KEY[1], "Olivia at home")
+    wait.until(EC.text_to_be_present_in_element((By.ID, "signed-in-as"), "signed in as olivia (Olivia at home)"))
+    driver.get(base + "/console#/account/" + ACCOUNT)
+    wait.until(EC.text_to_be_present_in_element((By.ID, "account-tier"), "free"))
+    driver.find_element(By.ID, "reconcile-dry-run").click()
+    wait.until(lambda _: any(a["action"] == "reconcile_dry_run" and a["actor"] == "olivia (Olivia at home)" for a in audit_log(ACCOUNT)))
     violations = [entry["message"] for entry in driver.get_log("browser") if "Content Security Policy" in entry["message"]]
     check(not violations, f"CSP violations: {violations}")
     driver.find_element(By.ID, "sign-out").click()

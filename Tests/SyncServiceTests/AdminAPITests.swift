@@ -58,6 +58,56 @@ struct AdminAPITests {
         }
     }
 
+    @Test("named admin keys: each operator's key names them in the audit log (a body's actor stays beside it as a note), whoami says whose key it is, one key rotates without the others, and the shared key keeps working as admin")
+    func namedAdminKeys() async throws {
+        let (ann, bob, annRotated) = ("ann-key-0123456789abcdef", "bob-key-0123456789abcdef", "ann-key-rotated-0123456789")
+        try await TestEnvironment.withFresh { env in
+            let named = await Authenticator(adminKey: nil, adminKeys: ["ann": ann, "bob": bob], tokenSecret: TestCredentials.tokenSecret)
+            try await env.application(workers: 0, authenticator: named).test(.router) { client in
+                var (status, json) = try await Self.call(client, .get, "/v1/admin/whoami", credential: ann)
+                #expect(status == .ok && json["name"] as? String == "ann" && json["named"] as? Bool == true)
+                (status, _) = try await Self.call(client, .get, "/v1/admin/whoami", credential: "ann-key-0123456789abcdeX")
+                #expect(status == .unauthorized)
+                // Ann's action, with the name her console typed beside it; Bob's without any;
+                // Bob claiming to be Ann is recorded as Bob.
+                (status, json) = try await Self.call(
+                    client, .post, "/v1/admin/accounts/zed/revoke-tokens", body: ["actor": "pager duty", "reason": "lost phone"], credential: ann)
+                #expect(status == .ok, "\(json)")
+                (status, _) = try await Self.call(client, .post, "/v1/admin/accounts/zed/revoke-tokens", body: [:], credential: bob)
+                #expect(status == .ok)
+                (status, _) = try await Self.call(client, .post, "/v1/admin/accounts/zed/revoke-tokens", body: ["actor": "ann"], credential: bob)
+                #expect(status == .ok)
+                (status, json) = try await Self.call(
+                    client, .post, "/v1/webhook-endpoints", body: ["url": "https://hooks.example.com/x", "actor": "Bob B."], credential: bob)
+                #expect(status == .created, "\(json)")
+                // A device token is still no admin.
+                let device = try await env.authenticator.mint(accountID: "yan", validFor: 600)
+                (status, _) = try await Self.call(client, .get, "/v1/admin/whoami", credential: device)
+                #expect(status == .forbidden)
+            }
+            let actors = try await env.pool.query("SELECT actor FROM operator_actions ORDER BY id").map { try $0.decode(String.self, at: 0) }
+            #expect(actors == ["ann (pager duty)", "bob", "bob (ann)", "bob (Bob B.)"])
+            // Ann's key rotated: her old one is refused, Bob's is untouched.
+            let rotated = await Authenticator(adminKey: nil, adminKeys: ["ann": annRotated, "bob": bob], tokenSecret: TestCredentials.tokenSecret)
+            try await env.application(workers: 0, authenticator: rotated).test(.router) { client in
+                let answer1 = try await Self.call(client, .get, "/v1/admin/whoami", credential: ann)
+                #expect(answer1.status == .unauthorized)
+                let answer2 = try await Self.call(client, .get, "/v1/admin/whoami", credential: annRotated)
+                #expect(answer2.json["name"] as? String == "ann")
+                let answer3 = try await Self.call(client, .get, "/v1/admin/whoami", credential: bob)
+                #expect(answer3.status == .ok)
+            }
+            // The one shared key: `admin`, and the body's actor is what is recorded.
+            try await env.application(workers: 0).test(.router) { client in
+                let (status, json) = try await Self.call(client, .get, "/v1/admin/whoami")
+                #expect(status == .ok && json["name"] as? String == "admin" && json["named"] as? Bool == false)
+                let answer4 = try await Self.call(client, .post, "/v1/admin/accounts/zed/revoke-tokens", body: ["actor": "ops-olga"])
+                #expect(answer4.status == .ok)
+            }
+            #expect(try await env.scalar("SELECT count(*) FROM operator_actions WHERE actor = 'ops-olga'") == 1)
+        }
+    }
+
     @Test("search finds an account by its id, a transaction id, an original transaction id or an app account token")
     func search() async throws {
         try await TestEnvironment.withFresh { env in

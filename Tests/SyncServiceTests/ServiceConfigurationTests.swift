@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import SyncService
 import Testing
@@ -53,6 +54,35 @@ struct ServiceConfigurationTests {
         }
         #expect(error.variable == variable)
         #expect(error.description.contains(value))
+    }
+
+    @Test("named admin keys from SUBSYNC_ADMIN_KEYS and a file; a bad entry is refused without echoing a key")
+    func namedAdminKeys() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("admin-keys-\(UUID().uuidString)")
+        try "# operators\ncarol = carol-key-0123456789abc\n\ndave=dave-key-0123456789abcd\n".write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let configuration = try ServiceConfiguration.fromEnvironment([
+            "SUBSYNC_ADMIN_KEYS": "ann=ann-key-0123456789abcdef, backend=backend-key-0123456789",
+            "SUBSYNC_ADMIN_KEYS_FILE": file.path, "SUBSYNC_ADMIN_KEY": "shared-key-0123456789",
+        ])
+        #expect(configuration.adminKeys == [
+            "ann": "ann-key-0123456789abcdef", "backend": "backend-key-0123456789", "carol": "carol-key-0123456789abc",
+            "dave": "dave-key-0123456789abcd",
+        ])
+        let refused: [[String: String]] = [
+            ["SUBSYNC_ADMIN_KEYS": "forgot-the-name-0123456789"],
+            ["SUBSYNC_ADMIN_KEYS": "ann=short"],
+            ["SUBSYNC_ADMIN_KEYS": "ann=ann-key-0123456789abcdef,ann=other-key-0123456789"],
+            ["SUBSYNC_ADMIN_KEYS": "ann=same-key-0123456789abc,bob=same-key-0123456789abc"],
+            ["SUBSYNC_ADMIN_KEYS": "bad name=ann-key-0123456789abcdef"],
+            ["SUBSYNC_ADMIN_KEYS": "admin=ann-key-0123456789abcdef", "SUBSYNC_ADMIN_KEY": "shared-key-0123456789"],
+            ["SUBSYNC_ADMIN_KEYS_FILE": "/nonexistent/admin-keys"],
+        ]
+        for environment in refused {
+            let error = try #require(throws: ConfigurationError.self) { try ServiceConfiguration.fromEnvironment(environment) }
+            #expect(error.variable.hasPrefix("SUBSYNC_ADMIN_KEYS"), "\(environment)")
+            #expect(!error.description.contains("0123456789"), "a key was echoed: \(error)")
+        }
     }
 
     @Test("AdMob's keys URL: https, or http to a loopback address")

@@ -102,16 +102,16 @@ struct AccountController: Sendable {
 
     private func sync(_ request: Request, context: SubsyncRequestContext, accountID: String) async throws -> Response {
         let principal = try await authenticator.authorize(request, accountID: accountID)
-        if principal != .admin { try await checkRate(accountLimiter, key: accountID, what: "account") }
+        if !principal.isAdmin { try await checkRate(accountLimiter, key: accountID, what: "account") }
         let waitMilliseconds = try waitParameter(request)
         let body = try await request.collectBody(upTo: SyncLimits.maximumBodyBytes, context: context)
         let (device, payloads) = try SyncRequest.decode(Data(buffer: body))
-        if principal != .admin { try await checkRate(deviceLimiter, key: accountID + "\u{0}" + device.id, what: "device") }
-        if principal != .admin, let reportQuota, let wait = await reportQuota.take(accountID, cost: Double(payloads.count)) {
+        if !principal.isAdmin { try await checkRate(deviceLimiter, key: accountID + "\u{0}" + device.id, what: "device") }
+        if !principal.isAdmin, let reportQuota, let wait = await reportQuota.take(accountID, cost: Double(payloads.count)) {
             ServiceMetrics.reportQuotaRefused.increment()
             throw APIError.rateLimited(retryAfter: wait, what: "this account today (SUBSYNC_REPORTS_PER_ACCOUNT_PER_DAY)")
         }
-        if principal != .admin, let sharedLimits {
+        if !principal.isAdmin, let sharedLimits {
             try await checkSharedRates(sharedLimits, accountID: accountID, deviceID: device.id, reports: payloads.count)
         }
 

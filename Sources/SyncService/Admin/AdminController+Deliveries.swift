@@ -18,9 +18,9 @@ extension AdminController {
             return try JSONResponse.make(DeliveryList(data: try await deliveries.list(status: status, endpoint: endpoint, limit: limit)))
         }
         admin.post("deliveries/retry-dead") { request, context in
-            try await requireAdmin(request)
+            let key = try await requireAdmin(request)
             let body = try await request.decodeJSON(RetryDeadRequest.self, emptyIsObject: true, context: context)
-            let actor = try Self.actor(body.actor)
+            let actor = try Self.actor(body.actor, key: key)
             let reason = try Self.reason(body.reason)
             let endpoint = try body.endpointID.map(EndpointController.endpointID)
             let retried = try await deliveries.retry(deliveryID: nil, endpoint: endpoint)
@@ -62,12 +62,12 @@ extension AdminController {
         _ action: String, request: Request, context: SubsyncRequestContext,
         _ act: (DeliveryStore.Summary) async throws -> Void
     ) async throws -> Response {
-        try await requireAdmin(request)
+        let key = try await requireAdmin(request)
         guard let text = context.parameters.get("delivery_id"), let id = Int64(text), id > 0 else {
             throw APIError(.badRequest, code: "invalid_delivery_id", message: "delivery_id must be a positive integer")
         }
         let body = try await request.decodeJSON(ActionRequest.self, emptyIsObject: true, context: context)
-        let actor = try Self.actor(body.actor)
+        let actor = try Self.actor(body.actor, key: key)
         let reason = try Self.reason(body.reason)
         guard let delivery = try await deliveries.summary(deliveryID: id) else {
             throw APIError(.notFound, code: "delivery_not_found", message: "no delivery with that id")

@@ -11,10 +11,10 @@ extension AdminController {
     /// cannot be asked, 409 `purchase_moved` when a purchase changed hands meanwhile.
     func addStoreRoutes(to admin: RouterGroup<SubsyncRequestContext>) {
         admin.post("accounts/:account_id/reconcile-store") { request, context in
-            try await requireAdmin(request)
+            let key = try await requireAdmin(request)
             let accountID = try AccountController.accountID(context)
             let body = try await request.decodeJSON(ReconcileRequest.self, emptyIsObject: true, context: context)
-            let actor = try Self.actor(body.actor)
+            let actor = try Self.actor(body.actor, key: key)
             let reason = try Self.reason(body.reason)
             guard let storeReconciler else {
                 throw APIError(

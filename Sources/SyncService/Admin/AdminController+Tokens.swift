@@ -11,10 +11,10 @@ extension AdminController {
     /// account need not have a state yet: a token may exist before its first sync.
     func addTokenRoutes(to admin: RouterGroup<SubsyncRequestContext>) {
         admin.post("accounts/:account_id/revoke-tokens") { request, context in
-            try await requireAdmin(request)
+            let key = try await requireAdmin(request)
             let accountID = try AccountController.accountID(context)
             let body = try await request.decodeJSON(TokenRevokeRequest.self, emptyIsObject: true, context: context)
-            let actor = try Self.actor(body.actor)
+            let actor = try Self.actor(body.actor, key: key)
             let reason = try Self.reason(body.reason)
             let revocation = try await TokenRevocations(pool: pool).revoke(accountID, actor: actor, reason: reason)
             authenticator.revocations?.note(accountID, revocation.revokedBefore)

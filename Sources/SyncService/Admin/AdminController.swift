@@ -35,6 +35,11 @@ struct AdminController: Sendable {
     }
 
     private func addAccountRoutes(to admin: RouterGroup<SubsyncRequestContext>) {
+        // Which admin key this is (the console shows it; audit records carry it as the actor).
+        admin.get("whoami") { request, _ in
+            let key = try await requireAdmin(request)
+            return try JSONResponse.make(WhoAmI(name: key, named: key != Authenticator.legacyAdminName))
+        }
         admin.get("accounts") { request, _ in
             try await requireAdmin(request)
             let query = (request.uri.queryParameters.get("q") ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
@@ -63,10 +68,10 @@ struct AdminController: Sendable {
             try await override(.unrevoke, request: request, context: context)
         }
         admin.post("accounts/:account_id/reconcile") { request, context in
-            try await requireAdmin(request)
+            let key = try await requireAdmin(request)
             let accountID = try AccountController.accountID(context)
             let body = try await request.decodeJSON(ReconcileRequest.self, emptyIsObject: true, context: context)
-            let actor = try Self.actor(body.actor)
+            let actor = try Self.actor(body.actor, key: key)
             let reason = try Self.reason(body.reason)
             let reconciler = Reconciler(pool: pool, catalogue: catalogue, clock: clock, logger: logger)
             guard try await reconciler.accountExists(accountID) else { throw Self.accountNotFound }
@@ -89,10 +94,10 @@ struct AdminController: Sendable {
     /// `revoke` / `unrevoke` of one of the account's transactions, recorded as an audited admin
     /// report (``AdminOverride``); the answer is that record.
     private func override(_ action: AdminAction, request: Request, context: SubsyncRequestContext) async throws -> Response {
-        try await requireAdmin(request)
+        let key = try await requireAdmin(request)
         let accountID = try AccountController.accountID(context)
         let body = try await request.decodeJSON(OverrideRequest.self, context: context)
-        let actor = try Self.actor(body.actor)
+        let actor = try Self.actor(body.actor, key: key)
         let reason = try Self.recordedText(body.reason, field: "reason", maximum: 500, saying: "why (it is recorded)")
         guard Identifier.isValid(body.transactionID) else {
             throw APIError(.badRequest, code: "invalid_request", message: "transaction_id: 1–128 characters of letters, digits and ._:@-")
@@ -110,7 +115,9 @@ struct AdminController: Sendable {
         }
     }
 
-    func requireAdmin(_ request: Request) async throws {
+    /// The admin key's name (see ``actor(_:key:)``).
+    @discardableResult
+    func requireAdmin(_ request: Request) async throws -> String {
         try await authenticator.requireAdmin(request, for: "admin routes")
     }
 
@@ -122,8 +129,16 @@ struct AdminController: Sendable {
         try given.map { try recordedText($0, field: "reason", maximum: 500, saying: "why (it is recorded)") }
     }
 
-    static func actor(_ given: String?) throws -> String {
-        try recordedText(given ?? "admin", field: "actor", maximum: 128, saying: "who acts")
+    ///
+    /// With a named admin key (`SUBSYNC_ADMIN_KEYS`) the key's name is the actor, whatever the
+    /// body says: a body's `actor` is kept beside it as a note, `name (note)`. With the one
+    /// shared `SUBSYNC_ADMIN_KEY` (named `admin`), which cannot tell people apart, the body's
+    /// `actor` is all there is, as before.
+    static func actor(_ given: String?, key: String) throws -> String {
+        let note = try given.map { try recordedText($0, field: "actor", maximum: 128, saying: "who acts") }
+        guard key != Authenticator.legacyAdminName else { return note ?? key }
+        guard let note, note != key else { return key }
+        return "\(key) (\(note))"
     }
 
     /// `text` trimmed, when it is 1...`maximum` characters without NUL (which PostgreSQL's text
@@ -164,6 +179,13 @@ extension AdminController {
             case transactionID = "transaction_id"
             case reason, actor
         }
+    }
+
+    struct WhoAmI: Encodable {
+        /// The key's name in `SUBSYNC_ADMIN_KEYS`, or `admin` for `SUBSYNC_ADMIN_KEY`.
+        var name: String
+        /// Whether the key names its holder (audit records then carry that name).
+        var named: Bool
     }
 
     struct ReconcileRequest: Decodable {

@@ -162,7 +162,7 @@ public func buildApplication(
         deliveries: DeliveryStore(pool: pool, sealer: configuration.secretSealer), history: history,
         sampleInterval: sampleInterval, clock: dependencies.clock, logger: logger, storeReconciler: storeReconciler
     ).addRoutes(to: router)
-    ConsoleController(enabled: dependencies.authenticator.adminKey != nil).addRoutes(to: router)
+    ConsoleController(enabled: dependencies.authenticator.hasAdminKeys).addRoutes(to: router)
 
     var services: [any Service] = [DatabaseService(pool: pool, logger: logger)]
     // One listening connection for the process: new reports wake the resolution workers, new

@@ -8,8 +8,9 @@ import SyncCore
 
 /// Who is calling.
 public enum Principal: Sendable, Equatable {
-    /// An operator or the app's backend, holding the admin key: any account.
-    case admin
+    /// An operator or the app's backend, holding an admin key: any account. `name` is the key's
+    /// (`SUBSYNC_ADMIN_KEYS`), or ``Authenticator/legacyAdminName`` for `SUBSYNC_ADMIN_KEY`.
+    case admin(name: String)
     /// A device holding an account token: only that account.
     case device(accountID: String)
 
@@ -20,12 +21,22 @@ public enum Principal: Sendable, Equatable {
         case .device(let own): own == accountID
         }
     }
+
+    /// Whether this is an admin key's holder.
+    public var isAdmin: Bool {
+        if case .admin = self { return true }
+        return false
+    }
 }
 
-/// Checks `Authorization: Bearer ...`: the admin key (compared in constant time) or an HS256
+/// Checks `Authorization: Bearer ...`: an admin key (compared in constant time) or an HS256
 /// account token signed with the token secret.
 public struct Authenticator: Sendable {
-    let adminKey: String?
+    /// The admin keys by name: `SUBSYNC_ADMIN_KEYS`, and `SUBSYNC_ADMIN_KEY` as
+    /// ``legacyAdminName``.
+    let adminKeys: [(name: String, key: String)]
+    /// The name of the one shared key, `SUBSYNC_ADMIN_KEY`.
+    public static let legacyAdminName = "admin"
     let keys: JWTKeyCollection
     let tokensEnabled: Bool
     /// The `kid` of the current token secret: tokens are signed with it.
@@ -42,17 +53,20 @@ public struct Authenticator: Sendable {
     public static let defaultMaximumLifetime: TimeInterval = 30 * 86_400
 
     /// - Parameters:
-    ///   - adminKey: `SUBSYNC_ADMIN_KEY`; nil disables admin access.
+    ///   - adminKey: `SUBSYNC_ADMIN_KEY`, named ``legacyAdminName``; nil (and no `adminKeys`)
+    ///     disables admin access.
+    ///   - adminKeys: `SUBSYNC_ADMIN_KEYS`: each operator's (or backend's) key by name.
     ///   - tokenSecret: `SUBSYNC_TOKEN_SECRET`; nil disables device tokens.
     ///   - previousTokenSecrets: `SUBSYNC_TOKEN_SECRET_PREVIOUS`: secrets whose tokens are still
     ///     accepted (by their `kid`) while a rotation runs; new tokens are signed with `tokenSecret`.
     ///   - clock: the service's clock, for token expiry and `nbf`.
     ///   - maximumLifetime: the longest lifetime a token may have (``maximumLifetime``).
     public init(
-        adminKey: String?, tokenSecret: String?, previousTokenSecrets: [String] = [], clock: any ServiceClock = SystemClock(),
-        maximumLifetime: TimeInterval? = Authenticator.defaultMaximumLifetime
+        adminKey: String?, adminKeys: [String: String] = [:], tokenSecret: String?, previousTokenSecrets: [String] = [],
+        clock: any ServiceClock = SystemClock(), maximumLifetime: TimeInterval? = Authenticator.defaultMaximumLifetime
     ) async {
-        self.adminKey = adminKey
+        self.adminKeys = adminKeys.sorted { $0.key < $1.key }.map { (name: $0.key, key: $0.value) }
+            + (adminKey.map { [(name: Self.legacyAdminName, key: $0)] } ?? [])
         self.clock = clock
         self.maximumLifetime = maximumLifetime
         self.keys = JWTKeyCollection()
@@ -118,9 +132,10 @@ public struct Authenticator: Sendable {
             throw APIError(.unauthorized, code: "unauthenticated", message: "the Authorization header must be 'Bearer <token>'",
                            headers: [.wwwAuthenticate: "Bearer"])
         }
-        if let adminKey, ConstantTime.equals(credential, adminKey) {
-            return .admin
-        }
+        // Every key is compared, in constant time each, whichever matches.
+        var admin: String?
+        for candidate in adminKeys where ConstantTime.equals(credential, candidate.key) { admin = candidate.name }
+        if let admin { return .admin(name: admin) }
         guard tokensEnabled else {
             throw APIError(.unauthorized, code: "invalid_token", message: "the credential is not valid",
                            headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
@@ -182,4 +197,9 @@ public struct Authenticator: Sendable {
         return try await keys.sign(
             AccountToken(accountID: accountID, expiresAt: now.addingTimeInterval(validFor), issuedAt: now, notBefore: now), kid: currentKeyID)
     }
+}
+
+extension Authenticator {
+    /// Whether any admin key is configured (the console and the admin routes exist).
+    public var hasAdminKeys: Bool { !adminKeys.isEmpty }
 }

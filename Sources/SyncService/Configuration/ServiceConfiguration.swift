@@ -26,8 +26,12 @@ public struct ServiceConfiguration: Sendable {
     public var databaseAnswerTimeout: Double = 15
     /// `SUBSYNC_LOG_LEVEL`: trace, debug, info, notice, warning, error, critical.
     public var logLevel: Logger.Level
-    /// `SUBSYNC_ADMIN_KEY`: the bearer key of operators and the app's backend (any account).
+    /// `SUBSYNC_ADMIN_KEY`: the bearer key of operators and the app's backend (any account),
+    /// shared, named `admin` in audit records.
     public var adminKey: String?
+    /// `SUBSYNC_ADMIN_KEYS` / `SUBSYNC_ADMIN_KEYS_FILE`: admin keys by the name of who holds
+    /// each, which audit records carry (``adminKeys(from:)``).
+    public var adminKeys: [String: String] = [:]
     /// `SUBSYNC_TOKEN_SECRET`: the HS256 secret of device account tokens.
     public var tokenSecret: String?
     /// `SUBSYNC_TOKEN_SECRET_PREVIOUS`: a former token secret whose tokens are still accepted
@@ -199,6 +203,15 @@ public struct ServiceConfiguration: Sendable {
             configuration.logLevel = value
         }
         configuration.adminKey = try secret("SUBSYNC_ADMIN_KEY", in: environment, characters: 16)
+        configuration.adminKeys = try adminKeys(from: environment)
+        if configuration.adminKey != nil, configuration.adminKeys[Authenticator.legacyAdminName] != nil {
+            throw ConfigurationError(
+                variable: "SUBSYNC_ADMIN_KEYS",
+                message: "names a key \"\(Authenticator.legacyAdminName)\", which SUBSYNC_ADMIN_KEY already is; rename one")
+        }
+        if let shared = configuration.adminKey, configuration.adminKeys.values.contains(shared) {
+            throw ConfigurationError(variable: "SUBSYNC_ADMIN_KEYS", message: "holds the same key as SUBSYNC_ADMIN_KEY under another name")
+        }
         configuration.tokenSecret = try secret("SUBSYNC_TOKEN_SECRET", in: environment, bytes: 32)
         configuration.previousTokenSecret = try secret("SUBSYNC_TOKEN_SECRET_PREVIOUS", in: environment, bytes: 32)
         configuration.tokenMaximumLifetime = try tokenMaximumLifetime(from: environment)
@@ -348,6 +361,52 @@ public struct ServiceConfiguration: Sendable {
     /// Two resolution workers per core: each spends much of its time waiting on the database.
     public static var defaultWorkerCount: Int {
         max(2, ProcessInfo.processInfo.activeProcessorCount * 2)
+    }
+
+    /// Named admin keys: `SUBSYNC_ADMIN_KEYS` as `name=key` pairs separated by commas, and/or
+    /// `SUBSYNC_ADMIN_KEYS_FILE`, a file of `name=key` lines (`#` comments and blank lines
+    /// ignored). Names are 1-64 characters of letters, digits and `._@-`, keys at least 16
+    /// characters; no name or key twice.
+    public static func adminKeys(from environment: [String: String]) throws -> [String: String] {
+        var keys: [String: String] = [:]
+        func add(_ entry: Substring, from variable: String) throws {
+            let text = entry.trimmingCharacters(in: .whitespaces)
+            guard !text.isEmpty, !text.hasPrefix("#") else { return }
+            let parts = text.split(separator: "=", maxSplits: 1)
+            let name = parts.first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            // Never echo an entry without `=`: it may be a key whose name was forgotten.
+            guard parts.count == 2 else {
+                throw ConfigurationError(variable: variable, message: "entries are name=key; entry \(keys.count + 1) has no '='")
+            }
+            guard (1...64).contains(name.count),
+                name.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._@-".unicodeScalars.contains($0)) })
+            else {
+                throw ConfigurationError(
+                    variable: variable, message: "names are 1-64 letters, digits or ._@-; entry \(keys.count + 1)'s name is not")
+            }
+            let key = parts[1].trimmingCharacters(in: .whitespaces)
+            guard key.count >= 16 else {
+                throw ConfigurationError(variable: variable, message: "the key of \"\(name)\" must be at least 16 characters")
+            }
+            guard keys[name] == nil else { throw ConfigurationError(variable: variable, message: "names \"\(name)\" twice") }
+            guard !keys.values.contains(key) else {
+                throw ConfigurationError(variable: variable, message: "gives \"\(name)\" a key another name has")
+            }
+            keys[name] = key
+        }
+        if let text = environment["SUBSYNC_ADMIN_KEYS"] {
+            for entry in text.split(separator: ",") { try add(entry, from: "SUBSYNC_ADMIN_KEYS") }
+        }
+        if let path = environment["SUBSYNC_ADMIN_KEYS_FILE"], !path.isEmpty {
+            let text: String
+            do {
+                text = try String(contentsOfFile: path, encoding: .utf8)
+            } catch {
+                throw ConfigurationError(variable: "SUBSYNC_ADMIN_KEYS_FILE", message: "cannot be read (\(path))")
+            }
+            for line in text.split(whereSeparator: \.isNewline) { try add(line, from: "SUBSYNC_ADMIN_KEYS_FILE") }
+        }
+        return keys
     }
 
     /// The webhook-secret sealer of `SUBSYNC_SECRET_KEYS` (comma-separated, current first).

@@ -20,7 +20,7 @@ struct UsageController: Sendable {
     /// Authorizes a write to `accountID`'s usage and takes from its bucket when a device writes.
     func authorizeWrite(_ request: Request, accountID: String) async throws {
         let principal = try await authenticator.authorize(request, accountID: accountID)
-        if principal != .admin, let limiter, let wait = await limiter.take(accountID) {
+        if !principal.isAdmin, let limiter, let wait = await limiter.take(accountID) {
             throw APIError.rateLimited(retryAfter: wait, what: "this account")
         }
     }

@@ -66,9 +66,9 @@ struct EndpointController: Sendable {
     func addRoutes(to router: Router<SubsyncRequestContext>) {
         let endpoints = router.group("v1/webhook-endpoints")
         endpoints.post { request, context in
-            try await requireAdmin(request)
+            let key = try await requireAdmin(request)
             let body: CreateRequest = try await decode(request, context: context)
-            let audit = try audit(actor: body.actor, reason: body.reason)
+            let audit = try audit(actor: body.actor, reason: body.reason, key: key)
             let (endpoint, secret) = try await validated {
                 try await store.create(url: body.url, description: body.description ?? "", eventTypes: body.eventTypes, audit: audit)
             }
@@ -86,10 +86,10 @@ struct EndpointController: Sendable {
             return try JSONResponse.make(view)
         }
         endpoints.patch(":endpoint_id") { request, context in
-            try await requireAdmin(request)
+            let key = try await requireAdmin(request)
             let id = try endpointID(context)
             let body: UpdateRequest = try await decode(request, context: context)
-            let audit = try audit(actor: body.actor, reason: body.reason)
+            let audit = try audit(actor: body.actor, reason: body.reason, key: key)
             let updated = try await validated {
                 try await store.update(
                     id, url: body.url, description: body.description, eventTypes: body.eventTypes, enabled: body.enabled, audit: audit)
@@ -98,17 +98,17 @@ struct EndpointController: Sendable {
             return try JSONResponse.make(WebhookEndpointView(updated))
         }
         endpoints.delete(":endpoint_id") { request, context in
-            try await requireAdmin(request)
+            let key = try await requireAdmin(request)
             let id = try endpointID(context)
             let who = try await request.decodeJSON(Who.self, emptyIsObject: true, context: context)
-            guard try await store.delete(id, audit: try audit(actor: who.actor, reason: who.reason)) else { throw Self.notFound }
+            guard try await store.delete(id, audit: try audit(actor: who.actor, reason: who.reason, key: key)) else { throw Self.notFound }
             return Response(status: .noContent)
         }
         endpoints.post(":endpoint_id/rotate-secret") { request, context in
-            try await requireAdmin(request)
+            let key = try await requireAdmin(request)
             let id = try endpointID(context)
             let who = try await request.decodeJSON(Who.self, emptyIsObject: true, context: context)
-            let audit = try audit(actor: who.actor, reason: who.reason)
+            let audit = try audit(actor: who.actor, reason: who.reason, key: key)
             guard let (endpoint, secret) = try await store.rotateSecret(id, now: clock.now(), audit: audit) else { throw Self.notFound }
             return try JSONResponse.make(WebhookEndpointView(endpoint, secret: secret))
         }
@@ -116,13 +116,14 @@ struct EndpointController: Sendable {
 
     /// The record of a change: `actor` (default `admin`) and `reason` checked as for the other
     /// audited admin actions (400 `invalid_request`), at the service's clock.
-    private func audit(actor: String?, reason: String?) throws -> EndpointStore.Audit {
-        EndpointStore.Audit(actor: try AdminController.actor(actor), reason: try AdminController.reason(reason), at: clock.now())
+    private func audit(actor: String?, reason: String?, key: String) throws -> EndpointStore.Audit {
+        EndpointStore.Audit(actor: try AdminController.actor(actor, key: key), reason: try AdminController.reason(reason), at: clock.now())
     }
 
     static let notFound = APIError(.notFound, code: "endpoint_not_found", message: "no webhook endpoint with that id")
 
-    private func requireAdmin(_ request: Request) async throws {
+    @discardableResult
+    private func requireAdmin(_ request: Request) async throws -> String {
         try await authenticator.requireAdmin(request, for: "webhook endpoints")
     }
 

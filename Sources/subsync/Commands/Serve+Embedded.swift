@@ -46,7 +46,7 @@ extension Serve {
                 // A key of its own for webhook secrets at rest, kept beside the database it protects.
                 configuration.secretSealer = try SecretSealer(keys: [try credentials.secretKey()])
             }
-            if configuration.adminKey == nil {
+            if configuration.adminKey == nil && configuration.adminKeys.isEmpty {
                 let key = try credentials.adminKey()
                 configuration.adminKey = key.value
                 made.append(("admin key", key.value, key.file))

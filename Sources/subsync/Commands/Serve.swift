@@ -123,8 +123,11 @@ struct Serve: AsyncParsableCommand {
             connection = embedded.server.connectionConfiguration
             services.append(embedded.service)
         }
-        if configuration.adminKey == nil {
-            logger.warning("SUBSYNC_ADMIN_KEY is not set: admin access is disabled")
+        if configuration.adminKey == nil && configuration.adminKeys.isEmpty {
+            logger.warning("neither SUBSYNC_ADMIN_KEY nor SUBSYNC_ADMIN_KEYS is set: admin access is disabled")
+        } else if !configuration.adminKeys.isEmpty {
+            // The names only: who may act, never a key.
+            logger.notice("named admin keys", metadata: ["names": "\(configuration.adminKeys.keys.sorted().joined(separator: ", "))"])
         }
         if configuration.tokenSecret == nil {
             logger.warning("SUBSYNC_TOKEN_SECRET is not set: device tokens are refused")
@@ -159,7 +162,7 @@ struct Serve: AsyncParsableCommand {
                 "the database compares text with the collation '\(slowCollation)': subsync runs faster in a database created with LC_COLLATE 'C' (README, Configuration, The database)")
         }
         let authenticator = await Authenticator(
-            adminKey: configuration.adminKey, tokenSecret: configuration.tokenSecret,
+            adminKey: configuration.adminKey, adminKeys: configuration.adminKeys, tokenSecret: configuration.tokenSecret,
             previousTokenSecrets: configuration.previousTokenSecret.map { [$0] } ?? [], maximumLifetime: configuration.tokenMaximumLifetime)
         let dependencies = ServiceDependencies(
             pool: pool,

@@ -6,6 +6,7 @@
 (() => {
   const KEY = "subsync.console.adminKey";
   const ACTOR = "subsync.console.actor";
+  const KEY_NAME = "subsync.console.key-name";
   const $ = (id) => document.getElementById(id);
   let healthTimer = null;
 
@@ -126,6 +127,14 @@ function time(text) {
 
   function actor() { return sessionStorage.getItem(ACTOR) || "console"; }
 
+  // Who the audit log records: a named admin key's name (with the name typed at sign-in beside it),
+  // or, for the one shared key, the name typed at sign-in.
+  function signedInAs() {
+    const key = sessionStorage.getItem(KEY_NAME);
+    if (!key || key === "admin") return actor();
+    return actor() === key ? key : key + " (" + actor() + ")";
+  }
+
   // ---- Sign in -----------------------------------------------------------------------------
 
   function showLogin(message) {
@@ -148,8 +157,8 @@ function time(text) {
     $("login-submit").disabled = true;
     $("login-error").hidden = true;
     try {
-      // Any admin route checks the key; stats is cheap.
-      const response = await fetch("/v1/admin/stats?window_seconds=60", {
+      // Any admin route checks the key; whoami also names it.
+      const response = await fetch("/v1/admin/whoami", {
         headers: { "Authorization": "Bearer " + key }, credentials: "omit", cache: "no-store", referrerPolicy: "no-referrer",
       });
       if (response.status === 401 || response.status === 403) {
@@ -162,7 +171,9 @@ function time(text) {
         $("login-error").hidden = false;
         return;
       }
+      const who = await response.json();
       sessionStorage.setItem(KEY, key);
+      sessionStorage.setItem(KEY_NAME, who.name);
       sessionStorage.setItem(ACTOR, name);
       $("login-key").value = "";
       $("login-view").hidden = true;
@@ -177,6 +188,7 @@ function time(text) {
 
   function signOut() {
     sessionStorage.removeItem(KEY);
+    sessionStorage.removeItem(KEY_NAME);
     sessionStorage.removeItem(ACTOR);
     location.hash = "#/account";
     showLogin();
@@ -188,7 +200,7 @@ function time(text) {
     if (!sessionStorage.getItem(KEY)) { showLogin(); return; }
     $("login-view").hidden = true;
     $("nav").hidden = false;
-    $("signed-in-as").textContent = "signed in as " + actor();
+    $("signed-in-as").textContent = "signed in as " + signedInAs();
     const parts = location.hash.replace(/^#\/?/, "").split("/");
     const page = ["account", "health", "endpoints"].includes(parts[0]) ? parts[0] : "account";
     for (const name of ["account", "health", "endpoints"]) {
