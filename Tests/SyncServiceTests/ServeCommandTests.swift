@@ -55,6 +55,78 @@ struct ServeCommandTests {
         #expect(!FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("postgres/postmaster.pid").path))
     }
 
+    @Test("hundreds of connections trickling a request head byte by byte: each is closed after the head timeout, open connections stay bounded, and a normal client is still served")
+    func tricklingConnectionsAreBounded() async throws {
+        let base = try TestDatabase.configuration()
+        let httpPort = freeTCPPort()
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = ["serve", "--port", String(httpPort), "--workers", "1"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["DATABASE_URL"] = "postgresql://subsync@\(base["host"] ?? "127.0.0.1"):\(base["port"] ?? "5432")/\(base["dbname"] ?? "subsync")?connect_timeout=120"
+        environment["SUBSYNC_REQUIRE_SIGNED"] = "false"
+        environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] = "600"
+        environment["SUBSYNC_HTTP_MAX_CONNECTIONS"] = "64"
+        environment["SUBSYNC_HTTP_HEAD_TIMEOUT_SECONDS"] = "2"
+        // The idle timeout (which every trickled byte starts again) is out of the way: only the
+        // head timeout can close these.
+        environment["SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS"] = "600"
+        process.environment = environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        #expect(await waitUntil(seconds: 600) { await httpStatus("http://127.0.0.1:\(httpPort)/readyz") == 200 })
+        // Connections serve has accepted on its HTTP port: its descriptors that are TCP sockets
+        // whose local port is that one (/proc/net/tcp*), not the database pool's, nor those the
+        // kernel holds in the listen backlog, which serve has not accepted.
+        func descriptors() -> Int {
+            var inodes: Set<String> = []
+            for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+                guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+                for line in text.split(separator: "\n").dropFirst() {
+                    let fields = line.split(separator: " ")
+                    guard fields.count > 9, let port = fields[1].split(separator: ":").last.flatMap({ Int($0, radix: 16) }),
+                        port == httpPort
+                    else { continue }
+                    inodes.insert(String(fields[9]))
+                }
+            }
+            let directory = "/proc/\(process.processIdentifier)/fd"
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            return entries.filter { entry in
+                guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/" + entry),
+                    target.hasPrefix("socket:[")
+                else { return false }
+                return inodes.contains(String(target.dropFirst(8).dropLast()))
+            }.count
+        }
+
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scripts/trickle-clients.py")
+        async let trickled = runProcess("/usr/bin/python3", [script.path, String(httpPort), "--connections", "300", "--seconds", "20"])
+        // While they trickle: serve's descriptors stay bounded, and a normal request is answered.
+        var most = 0
+        var served = false
+        let until = ContinuousClock.now + .seconds(18)
+        try await Task.sleep(for: .seconds(1))
+        while ContinuousClock.now < until {
+            most = max(most, descriptors())
+            if !served { served = await httpStatus("http://127.0.0.1:\(httpPort)/healthz") == 200 }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+        let result = try await trickled
+        let stats = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Int], "\(result.output)")
+        #expect(served, "a normal client was not served while the slow ones trickled")
+        // 64 accepted, plus the listening socket and the normal client's.
+        #expect(most > 0 && most <= 64 + 2, "serve held \(most) connections on its port")
+        // Every connection serve accepted was closed two seconds later, trickle or not; without
+        // the head timeout none would have been in 20 s.
+        #expect((stats["closed_by_server"] ?? 0) >= 150, "\(stats)")
+        process.terminate()
+        #expect(await waitForExit(process, seconds: 300))
+    }
+
     @Test("no secret appears in the logs, even at trace level")
     func secretsNeverLogged() async throws {
         let base = try TestDatabase.configuration()

@@ -1,6 +1,7 @@
 import Curl
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import Postgres
@@ -233,10 +234,15 @@ public func buildApplication(
 
     return Application(
         router: router,
-        server: .http1(configuration: .init(idleTimeout: TimeAmount(configuration.httpIdleTimeout))),
+        server: .http1(configuration: .init(
+            additionalChannelHandlers: [RequestHeadTimeoutHandler(timeout: TimeAmount(configuration.httpHeadTimeout))],
+            idleTimeout: TimeAmount(configuration.httpIdleTimeout))),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
-            serverName: "subsync"
+            serverName: "subsync",
+            // Past this many open connections serve stops accepting until one closes (the
+            // kernel's backlog holds the rest): descriptors stay bounded whatever clients do.
+            availableConnectionsDelegate: MaximumAvailableConnections(configuration.maximumConnections)
         ),
         services: services + extraServices,
         logger: logger

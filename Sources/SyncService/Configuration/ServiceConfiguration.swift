@@ -94,6 +94,13 @@ public struct ServiceConfiguration: Sendable {
     /// (Bodies the service refuses are read and thrown away by ``ErrorMiddleware``, so they do
     /// not wait for this.)
     public var httpIdleTimeout: Duration = .seconds(15)
+    /// `SUBSYNC_HTTP_HEAD_TIMEOUT_SECONDS`: how long a connection may take to send a complete
+    /// request head (from its opening, or from the previous response's end) before it is closed,
+    /// however many bytes it trickles (``RequestHeadTimeoutHandler``).
+    public var httpHeadTimeout: Duration = .seconds(10)
+    /// `SUBSYNC_HTTP_MAX_CONNECTIONS`: open connections past which serve stops accepting until
+    /// one closes.
+    public var maximumConnections = 1000
     /// `SUBSYNC_REQUIRE_SIGNED`: whether device reports must carry a verifiable StoreKit 2
     /// `signed_transaction`. `nil` (unset) means on, except in the embedded development mode
     /// (no `DATABASE_URL`); see ``requiresSignedReports``.
@@ -290,6 +297,12 @@ public struct ServiceConfiguration: Sendable {
         }
         if let text = environment["SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS"] {
             configuration.httpIdleTimeout = .seconds(try parseInt(text, name: "SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS", range: 1...3600))
+        }
+        if let text = environment["SUBSYNC_HTTP_HEAD_TIMEOUT_SECONDS"] {
+            configuration.httpHeadTimeout = .seconds(try parseInt(text, name: "SUBSYNC_HTTP_HEAD_TIMEOUT_SECONDS", range: 1...600))
+        }
+        if let text = environment["SUBSYNC_HTTP_MAX_CONNECTIONS"] {
+            configuration.maximumConnections = try parseInt(text, name: "SUBSYNC_HTTP_MAX_CONNECTIONS", range: 16...1_000_000)
         }
         if let text = environment["SUBSYNC_REQUIRE_SIGNED"], !text.isEmpty {
             configuration.requireSigned = try parseBool(text, name: "SUBSYNC_REQUIRE_SIGNED")
