@@ -175,6 +175,23 @@ public actor SubsyncClient {
         return await flush()
     }
 
+    // MARK: Rewarded ads
+
+    /// A reward token for the next rewarded ad: pass it as `customData` in AdMob's
+    /// `ServerSideVerificationOptions` (with the account id as `userID`), so the service credits
+    /// the reward to this account only, once (issue #52 item 2, docs/CLIENT.md). Good for a day;
+    /// fetch one per ad.
+    public func rewardToken() async throws -> String {
+        let answer = try await request("POST", "v1/accounts/\(configuration.accountID)/rewards/token", body: Data("{}".utf8))
+        guard (200..<300).contains(answer.status) else { throw failure(answer) }
+        struct Issued: Decodable { var token: String }
+        do {
+            return try WireFormat.decoder().decode(Issued.self, from: answer.body).token
+        } catch {
+            throw SubsyncClientError.service(status: answer.status, code: "unreadable_answer", message: "\(error)")
+        }
+    }
+
     // MARK: State
 
     /// Reads the account's state and the catalogue's tiers from the service and caches them.

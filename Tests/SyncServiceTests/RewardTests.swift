@@ -24,10 +24,10 @@ struct RewardTests {
         /// The callback's query string, signed as AdMob signs it.
         func callback(
             account: String, transaction: String, units: Int = 10, item: String = "minutes", at: Date = RewardTests.now, keyID: Int64? = nil,
-            adUnit: String = RewardTests.adUnit
+            adUnit: String = RewardTests.adUnit, customData: String = "level%203"
         ) throws -> String {
             let timestamp = Int64((at.timeIntervalSince1970 * 1000).rounded())
-            let query = "ad_network=5450213213286189855&ad_unit=\(adUnit)&custom_data=level%203&reward_amount=\(units)"
+            let query = "ad_network=5450213213286189855&ad_unit=\(adUnit)&custom_data=\(customData)&reward_amount=\(units)"
                 + "&reward_item=\(item)&timestamp=\(timestamp)&transaction_id=\(transaction)&user_id=\(account)"
             let der = try key.signature(for: Data(query.utf8)).derRepresentation
             let signature = der.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
@@ -120,6 +120,63 @@ struct RewardTests {
                 #expect(cappedJSON.errorCode == "daily_reward_cap")
                 #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE kind = 'reward'") == 3)
                 #expect(try await env.scalar("SELECT COALESCE(sum(units), 0)::int FROM usage_entries WHERE kind = 'reward'") == 30)
+            }
+        }
+    }
+
+    @Test("reward tokens (the default): a reward counts for the account its token names, once per token; a modified app naming another account, a forged, reused or expired token, or none, is refused; SubsyncClient fetches one")
+    func rewardTokens() async throws {
+        let signing = SigningKey(id: 5_005)
+        let file = try Self.keyFile([signing])
+        defer { try? FileManager.default.removeItem(at: file) }
+        let keys = AdMobKeys(source: .init(file: file.path), clock: SystemClock(), logger: Logger(label: "test"))
+        try await keys.load()
+        try await TestEnvironment.withFresh { env in
+            try await env.application(adMobKeys: keys, adMobAdUnits: [Self.adUnit], adMobRewardTokens: true).test(.live) { client in
+                func get(_ query: String) async throws -> (HTTPResponse.Status, [String: Any]) {
+                    try await client.getJSON("/v1/rewards/admob?\(query)", credential: nil)
+                }
+                func token(_ account: String, credential: String) async throws -> (HTTPResponse.Status, String?) {
+                    let (status, json) = try await client.postJSON("/v1/accounts/\(account)/rewards/token", body: Data("{}".utf8), credential: credential)
+                    return (status, json["token"] as? String)
+                }
+                let rita = try await token("rita", credential: try await env.token(for: "rita"))
+                #expect(rita.0 == .ok)
+                let ritaToken = try #require(rita.1)
+                let mallory = try await env.token(for: "mallory")
+                #expect(try await token("rita", credential: mallory).0 == .forbidden, "a device gets tokens for its own account only")
+                let malloryToken = try #require(try await token("mallory", credential: mallory).1)
+
+                var (status, json) = try await get(try signing.callback(account: "rita", transaction: "rt-1", customData: ritaToken))
+                #expect(status == .ok, "\(json)")
+                // The same token for another ad: one token, one reward.
+                (status, json) = try await get(try signing.callback(account: "rita", transaction: "rt-2", customData: ritaToken))
+                #expect(status == .conflict && json.errorCode == "reward_replayed", "\(json)")
+                // A modified app crediting rita (or spending her cap) with its own token.
+                (status, json) = try await get(try signing.callback(account: "rita", transaction: "rt-3", customData: malloryToken))
+                #expect(status == .forbidden && json.errorCode == "reward_token_mismatch", "\(json)")
+                // No token, junk, and a token whose payload names rita under mallory's MAC.
+                (status, json) = try await get(try signing.callback(account: "rita", transaction: "rt-4"))
+                #expect(status == .forbidden && json.errorCode == "invalid_reward_token", "\(json)")
+                let ritaParts = ritaToken.split(separator: ".").map(String.init)
+                let malloryParts = malloryToken.split(separator: ".").map(String.init)
+                let spliced = [ritaParts[0], ritaParts[1], malloryParts[2]].joined(separator: ".")
+                (status, json) = try await get(try signing.callback(account: "rita", transaction: "rt-5", customData: spliced))
+                #expect(status == .forbidden && json.errorCode == "invalid_reward_token", "\(json)")
+                // A token that had expired when the ad was watched.
+                let stale = RewardTokens(tokenSecret: TestCredentials.tokenSecret).issue(accountID: "rita", now: Date().addingTimeInterval(-30 * 3600)).token
+                (status, json) = try await get(try signing.callback(account: "rita", transaction: "rt-6", customData: stale))
+                #expect(status == .forbidden && json.errorCode == "reward_token_expired", "\(json)")
+                #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE kind = 'reward'") == 1)
+
+                // The client library's call.
+                try await ClientTests.withFolder { folder in
+                    let app = try ClientTests.client(env, port: try #require(client.port), account: "rita", folder: folder)
+                    let fetched = try await app.rewardToken()
+                    let (granted, grantedJSON) = try await get(try signing.callback(account: "rita", transaction: "rt-7", customData: fetched))
+                    #expect(granted == .ok, "\(grantedJSON)")
+                }
+                #expect(try await env.scalar("SELECT count(*) FROM usage_entries WHERE kind = 'reward' AND account_id = 'rita'") == 2)
             }
         }
     }

@@ -47,6 +47,7 @@ struct ServiceConfigurationTests {
         ("SUBSYNC_APPSTORE_BACKFILL_INTERVAL", "5"),
         ("SUBSYNC_TOKEN_MAX_LIFETIME", "10"),
         ("SUBSYNC_TOKEN_MAX_LIFETIME", "forever"),
+        ("SUBSYNC_ADMOB_REWARD_TOKENS", "sometimes"),
     ])
     func rejectsBadValues(variable: String, value: String) throws {
         let error = try #require(throws: ConfigurationError.self) {

@@ -95,6 +95,9 @@ struct TestEnvironment: Sendable {
         authenticator: Authenticator? = nil,
         adMobKeys: AdMobKeys? = nil,
         adMobAdUnits: Set<String> = [],
+        // Off by default here: the reward tests of user_id alone predate reward tokens, which
+        // their own test turns on (the service's default is on).
+        adMobRewardTokens: Bool = false,
         pollInterval: Duration = .milliseconds(200),
         usagePolicy: UsagePolicy = .default,
         appStoreAPI: AppStoreServerAPI? = nil,
@@ -107,6 +110,8 @@ struct TestEnvironment: Sendable {
         configuration.requireSigned = requireSigned
         configuration.accountBinding = binding
         configuration.adMobAdUnits = adMobAdUnits
+        configuration.adMobRewardTokens = adMobRewardTokens
+        configuration.tokenSecret = TestCredentials.tokenSecret
         configuration.appAccountTokenKey = appAccountTokenKey
         configuration.metricsToken = metricsToken
         configuration.notificationRateLimit = notificationRateLimit

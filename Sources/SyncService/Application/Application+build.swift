@@ -119,7 +119,9 @@ public func buildApplication(
     RewardController(
         keys: dependencies.adMobKeys, adUnits: configuration.adMobAdUnits, ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,
         clock: dependencies.clock, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
-        proxies: configuration.trustedProxies, logger: logger
+        proxies: configuration.trustedProxies,
+        tokens: configuration.tokenSecret.map(RewardTokens.init(tokenSecret:)), requireTokens: configuration.adMobRewardTokens,
+        authenticator: dependencies.authenticator, logger: logger
     ).addRoutes(to: router)
     AccountController(
         inbox: ReportInbox(pool: pool),

@@ -123,6 +123,9 @@ public struct ServiceConfiguration: Sendable {
     /// every publisher's callbacks with the same keys, so callbacks of other ad units are refused;
     /// required when AdMob keys are configured.
     public var adMobAdUnits: Set<String> = []
+    /// `SUBSYNC_ADMOB_REWARD_TOKENS` (`on`, the default, or `off`): whether a rewarded ad's
+    /// callback needs the account's reward token in `custom_data` (``RewardTokens``).
+    public var adMobRewardTokens = true
     /// `SUBSYNC_APP_APPLE_ID`: the app's Apple id, checked on notifications that carry one.
     public var appAppleID: Int64?
     /// `SUBSYNC_ACCOUNT_BINDING`: what to do with a purchase that belongs to another account.
@@ -313,6 +316,13 @@ public struct ServiceConfiguration: Sendable {
         }
         if let text = environment["SUBSYNC_BUNDLE_ID"], !text.isEmpty { configuration.bundleID = text }
         if let text = environment["SUBSYNC_ADMOB_KEYS_FILE"], !text.isEmpty { configuration.adMobKeysFile = text }
+        if let text = environment["SUBSYNC_ADMOB_REWARD_TOKENS"], !text.isEmpty {
+            switch text.lowercased() {
+            case "on", "true", "1": configuration.adMobRewardTokens = true
+            case "off", "false", "0": configuration.adMobRewardTokens = false
+            default: throw ConfigurationError(variable: "SUBSYNC_ADMOB_REWARD_TOKENS", message: "must be on or off, got \"\(text.prefix(40))\"")
+            }
+        }
         if let text = environment["SUBSYNC_ADMOB_AD_UNITS"] {
             configuration.adMobAdUnits = Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
         }

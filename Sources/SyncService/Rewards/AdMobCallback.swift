@@ -18,6 +18,8 @@ struct AdMobCallback: Sendable, Equatable {
     var units: Int
     var rewardedAt: Date
     var keyID: Int64
+    /// `custom_data` (signed): the app's reward token (``RewardTokens``), when it passes one.
+    var customData: String? = nil
 
     /// Why a callback is refused (each a specific 4xx; nothing is stored).
     enum Refusal: Error, Equatable {
@@ -56,7 +58,8 @@ struct AdMobCallback: Sendable, Equatable {
         }
         let callback = AdMobCallback(
             accountID: accountID, transactionID: transactionID, meter: meter, units: units,
-            rewardedAt: Date(timeIntervalSince1970: Double(milliseconds) / 1000).roundedToMicroseconds, keyID: keyID)
+            rewardedAt: Date(timeIntervalSince1970: Double(milliseconds) / 1000).roundedToMicroseconds, keyID: keyID,
+            customData: parameters["custom_data"].flatMap { $0.isEmpty ? nil : $0 })
         return (callback, adUnit, Data(signed.utf8), signature)
     }
 

@@ -129,9 +129,11 @@ public struct UsageLedger: Sendable {
     /// per id and within the meter's daily cap (rewards dated in the 24 hours before `now`), under
     /// the account's row lock so that concurrent callbacks cannot pass the cap together.
     public func reward(
-        accountID: String, network: String, transactionID: String, meter: String, units: Int, cap: Int, at: Date, now: Date
+        accountID: String, network: String, transactionID: String, meter: String, units: Int, cap: Int, at: Date, now: Date,
+        once: String? = nil
     ) async throws -> RewardOutcome {
-        let entry = UsageEntry(id: "reward:\(network):\(transactionID)", meter: meter, kind: .reward, units: units, at: at)
+        // Once per network transaction, or per `once` (a reward token's nonce) when given.
+        let entry = UsageEntry(id: "reward:\(network):\(once.map { "token:\($0)" } ?? transactionID)", meter: meter, kind: .reward, units: units, at: at)
         return try await pool.withTransaction { connection in
             let locked = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             if !(try await Self.entries(of: accountID, ids: [entry.id], on: connection)).isEmpty { return .replayed }

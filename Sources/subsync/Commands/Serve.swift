@@ -95,6 +95,10 @@ struct Serve: AsyncParsableCommand {
                 printError("SUBSYNC_ADMOB_AD_UNITS must list the app's rewarded ad unit ids: AdMob signs every publisher's callbacks with the same keys")
                 throw ExitCodes.usage
             }
+            guard !configuration.adMobRewardTokens || configuration.tokenSecret != nil else {
+                printError("rewarded ads bind each reward to its account with a reward token signed under SUBSYNC_TOKEN_SECRET: set it, or SUBSYNC_ADMOB_REWARD_TOKENS=off (then a modified app can credit any account)")
+                throw ExitCodes.usage
+            }
             let keys = AdMobKeys(source: .init(file: configuration.adMobKeysFile, url: configuration.adMobKeysURL), clock: SystemClock(), logger: logger)
             do {
                 try await keys.load()
