@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""Slow clients for the connection-bound test (issue #52 item 6, ServeCommandTests): opens N
-connections to 127.0.0.1:PORT, sends each the start of a request head, and then one more byte of
-it every --interval seconds, never finishing it (a "slowloris"). Runs --seconds, then prints one
-JSON line: how many connections were opened, how many the server closed, how many were still open
-at the end, and how many could not connect.
+"""Slow clients for the connection-bound tests (issue #52 item 6, ServeCommandTests): opens N
+connections to 127.0.0.1:PORT and, by --mode,
+  head   sends the start of a request head, then one more byte of it every --interval seconds,
+         never finishing it (a "slowloris");
+  body   sends a whole head announcing a large body (no credential: the service refuses it and
+         drains the body), then one body byte every --interval seconds;
+  stall  with a tiny receive buffer, sends 80 pipelined GET /openapi.yaml (6 MB of answers,
+         more than the kernel buffers) and never reads.
+Runs --seconds, then prints one JSON line: how many connections were opened, how many the server
+closed (seen by this side: in stall mode it cannot see it, the server's side is measured by the
+test), how many were still open at the end, and how many could not connect.
 
-usage: trickle-clients.py PORT [--connections N] [--seconds S] [--interval I]
+usage: trickle-clients.py PORT [--mode head|body|stall] [--connections N] [--seconds S] [--interval I]
 """
 import argparse
 import json
@@ -19,28 +25,41 @@ def main():
     parser.add_argument("--connections", type=int, default=300)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--interval", type=float, default=0.5)
+    parser.add_argument("--mode", choices=["head", "body", "stall"], default="head")
     options = parser.parse_args()
+    opening = {
+        "head": b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Trickle: ",
+        "body": b"POST /v1/accounts/slow/sync HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 1000000\r\n\r\n",
+        "stall": b"GET /openapi.yaml HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 80,
+    }[options.mode]
     start = time.monotonic()
     sockets, failed, closed = [], 0, 0
     for _ in range(options.connections):
         try:
-            s = socket.create_connection(("127.0.0.1", options.port), timeout=2)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            if options.mode == "stall":
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+            s.settimeout(2)
+            s.connect(("127.0.0.1", options.port))
             s.setblocking(False)
-            s.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Trickle: ")
+            s.send(opening)
             sockets.append(s)
         except OSError:
             failed += 1
     while time.monotonic() - start < options.seconds:
         time.sleep(options.interval)
+        if options.mode == "stall":
+            continue  # never read, never send again
         still = []
         for s in sockets:
             try:
                 try:
-                    if s.recv(4096) == b"":
+                    if s.recv(65536) == b"":
                         raise OSError("closed by the server")
                 except BlockingIOError:
                     pass
-                s.send(b"a")
+                s.send(b"a" if options.mode == "head" else b" ")
                 still.append(s)
             except OSError:
                 closed += 1

@@ -97,7 +97,14 @@ struct AdminAPITests {
                 let answer3 = try await Self.call(client, .get, "/v1/admin/whoami", credential: bob)
                 #expect(answer3.status == .ok)
             }
-            // The one shared key: `admin`, and the body's actor is what is recorded.
+            // The shared key beside named ones cannot pass for one: `admin (note)`.
+            let both = await Authenticator(adminKey: TestCredentials.adminKey, adminKeys: ["ann": annRotated], tokenSecret: TestCredentials.tokenSecret)
+            try await env.application(workers: 0, authenticator: both).test(.router) { client in
+                let answer = try await Self.call(client, .post, "/v1/admin/accounts/zed/revoke-tokens", body: ["actor": "ann"])
+                #expect(answer.status == .ok)
+            }
+            #expect(try await env.scalar("SELECT count(*) FROM operator_actions WHERE actor = 'admin (ann)'") == 1)
+            // The one shared key alone: `admin`, and the body's actor is what is recorded.
             try await env.application(workers: 0).test(.router) { client in
                 let (status, json) = try await Self.call(client, .get, "/v1/admin/whoami")
                 #expect(status == .ok && json["name"] as? String == "admin" && json["named"] as? Bool == false)

@@ -77,6 +77,7 @@ struct ServiceConfigurationTests {
             ["SUBSYNC_ADMIN_KEYS": "ann=same-key-0123456789abc,bob=same-key-0123456789abc"],
             ["SUBSYNC_ADMIN_KEYS": "bad name=ann-key-0123456789abcdef"],
             ["SUBSYNC_ADMIN_KEYS": "admin=ann-key-0123456789abcdef", "SUBSYNC_ADMIN_KEY": "shared-key-0123456789"],
+            ["SUBSYNC_ADMIN_KEYS": "admin=ann-key-0123456789abcdef"],
             ["SUBSYNC_ADMIN_KEYS_FILE": "/nonexistent/admin-keys"],
         ]
         for environment in refused {
@@ -84,6 +85,11 @@ struct ServiceConfigurationTests {
             #expect(error.variable.hasPrefix("SUBSYNC_ADMIN_KEYS"), "\(environment)")
             #expect(!error.description.contains("0123456789"), "a key was echoed: \(error)")
         }
+        // A base64 key pasted without a name splits at its padding: nothing of it is echoed.
+        let pasted = try #require(throws: ConfigurationError.self) {
+            try ServiceConfiguration.fromEnvironment(["SUBSYNC_ADMIN_KEYS": "QUJDREVGR0hJSktMTU5PUA=="])
+        }
+        #expect(!pasted.description.contains("QUJDREVG"), "a key was echoed: \(pasted)")
     }
 
     @Test("AdMob's keys URL: https, or http to a loopback address")

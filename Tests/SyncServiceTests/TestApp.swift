@@ -136,6 +136,10 @@ struct TestEnvironment: Sendable {
         // read but not finished (reset by peer). The timeout itself is tested against a real
         // `serve` (AbandonedBodyTests); here it only needs to stay out of the way.
         configuration.httpIdleTimeout = .seconds(600)
+        // Likewise the head and request timeouts (tested against a real `serve`:
+        // ServeCommandTests.tricklingConnectionsAreBounded, slowBodiesAndStalledReaders).
+        configuration.httpHeadTimeout = .seconds(600)
+        configuration.httpRequestTimeout = .seconds(3600)
         // wait_ms may be a minute here: tests that wait for resolution ask for as long as a busy
         // core needs, and still see the answer as soon as the reports are resolved.
         configuration.maximumWaitMilliseconds = 60_000

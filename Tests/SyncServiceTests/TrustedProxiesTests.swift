@@ -17,42 +17,59 @@ struct TrustedProxiesTests {
         return headers
     }
 
-    @Test("the client is the right-most hop that is not a trusted proxy, and only when the peer is trusted", arguments: [
-        // (peer, headers, expected)
-        ("10.0.0.2", [("X-Forwarded-For", "203.0.113.5")], "203.0.113.5"),
+    @Test("the client is the right-most hop that is not a trusted proxy, of the one header the proxies write, and only when the peer is trusted", arguments: [
+        // (peer, header, headers, expected key)
+        ("10.0.0.2", "x-forwarded-for", [("X-Forwarded-For", "203.0.113.5")], "203.0.113.5"),
         // What a client writes itself stands left of what the proxy appended.
-        ("10.0.0.2", [("X-Forwarded-For", "198.51.100.1, 203.0.113.5")], "203.0.113.5"),
+        ("10.0.0.2", "x-forwarded-for", [("X-Forwarded-For", "198.51.100.1, 203.0.113.5")], "203.0.113.5"),
         // Two trusted proxies in a row.
-        ("10.0.0.2", [("X-Forwarded-For", "198.51.100.1, 203.0.113.5, 10.0.0.9")], "203.0.113.5"),
+        ("10.0.0.2", "x-forwarded-for", [("X-Forwarded-For", "198.51.100.1, 203.0.113.5, 10.0.0.9")], "203.0.113.5"),
         // Two header lines are one list.
-        ("10.0.0.2", [("X-Forwarded-For", "198.51.100.1"), ("X-Forwarded-For", "203.0.113.6")], "203.0.113.6"),
-        // RFC 7239, with quotes, brackets and ports.
-        ("10.0.0.2", [("Forwarded", #"for=198.51.100.1;proto=https, for="[2001:db8::7]:4711""#)], "2001:db8::7"),
-        ("10.0.0.2", [("Forwarded", "for=203.0.113.8:443")], "203.0.113.8"),
-        // X-Forwarded-For wins over Forwarded.
-        ("10.0.0.2", [("X-Forwarded-For", "203.0.113.5"), ("Forwarded", "for=198.51.100.1")], "203.0.113.5"),
+        ("10.0.0.2", "x-forwarded-for", [("X-Forwarded-For", "198.51.100.1"), ("X-Forwarded-For", "203.0.113.6")], "203.0.113.6"),
+        // RFC 7239, with quotes, brackets and ports; an IPv6 client is keyed by its /64.
+        ("10.0.0.2", "forwarded", [("Forwarded", #"for=198.51.100.1;proto=https, for="[2001:db8::7]:4711""#)], "2001:db8::/64"),
+        ("10.0.0.2", "forwarded", [("Forwarded", "for=203.0.113.8:443")], "203.0.113.8"),
+        // Only the header the proxies write counts: behind a Forwarded proxy, a client's own
+        // X-Forwarded-For is ignored, and the other way round.
+        ("10.0.0.2", "forwarded", [("X-Forwarded-For", "192.0.2.99"), ("Forwarded", "for=198.51.100.1")], "198.51.100.1"),
+        ("10.0.0.2", "x-forwarded-for", [("X-Forwarded-For", "203.0.113.5"), ("Forwarded", "for=192.0.2.99")], "203.0.113.5"),
+        ("10.0.0.2", "forwarded", [("X-Forwarded-For", "192.0.2.99")], "10.0.0.2"),
         // A peer that is not trusted: its headers count for nothing.
-        ("192.0.2.77", [("X-Forwarded-For", "203.0.113.5")], "192.0.2.77"),
+        ("192.0.2.77", "x-forwarded-for", [("X-Forwarded-For", "203.0.113.5")], "192.0.2.77"),
         // Garbage where the proxy's hop should be: never a key of its own.
-        ("10.0.0.2", [("X-Forwarded-For", "198.51.100.1, not-an-address")], "10.0.0.2"),
-        ("10.0.0.2", [("X-Forwarded-For", "unknown")], "10.0.0.2"),
+        ("10.0.0.2", "x-forwarded-for", [("X-Forwarded-For", "198.51.100.1, not-an-address")], "10.0.0.2"),
+        ("10.0.0.2", "x-forwarded-for", [("X-Forwarded-For", "unknown")], "10.0.0.2"),
+        ("10.0.0.2", "forwarded", [("Forwarded", "for=_hidden")], "10.0.0.2"),
         // No header: the proxy itself.
-        ("10.0.0.2", [], "10.0.0.2"),
+        ("10.0.0.2", "x-forwarded-for", [], "10.0.0.2"),
         // Every hop a proxy: the left-most.
-        ("10.0.0.2", [("X-Forwarded-For", "10.0.0.7, 10.0.0.8")], "10.0.0.7"),
+        ("10.0.0.2", "x-forwarded-for", [("X-Forwarded-For", "10.0.0.7, 10.0.0.8")], "10.0.0.7"),
         // An IPv4-mapped IPv6 peer is its IPv4 address.
-        ("::ffff:10.0.0.2", [("X-Forwarded-For", "203.0.113.9")], "203.0.113.9"),
+        ("::ffff:10.0.0.2", "x-forwarded-for", [("X-Forwarded-For", "203.0.113.9")], "203.0.113.9"),
+        // IPv6 clients of one /64 share a key.
+        ("10.0.0.2", "x-forwarded-for", [("X-Forwarded-For", "2001:db8:1:2:aaaa::1")], "2001:db8:1:2::/64"),
+        ("10.0.0.2", "x-forwarded-for", [("X-Forwarded-For", "2001:db8:1:2:bbbb::9")], "2001:db8:1:2::/64"),
     ])
-    func clientAddress(peer: String, fields: [(String, String)], expected: String) throws {
-        let proxies = try TrustedProxies(list: "10.0.0.0/8")
+    func clientAddress(peer: String, header: String, fields: [(String, String)], expected: String) throws {
+        let proxies = try TrustedProxies(list: "10.0.0.0/8", header: try #require(TrustedProxies.Header(rawValue: header)))
         #expect(proxies.clientAddress(peer: peer, headers: Self.headers(fields)) == expected)
         // Without the setting the peer is the client, whatever the headers say.
-        #expect(TrustedProxies.none.clientAddress(peer: peer, headers: Self.headers(fields)) == peer)
+        let peerKey = peer == "::ffff:10.0.0.2" ? "10.0.0.2" : peer
+        #expect(TrustedProxies.none.clientAddress(peer: peer, headers: Self.headers(fields)) == peerKey)
+    }
+
+    @Test("untrusted IPv6 peers are keyed by their /64")
+    func ipv6PeerKey() {
+        #expect(TrustedProxies.none.clientAddress(peer: "2001:db8:5:6:1::2", headers: [:]) == "2001:db8:5:6::/64")
     }
 
     @Test("the setting refuses what is not a CIDR, naming it")
     func badSetting() {
         #expect(throws: (any Error).self) { try ServiceConfiguration.fromEnvironment(["SUBSYNC_TRUSTED_PROXIES": "10.0.0.0/8, proxy.example.com"]) }
+        #expect(throws: (any Error).self) { try ServiceConfiguration.fromEnvironment(["SUBSYNC_TRUSTED_PROXIES": "0.0.0.0/0"]) }
+        #expect(throws: (any Error).self) {
+            try ServiceConfiguration.fromEnvironment(["SUBSYNC_TRUSTED_PROXIES": "10.0.0.0/8", "SUBSYNC_TRUSTED_PROXY_HEADER": "x-real-ip"])
+        }
         #expect((try? ServiceConfiguration.fromEnvironment(["SUBSYNC_TRUSTED_PROXIES": "10.0.0.0/8, ::1"]))?.trustedProxies.cidrs.count == 2)
     }
 
@@ -83,7 +100,7 @@ struct TrustedProxiesTests {
                 // Apple, behind the same proxy: answered.
                 let status4 = try await Self.notify(client, forwardedFor: "198.51.100.7")
                 #expect(status4 == .badRequest)
-                let status5 = try await Self.notify(client, forwardedFor: "for=198.51.100.8", header: "Forwarded")
+                let status5 = try await Self.notify(client, forwardedFor: "192.0.2.1, 198.51.100.8")
                 #expect(status5 == .badRequest)
             }
             try await env.application(workers: 0, notificationRateLimit: limit).test(.live) { client in

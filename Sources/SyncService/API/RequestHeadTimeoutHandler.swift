@@ -1,11 +1,17 @@
 import NIOCore
 import NIOHTTPTypes
 
-/// Closes a connection whose next request head is not complete `timeout` after the connection
-/// opened or after the previous response ended (issue #52 item 6). Hummingbird's idle timeout
-/// starts again on every byte, so a client sending one header byte every few seconds (a
-/// "slowloris") would hold its connection for good; this bound does not move for a trickle.
-/// Pipelined requests whose heads arrived early are not waited for again.
+/// Bounds how long a connection may take over each request (issue #52 item 6), where
+/// Hummingbird's idle timeout starts again on every part and stops while a response is under
+/// way:
+/// - **waiting for a head**: the next request head must be complete `headTimeout` after the
+///   connection opened or the previous response ended (an idle keep-alive connection is closed
+///   then too);
+/// - **in a request**: from its head, the request must be read (body included, also a refused
+///   one that the service drains) and its response written in full within `requestTimeout`,
+///   so a client that trickles its body or stops reading the answer cannot hold its
+///   connection, and with it one of the `SUBSYNC_HTTP_MAX_CONNECTIONS` slots.
+/// Pipelined requests run one after another, each with its own `requestTimeout`.
 ///
 /// One per connection (the pipeline's `additionalChannelHandlers` makes a new one each time),
 /// used only on its channel's event loop.
@@ -15,36 +21,39 @@ final class RequestHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
-    let timeout: TimeAmount
+    let headTimeout: TimeAmount
+    let requestTimeout: TimeAmount
     private var deadline: Scheduled<Void>?
     /// Heads read whose responses have not ended.
     private var unanswered = 0
 
-    init(timeout: TimeAmount) {
-        self.timeout = timeout
+    init(headTimeout: TimeAmount, requestTimeout: TimeAmount) {
+        self.headTimeout = headTimeout
+        self.requestTimeout = requestTimeout
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { arm(context) }
+        if context.channel.isActive { arm(context, headTimeout) }
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        arm(context)
+        arm(context, headTimeout)
         context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head = unwrapInboundIn(data) {
             unanswered += 1
-            disarm()
+            // The first request of a pipelined run starts its clock; the others wait their turn.
+            if unanswered == 1 { arm(context, requestTimeout) }
         }
         context.fireChannelRead(data)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) {
-            unanswered = max(0, unanswered - 1)
-            if unanswered == 0 { arm(context) }
+        if case .end = unwrapOutboundIn(data), unanswered > 0 {
+            unanswered -= 1
+            arm(context, unanswered == 0 ? headTimeout : requestTimeout)
         }
         context.write(data, promise: promise)
     }
@@ -58,7 +67,7 @@ final class RequestHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
         disarm()
     }
 
-    private func arm(_ context: ChannelHandlerContext) {
+    private func arm(_ context: ChannelHandlerContext, _ timeout: TimeAmount) {
         disarm()
         deadline = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
             context.close(promise: nil)

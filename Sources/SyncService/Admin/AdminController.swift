@@ -71,7 +71,7 @@ struct AdminController: Sendable {
             let key = try await requireAdmin(request)
             let accountID = try AccountController.accountID(context)
             let body = try await request.decodeJSON(ReconcileRequest.self, emptyIsObject: true, context: context)
-            let actor = try Self.actor(body.actor, key: key)
+            let actor = try Self.actor(body.actor, key: key, namedKeys: authenticator.hasNamedAdminKeys)
             let reason = try Self.reason(body.reason)
             let reconciler = Reconciler(pool: pool, catalogue: catalogue, clock: clock, logger: logger)
             guard try await reconciler.accountExists(accountID) else { throw Self.accountNotFound }
@@ -97,7 +97,7 @@ struct AdminController: Sendable {
         let key = try await requireAdmin(request)
         let accountID = try AccountController.accountID(context)
         let body = try await request.decodeJSON(OverrideRequest.self, context: context)
-        let actor = try Self.actor(body.actor, key: key)
+        let actor = try Self.actor(body.actor, key: key, namedKeys: authenticator.hasNamedAdminKeys)
         let reason = try Self.recordedText(body.reason, field: "reason", maximum: 500, saying: "why (it is recorded)")
         guard Identifier.isValid(body.transactionID) else {
             throw APIError(.badRequest, code: "invalid_request", message: "transaction_id: 1–128 characters of letters, digits and ._:@-")
@@ -131,12 +131,13 @@ struct AdminController: Sendable {
 
     ///
     /// With a named admin key (`SUBSYNC_ADMIN_KEYS`) the key's name is the actor, whatever the
-    /// body says: a body's `actor` is kept beside it as a note, `name (note)`. With the one
-    /// shared `SUBSYNC_ADMIN_KEY` (named `admin`), which cannot tell people apart, the body's
-    /// `actor` is all there is, as before.
-    static func actor(_ given: String?, key: String) throws -> String {
+    /// body says: a body's `actor` is kept beside it as a note, `name (note)`. The shared
+    /// `SUBSYNC_ADMIN_KEY` (named `admin`, a name no named key may take) cannot tell people
+    /// apart: alone, the body's `actor` is all there is, as before; beside named keys it is
+    /// `admin (note)`, so that it can never pass for a named key's record.
+    static func actor(_ given: String?, key: String, namedKeys: Bool) throws -> String {
         let note = try given.map { try recordedText($0, field: "actor", maximum: 128, saying: "who acts") }
-        guard key != Authenticator.legacyAdminName else { return note ?? key }
+        if key == Authenticator.legacyAdminName && !namedKeys { return note ?? key }
         guard let note, note != key else { return key }
         return "\(key) (\(note))"
     }

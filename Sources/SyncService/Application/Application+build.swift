@@ -120,7 +120,8 @@ public func buildApplication(
         keys: dependencies.adMobKeys, adUnits: configuration.adMobAdUnits, ledger: UsageLedger(pool: pool, catalogue: dependencies.catalogue), catalogue: dependencies.catalogue,
         clock: dependencies.clock, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         proxies: configuration.trustedProxies,
-        tokens: configuration.tokenSecret.map(RewardTokens.init(tokenSecret:)), requireTokens: configuration.adMobRewardTokens,
+        tokens: configuration.tokenSecret.map { RewardTokens(tokenSecret: $0, previousSecrets: configuration.previousTokenSecret.map { [$0] } ?? []) },
+        requireTokens: configuration.adMobRewardTokens,
         authenticator: dependencies.authenticator, logger: logger
     ).addRoutes(to: router)
     AccountController(
@@ -237,7 +238,10 @@ public func buildApplication(
     return Application(
         router: router,
         server: .http1(configuration: .init(
-            additionalChannelHandlers: [RequestHeadTimeoutHandler(timeout: TimeAmount(configuration.httpHeadTimeout))],
+            additionalChannelHandlers: [
+                RequestHeadTimeoutHandler(
+                    headTimeout: TimeAmount(configuration.httpHeadTimeout), requestTimeout: TimeAmount(configuration.httpRequestTimeout))
+            ],
             idleTimeout: TimeAmount(configuration.httpIdleTimeout))),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),

@@ -202,4 +202,7 @@ public struct Authenticator: Sendable {
 extension Authenticator {
     /// Whether any admin key is configured (the console and the admin routes exist).
     public var hasAdminKeys: Bool { !adminKeys.isEmpty }
+
+    /// Whether any named admin key (`SUBSYNC_ADMIN_KEYS`) is configured.
+    public var hasNamedAdminKeys: Bool { adminKeys.contains { $0.name != Self.legacyAdminName } }
 }

@@ -98,6 +98,10 @@ public struct ServiceConfiguration: Sendable {
     /// request head (from its opening, or from the previous response's end) before it is closed,
     /// however many bytes it trickles (``RequestHeadTimeoutHandler``).
     public var httpHeadTimeout: Duration = .seconds(10)
+    /// `SUBSYNC_HTTP_REQUEST_TIMEOUT_SECONDS`: how long one request may take from its head to the
+    /// end of its response, body and answer included (a slow upload, a client that stops
+    /// reading), before the connection is closed. Above the longest `wait_ms`.
+    public var httpRequestTimeout: Duration = .seconds(120)
     /// `SUBSYNC_HTTP_MAX_CONNECTIONS`: open connections past which serve stops accepting until
     /// one closes.
     public var maximumConnections = 1000
@@ -214,11 +218,6 @@ public struct ServiceConfiguration: Sendable {
         }
         configuration.adminKey = try secret("SUBSYNC_ADMIN_KEY", in: environment, characters: 16)
         configuration.adminKeys = try adminKeys(from: environment)
-        if configuration.adminKey != nil, configuration.adminKeys[Authenticator.legacyAdminName] != nil {
-            throw ConfigurationError(
-                variable: "SUBSYNC_ADMIN_KEYS",
-                message: "names a key \"\(Authenticator.legacyAdminName)\", which SUBSYNC_ADMIN_KEY already is; rename one")
-        }
         if let shared = configuration.adminKey, configuration.adminKeys.values.contains(shared) {
             throw ConfigurationError(variable: "SUBSYNC_ADMIN_KEYS", message: "holds the same key as SUBSYNC_ADMIN_KEY under another name")
         }
@@ -282,8 +281,15 @@ public struct ServiceConfiguration: Sendable {
             }
         }
         if let text = environment["SUBSYNC_TRUSTED_PROXIES"] {
+            var header = TrustedProxies.Header.xForwardedFor
+            if let name = environment["SUBSYNC_TRUSTED_PROXY_HEADER"], !name.isEmpty {
+                guard let chosen = TrustedProxies.Header(rawValue: name.lowercased()) else {
+                    throw ConfigurationError(variable: "SUBSYNC_TRUSTED_PROXY_HEADER", message: "must be x-forwarded-for or forwarded, got \"\(name.prefix(40))\"")
+                }
+                header = chosen
+            }
             do {
-                configuration.trustedProxies = try TrustedProxies(list: text)
+                configuration.trustedProxies = try TrustedProxies(list: text, header: header)
             } catch {
                 throw ConfigurationError(variable: "SUBSYNC_TRUSTED_PROXIES", message: "\(error.description) (\"\(text.prefix(200))\")")
             }
@@ -303,6 +309,9 @@ public struct ServiceConfiguration: Sendable {
         }
         if let text = environment["SUBSYNC_HTTP_HEAD_TIMEOUT_SECONDS"] {
             configuration.httpHeadTimeout = .seconds(try parseInt(text, name: "SUBSYNC_HTTP_HEAD_TIMEOUT_SECONDS", range: 1...600))
+        }
+        if let text = environment["SUBSYNC_HTTP_REQUEST_TIMEOUT_SECONDS"] {
+            configuration.httpRequestTimeout = .seconds(try parseInt(text, name: "SUBSYNC_HTTP_REQUEST_TIMEOUT_SECONDS", range: 10...3600))
         }
         if let text = environment["SUBSYNC_HTTP_MAX_CONNECTIONS"] {
             configuration.maximumConnections = try parseInt(text, name: "SUBSYNC_HTTP_MAX_CONNECTIONS", range: 16...1_000_000)
@@ -407,13 +416,19 @@ public struct ServiceConfiguration: Sendable {
                 throw ConfigurationError(
                     variable: variable, message: "names are 1-64 letters, digits or ._@-; entry \(keys.count + 1)'s name is not")
             }
+            // Errors name the entry by its position only: what stands left of a '=' may be a
+            // key pasted without a name (base64 ends in '=').
+            let entry = keys.count + 1
             let key = parts[1].trimmingCharacters(in: .whitespaces)
             guard key.count >= 16 else {
-                throw ConfigurationError(variable: variable, message: "the key of \"\(name)\" must be at least 16 characters")
+                throw ConfigurationError(variable: variable, message: "entry \(entry)'s key must be at least 16 characters")
             }
-            guard keys[name] == nil else { throw ConfigurationError(variable: variable, message: "names \"\(name)\" twice") }
+            guard name != Authenticator.legacyAdminName else {
+                throw ConfigurationError(variable: variable, message: "entry \(entry) is named \"\(Authenticator.legacyAdminName)\", the name of the shared SUBSYNC_ADMIN_KEY; choose another")
+            }
+            guard keys[name] == nil else { throw ConfigurationError(variable: variable, message: "entry \(entry) repeats an earlier name") }
             guard !keys.values.contains(key) else {
-                throw ConfigurationError(variable: variable, message: "gives \"\(name)\" a key another name has")
+                throw ConfigurationError(variable: variable, message: "entry \(entry) has a key another name has")
             }
             keys[name] = key
         }

@@ -86,9 +86,11 @@ struct RewardController: Sendable {
                 throw APIError(.unprocessableContent, code: "invalid_time", message: "the callback's timestamp is more than a day old or in the future")
             }
             let once = try rewardToken(of: callback)
+            // Without required tokens, a token the app passed anyway still names the reward.
+            let alsoOnce = once == nil ? callback.customData.flatMap { tokens?.verify($0) }.map(\.nonce) : nil
             let outcome = try await ledger.reward(
                 accountID: callback.accountID, network: "admob", transactionID: callback.transactionID, meter: meter.id,
-                units: callback.units, cap: cap, at: callback.rewardedAt, now: now, once: once)
+                units: callback.units, cap: cap, at: callback.rewardedAt, now: now, once: once, alsoOnce: alsoOnce)
             switch outcome {
             case .granted:
                 logger.info("reward granted", metadata: ["account": "\(callback.accountID)", "units": "\(callback.units)"])

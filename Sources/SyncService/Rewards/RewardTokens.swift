@@ -14,15 +14,23 @@ import Foundation
 /// One token is good for one reward (its nonce names the ledger entry).
 public struct RewardTokens: Sendable {
     let key: SymmetricKey
+    /// Keys of former token secrets (`SUBSYNC_TOKEN_SECRET_PREVIOUS`), whose tokens still count
+    /// while a rotation runs.
+    let previousKeys: [SymmetricKey]
     /// How long a token stays good: the time from fetching it to AdMob's callback (the ad is
     /// loaded, watched, then AdMob calls back, retrying for a while).
     public static let lifetime: TimeInterval = 24 * 3600
     static let prefix = "rw1."
 
-    /// Tokens under `tokenSecret` (`SUBSYNC_TOKEN_SECRET`), through a key of their own.
-    public init(tokenSecret: String) {
-        let derived = HMAC<SHA256>.authenticationCode(for: Data("subsync.reward-token.v1".utf8), using: SymmetricKey(data: Data(tokenSecret.utf8)))
-        key = SymmetricKey(data: Data(derived))
+    /// Tokens under `tokenSecret` (`SUBSYNC_TOKEN_SECRET`), through a key of their own; those of
+    /// `previousSecrets` are still accepted.
+    public init(tokenSecret: String, previousSecrets: [String] = []) {
+        key = Self.derive(tokenSecret)
+        previousKeys = previousSecrets.filter { $0 != tokenSecret }.map(Self.derive)
+    }
+
+    private static func derive(_ secret: String) -> SymmetricKey {
+        SymmetricKey(data: Data(HMAC<SHA256>.authenticationCode(for: Data("subsync.reward-token.v1".utf8), using: SymmetricKey(data: Data(secret.utf8)))))
     }
 
     /// What a token says.
@@ -49,7 +57,7 @@ public struct RewardTokens: Sendable {
         guard text.hasPrefix(Self.prefix), text.utf8.count <= 1024 else { return nil }
         let parts = text.dropFirst(Self.prefix.count).split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 2, let payload = Self.data(parts[0]), let mac = Self.data(parts[1]),
-            HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: payload, using: key)
+            ([key] + previousKeys).contains(where: { HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: payload, using: $0) })
         else { return nil }
         let fields = String(decoding: payload, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
         guard fields.count == 3, let milliseconds = Int64(fields[1]), !fields[0].isEmpty, !fields[2].isEmpty else { return nil }

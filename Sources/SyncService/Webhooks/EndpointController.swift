@@ -117,7 +117,7 @@ struct EndpointController: Sendable {
     /// The record of a change: `actor` (default `admin`) and `reason` checked as for the other
     /// audited admin actions (400 `invalid_request`), at the service's clock.
     private func audit(actor: String?, reason: String?, key: String) throws -> EndpointStore.Audit {
-        EndpointStore.Audit(actor: try AdminController.actor(actor, key: key), reason: try AdminController.reason(reason), at: clock.now())
+        EndpointStore.Audit(actor: try AdminController.actor(actor, key: key, namedKeys: authenticator.hasNamedAdminKeys), reason: try AdminController.reason(reason), at: clock.now())
     }
 
     static let notFound = APIError(.notFound, code: "endpoint_not_found", message: "no webhook endpoint with that id")

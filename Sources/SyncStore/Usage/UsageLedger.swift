@@ -130,13 +130,19 @@ public struct UsageLedger: Sendable {
     /// the account's row lock so that concurrent callbacks cannot pass the cap together.
     public func reward(
         accountID: String, network: String, transactionID: String, meter: String, units: Int, cap: Int, at: Date, now: Date,
-        once: String? = nil
+        once: String? = nil, alsoOnce: String? = nil
     ) async throws -> RewardOutcome {
         // Once per network transaction, or per `once` (a reward token's nonce) when given.
         let entry = UsageEntry(id: "reward:\(network):\(once.map { "token:\($0)" } ?? transactionID)", meter: meter, kind: .reward, units: units, at: at)
         return try await pool.withTransaction { connection in
             let locked = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
-            if !(try await Self.entries(of: accountID, ids: [entry.id], on: connection)).isEmpty { return .replayed }
+            // The reward under its other name counts too: tokens turned on or off while AdMob
+            // retries a callback must not credit it twice (`alsoOnce`: the token's nonce when
+            // the reward is named by the transaction, and the other way round).
+            var ids = [entry.id]
+            if once != nil { ids.append("reward:\(network):\(transactionID)") }
+            if let alsoOnce { ids.append("reward:\(network):token:\(alsoOnce)") }
+            if !(try await Self.entries(of: accountID, ids: ids, on: connection)).isEmpty { return .replayed }
             let rows = try await connection.preparedQuery(
                 """
                 SELECT COALESCE(sum(units), 0)::bigint FROM usage_entries
