@@ -55,28 +55,35 @@ struct ServeCommandTests {
         #expect(!FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("postgres/postmaster.pid").path))
     }
 
-    @Test("hundreds of connections trickling a request head byte by byte: each is closed after the head timeout, open connections stay bounded, and a normal client is still served")
-    func tricklingConnectionsAreBounded() async throws {
+    /// `subsync serve` on the test database at `port` with `settings`, once it answers /readyz.
+    static func serveOnTestDatabase(port: Int, _ settings: [String: String]) async throws -> Process {
         let base = try TestDatabase.configuration()
-        let httpPort = freeTCPPort()
         let process = Process()
-        process.executableURL = Self.binary
-        process.arguments = ["serve", "--port", String(httpPort), "--workers", "1"]
+        process.executableURL = binary
+        process.arguments = ["serve", "--port", String(port), "--workers", "1"]
         var environment = ProcessInfo.processInfo.environment
         environment["DATABASE_URL"] = "postgresql://subsync@\(base["host"] ?? "127.0.0.1"):\(base["port"] ?? "5432")/\(base["dbname"] ?? "subsync")?connect_timeout=120"
         environment["SUBSYNC_REQUIRE_SIGNED"] = "false"
         environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] = "600"
-        environment["SUBSYNC_HTTP_MAX_CONNECTIONS"] = "64"
-        environment["SUBSYNC_HTTP_HEAD_TIMEOUT_SECONDS"] = "2"
-        // The idle timeout (which every trickled byte starts again) is out of the way: only the
-        // head timeout can close these.
-        environment["SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS"] = "600"
+        environment.merge(settings) { $1 }
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
+        #expect(await waitUntil(seconds: 600) { await httpStatus("http://127.0.0.1:\(port)/readyz") == 200 })
+        return process
+    }
+
+    @Test("hundreds of connections trickling a request head byte by byte: each is closed after the head timeout, open connections stay bounded, and a normal client is still served")
+    func tricklingConnectionsAreBounded() async throws {
+        let httpPort = freeTCPPort()
+        let process = try await Self.serveOnTestDatabase(port: httpPort, [
+            "SUBSYNC_HTTP_MAX_CONNECTIONS": "64", "SUBSYNC_HTTP_HEAD_TIMEOUT_SECONDS": "2",
+            // The idle timeout (which every trickled byte starts again) is out of the way: only
+            // the head timeout can close these.
+            "SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS": "600",
+        ])
         defer { if process.isRunning { process.terminate() } }
-        #expect(await waitUntil(seconds: 600) { await httpStatus("http://127.0.0.1:\(httpPort)/readyz") == 200 })
         func descriptors() -> Int { connectionsHeld(by: process.processIdentifier, port: httpPort) }
 
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -106,23 +113,11 @@ struct ServeCommandTests {
 
     @Test("slow bodies and clients that stop reading: each request is cut off at the request timeout, so neither holds a connection")
     func slowBodiesAndStalledReaders() async throws {
-        let base = try TestDatabase.configuration()
         let httpPort = freeTCPPort()
-        let process = Process()
-        process.executableURL = Self.binary
-        process.arguments = ["serve", "--port", String(httpPort), "--workers", "1"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["DATABASE_URL"] = "postgresql://subsync@\(base["host"] ?? "127.0.0.1"):\(base["port"] ?? "5432")/\(base["dbname"] ?? "subsync")?connect_timeout=120"
-        environment["SUBSYNC_REQUIRE_SIGNED"] = "false"
-        environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] = "600"
-        environment["SUBSYNC_HTTP_REQUEST_TIMEOUT_SECONDS"] = "10"
-        environment["SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS"] = "600"
-        process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try await Self.serveOnTestDatabase(port: httpPort, [
+            "SUBSYNC_HTTP_REQUEST_TIMEOUT_SECONDS": "10", "SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS": "600",
+        ])
         defer { if process.isRunning { process.terminate() } }
-        #expect(await waitUntil(seconds: 600) { await httpStatus("http://127.0.0.1:\(httpPort)/readyz") == 200 })
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("scripts/trickle-clients.py")
         // 30 clients trickling a refused body (which the service drains) and 30 that never read
