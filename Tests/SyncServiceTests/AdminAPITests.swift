@@ -65,7 +65,7 @@ struct AdminAPITests {
             let named = await Authenticator(adminKey: nil, adminKeys: ["ann": ann, "bob": bob], tokenSecret: TestCredentials.tokenSecret)
             try await env.application(workers: 0, authenticator: named).test(.router) { client in
                 var (status, json) = try await Self.call(client, .get, "/v1/admin/whoami", credential: ann)
-                #expect(status == .ok && json["name"] as? String == "ann" && json["named"] as? Bool == true)
+                #expect(status == .ok && json["name"] as? String == "ann" && json["named"] as? Bool == true && json["records_as"] as? String == "ann")
                 (status, _) = try await Self.call(client, .get, "/v1/admin/whoami", credential: "ann-key-0123456789abcdeX")
                 #expect(status == .unauthorized)
                 // Ann's action, with the name her console typed beside it; Bob's without any;
@@ -107,7 +107,7 @@ struct AdminAPITests {
             // The one shared key alone: `admin`, and the body's actor is what is recorded.
             try await env.application(workers: 0).test(.router) { client in
                 let (status, json) = try await Self.call(client, .get, "/v1/admin/whoami")
-                #expect(status == .ok && json["name"] as? String == "admin" && json["named"] as? Bool == false)
+                #expect(status == .ok && json["name"] as? String == "admin" && json["named"] as? Bool == false && json["records_as"] == nil)
                 let answer4 = try await Self.call(client, .post, "/v1/admin/accounts/zed/revoke-tokens", body: ["actor": "ops-olga"])
                 #expect(answer4.status == .ok)
             }

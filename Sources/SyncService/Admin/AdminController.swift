@@ -38,7 +38,9 @@ struct AdminController: Sendable {
         // Which admin key this is (the console shows it; audit records carry it as the actor).
         admin.get("whoami") { request, _ in
             let key = try await requireAdmin(request)
-            return try JSONResponse.make(WhoAmI(name: key, named: key != Authenticator.legacyAdminName))
+            let shared = key == Authenticator.legacyAdminName
+            return try JSONResponse.make(WhoAmI(
+                name: key, named: !shared, recordsAs: shared && !authenticator.hasNamedAdminKeys ? nil : key))
         }
         admin.get("accounts") { request, _ in
             try await requireAdmin(request)
@@ -187,6 +189,14 @@ extension AdminController {
         var name: String
         /// Whether the key names its holder (audit records then carry that name).
         var named: Bool
+        /// The name audit records carry before a request's `actor` (as `name (actor)`); `nil`
+        /// for the shared key alone, whose records carry the `actor` as given.
+        var recordsAs: String?
+
+        enum CodingKeys: String, CodingKey {
+            case name, named
+            case recordsAs = "records_as"
+        }
     }
 
     struct ReconcileRequest: Decodable {

@@ -127,11 +127,11 @@ function time(text) {
 
   function actor() { return sessionStorage.getItem(ACTOR) || "console"; }
 
-  // Who the audit log records: a named admin key's name (with the name typed at sign-in beside it),
-  // or, for the one shared key, the name typed at sign-in.
+  // Who the audit log records (whoami's records_as): the key's name with the name typed at
+  // sign-in beside it, or, for the shared key alone, the name typed at sign-in.
   function signedInAs() {
     const key = sessionStorage.getItem(KEY_NAME);
-    if (!key || key === "admin") return actor();
+    if (!key) return actor();
     return actor() === key ? key : key + " (" + actor() + ")";
   }
 
@@ -173,7 +173,8 @@ function time(text) {
       }
       const who = await response.json();
       sessionStorage.setItem(KEY, key);
-      sessionStorage.setItem(KEY_NAME, who.name);
+      if (who.records_as) sessionStorage.setItem(KEY_NAME, who.records_as);
+      else sessionStorage.removeItem(KEY_NAME);
       sessionStorage.setItem(ACTOR, name);
       $("login-key").value = "";
       $("login-view").hidden = true;
