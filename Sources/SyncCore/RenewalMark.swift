@@ -45,7 +45,7 @@ public struct RenewalMark: Sendable, Hashable, Codable {
     }
 
     /// The later of `a` and `b`.
-    static func latest(_ a: RenewalMark?, _ b: RenewalMark?) -> RenewalMark? {
+    public static func latest(_ a: RenewalMark?, _ b: RenewalMark?) -> RenewalMark? {
         guard let a else { return b }
         guard let b else { return a }
         return b.isAfter(a) ? b : a

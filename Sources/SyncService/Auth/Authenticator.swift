@@ -137,46 +137,37 @@ public struct Authenticator: Sendable {
         for candidate in adminKeys where ConstantTime.equals(credential, candidate.key) { admin = candidate.name }
         if let admin { return .admin(name: admin) }
         guard tokensEnabled else {
-            throw APIError(.unauthorized, code: "invalid_token", message: "the credential is not valid",
-                           headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+            throw Self.invalidToken("invalid_token", "the credential is not valid")
         }
         let token: AccountToken
         do {
             token = try await keys.verify(credential, as: AccountToken.self)
         } catch {
-            throw APIError(.unauthorized, code: "invalid_token", message: "the credential is not valid",
-                           headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+            throw Self.invalidToken("invalid_token", "the credential is not valid")
         }
         let now = clock.now()
         guard !token.isExpired(at: now) else {
-            throw APIError(.unauthorized, code: "token_expired", message: "the account token has expired",
-                           headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+            throw Self.invalidToken("token_expired", "the account token has expired")
         }
         guard !token.isNotYetValid(at: now) else {
-            throw APIError(.unauthorized, code: "token_not_yet_valid", message: "the account token is not valid yet (nbf)",
-                           headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+            throw Self.invalidToken("token_not_yet_valid", "the account token is not valid yet (nbf)")
         }
         if let issued = token.iat?.value, issued > now.addingTimeInterval(60) {
-            throw APIError(.unauthorized, code: "invalid_token", message: "the account token was issued in the future (iat)",
-                           headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+            throw Self.invalidToken("invalid_token", "the account token was issued in the future (iat)")
         }
         if let maximumLifetime {
             // One second of slack for issuers that round iat and exp differently. (Dates a token
             // carries can be any number: nothing here converts them to an integer.)
             let lifetime = token.exp.value.timeIntervalSince(token.iat?.value ?? now)
             guard lifetime.isFinite, lifetime <= maximumLifetime + 1 else {
-                throw APIError(
-                    .unauthorized, code: "token_lifetime_exceeded",
-                    message: "account tokens may live at most \(Int(maximumLifetime)) seconds on this server (SUBSYNC_TOKEN_MAX_LIFETIME); this one lives longer",
-                    headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+                throw Self.invalidToken("token_lifetime_exceeded", "account tokens may live at most \(Int(maximumLifetime)) seconds on this server (SUBSYNC_TOKEN_MAX_LIFETIME); this one lives longer")
             }
         }
         let accountID = token.sub.value
         if let revocations, let line = try await revocations.revokedBefore(accountID) {
             // Without `iat` a token cannot show it came after the revocation.
             guard let issued = token.iat?.value, issued >= line else {
-                throw APIError(.unauthorized, code: "token_revoked", message: "the account's tokens issued before \(RFC3339.format(line)) were revoked; get a new one",
-                               headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+                throw Self.invalidToken("token_revoked", "the account's tokens issued before \(RFC3339.format(line)) were revoked; get a new one")
             }
         }
         return .device(accountID: accountID)
@@ -205,4 +196,12 @@ extension Authenticator {
 
     /// Whether any named admin key (`SUBSYNC_ADMIN_KEYS`) is configured.
     public var hasNamedAdminKeys: Bool { adminKeys.contains { $0.name != Self.legacyAdminName } }
+}
+
+extension Authenticator {
+    /// The 401 of a credential that is not a valid account token (`code` says why), with the
+    /// `WWW-Authenticate` challenge RFC 6750 gives it.
+    static func invalidToken(_ code: String, _ message: String) -> APIError {
+        APIError(.unauthorized, code: code, message: message, headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+    }
 }

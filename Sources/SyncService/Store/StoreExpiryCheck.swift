@@ -132,16 +132,17 @@ public struct StoreExpiryCheck: Sendable {
             }
             guard let report = made else { continue }
             let ends = [report.expiresAt, report.gracePeriodExpiresAt].compactMap { $0 }.max()
+            let renewed = ends.map { $0 > candidate.expiresAt } ?? false
             // A renewal or a refund the service missed is taken; so is the reason the store gives
             // for the end (its renewal info's expirationIntent), which changes no access.
-            guard (ends.map { $0 > candidate.expiresAt } ?? false) || report.revokedAt != nil
+            guard renewed || report.revokedAt != nil
                 || report.renewal?.expirationReason != nil
             else { continue }
             // Renewal details win by signing time: named by this answer, so a statement the store
             // made before (and something else since) is not a duplicate. Asked once per period.
             let named = report.renewal == nil ? report : (try? StoreAnswers.answerNamed(report)) ?? report
             _ = try await answers.ingest([named], accountID: candidate.accountID)
-            let outcome = report.revokedAt != nil ? "revoked" : (ends.map { $0 > candidate.expiresAt } ?? false) ? "renewed" : "unchanged"
+            let outcome = report.revokedAt != nil ? "revoked" : renewed ? "renewed" : "unchanged"
             logger.info("the App Store answered before an expiry", metadata: [
                 "account_id": "\(candidate.accountID)", "transaction_id": "\(report.transactionID)", "outcome": "\(outcome)",
             ])

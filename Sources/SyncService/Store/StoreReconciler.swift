@@ -84,11 +84,8 @@ public struct StoreReconciler: Sendable {
         }
 
         var renewals: [String: RenewalMark] = [:]
-        for aggregate in stored {
-            guard let renewal = aggregate.renewal else { continue }
-            if renewals[aggregate.originalTransactionID].map({ renewal.isAfter($0) }) ?? true {
-                renewals[aggregate.originalTransactionID] = renewal
-            }
+        for aggregate in stored where aggregate.renewal != nil {
+            renewals[aggregate.originalTransactionID] = RenewalMark.latest(renewals[aggregate.originalTransactionID], aggregate.renewal)
         }
         var repairs: [Report] = []
         for report in fromStore.values.sorted(by: { ($0.originalTransactionID, $0.purchasedAt, $0.transactionID) < ($1.originalTransactionID, $1.purchasedAt, $1.transactionID) }) {
