@@ -45,14 +45,7 @@ struct HTTPTransport: Sendable {
             request.httpBody = body
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }
-        let data: Data
-        let response: URLResponse
-        do {
-            (data, response) = try await configuration.session.data(for: request)
-        } catch {
-            throw .unreachable(error.localizedDescription)
-        }
-        guard let http = response as? HTTPURLResponse else { throw .unreachable("not an HTTP answer") }
+        let (data, http) = try await boundedData(for: request, limit: max(0, configuration.maximumAnswerBytes))
         let retryAfter = (http.value(forHTTPHeaderField: "Retry-After")).flatMap(Self.retryAfter)
         return Answer(status: http.statusCode, body: data, retryAfter: retryAfter)
     }

@@ -20,6 +20,10 @@ public enum SubsyncClientError: Error, Sendable, Hashable, CustomStringConvertib
     case unreachable(String)
     /// The service asks to wait (429, 503) until this moment.
     case retryLater(until: Date)
+    /// The answer was longer than ``SubsyncConfiguration/maximumAnswerBytes``: the client stopped
+    /// reading it (a service or proxy gone wrong must not exhaust the app's memory). Outbox items
+    /// stay and are sent again later, as after an unreachable service.
+    case answerTooLarge(limit: Int)
     /// Something the app passed cannot be sent (a purchase with neither a JWS nor fields).
     case invalidInput(String)
 
@@ -33,6 +37,7 @@ public enum SubsyncClientError: Error, Sendable, Hashable, CustomStringConvertib
         case .service(let status, let code, let message): "the service answered \(status) \(code): \(message)"
         case .unreachable(let reason): "the service could not be reached: \(reason)"
         case .retryLater(let until): "the service asked to wait until \(WireFormat.format(until))"
+        case .answerTooLarge(let limit): "the service's answer was longer than \(limit) bytes (maximumAnswerBytes); the client stopped reading it"
         case .invalidInput(let reason): reason
         }
     }

@@ -34,6 +34,11 @@ public struct SubsyncConfiguration: Sendable {
     public var maximumBackoff: TimeInterval = 300
     /// Timeout of one request, in seconds.
     public var requestTimeout: TimeInterval = 30
+    /// The longest answer the client reads, in bytes (default 4 MiB; the service's largest answers,
+    /// an account with its entitlements and usage, are a few kilobytes). A longer one is
+    /// ``SubsyncClientError/answerTooLarge(limit:)``: the client stops reading it as soon as the
+    /// length is known (`Content-Length`) or the limit is passed.
+    public var maximumAnswerBytes = 4 << 20
     /// Allow an `http://` base URL that is not loopback. Off: the account token must never cross
     /// a network in clear, so ``SubsyncClient/init(configuration:)`` refuses such a URL; turn it
     /// on only for a development server on your own network.

@@ -21,7 +21,7 @@ struct ClientTests {
     /// A client of the service on `port`, for `account`, with a device token the test mints.
     static func client(
         _ env: TestEnvironment, port: Int, account: String, folder: URL, batchSize: Int = 100, waitMilliseconds: Int = 60_000,
-        now: (@Sendable () -> Date)? = nil, sleep: (@Sendable (TimeInterval) async throws -> Void)? = nil
+        now: (@Sendable () -> Date)? = nil, sleep: (@Sendable (TimeInterval) async throws -> Void)? = nil, maximumAnswerBytes: Int? = nil
     ) throws -> SubsyncClient {
         let authenticator = env.authenticator
         var configuration = SubsyncConfiguration(
@@ -35,6 +35,7 @@ struct ClientTests {
         configuration.platform = "ios"
         if let now { configuration.now = now }
         if let sleep { configuration.sleep = sleep }
+        if let maximumAnswerBytes { configuration.maximumAnswerBytes = maximumAnswerBytes }
         return try SubsyncClient(configuration: configuration)
     }
 
