@@ -8,9 +8,11 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "subsync",
-    // The server needs macOS 15; the client libraries' code uses nothing newer than iOS 15 and
-    // macOS 12 (docs/CLIENT.md, "Platforms").
-    platforms: [.macOS(.v15), .iOS(.v15)],
+    // The dependencies' floors (jwt-kit: macOS 13, iOS 15): nothing in the package asks for more
+    // (no Synchronization.Mutex, Atomic or UInt128, which need macOS 15). The client libraries
+    // are built for iOS; the server's targets never are (swift-prometheus alone asks iOS 16).
+    // docs/CLIENT.md, "Platforms"; scripts/check-package checks both.
+    platforms: [.macOS(.v13), .iOS(.v15)],
     products: [
         .executable(name: "subsync", targets: ["subsync"]),
         .library(name: "Postgres", targets: ["Postgres"]),
@@ -24,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
                 .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
@@ -51,6 +54,7 @@ let package = Package(
             dependencies: [
                 "CLibPQ",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -75,6 +79,7 @@ let package = Package(
                 "SyncCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -90,7 +95,9 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -113,6 +120,7 @@ let package = Package(
                 "SyncService",
                 "SyncCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
@@ -155,7 +163,7 @@ let package = Package(
         // MARK: Tests
         .target(
             name: "TestSupport",
-            dependencies: ["Postgres", "SyncCore"],
+            dependencies: ["Postgres", "SyncCore", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),
@@ -169,6 +177,8 @@ let package = Package(
             dependencies: [
                 "Curl",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -218,6 +228,7 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],

@@ -41,7 +41,7 @@ public struct AddressGuard: Sendable {
             let length = max(0, min(prefixLength, network.bitWidth))
             let mask = Self.mask(length, width: network.bitWidth)
             self.network = network.family == .v4
-                ? IPAddress(v4: UInt32(truncatingIfNeeded: network.value & mask))
+                ? IPAddress(v4: (network.value & mask).low32)
                 : IPAddress(v6: network.value & mask)
             self.prefixLength = length
         }
@@ -54,9 +54,9 @@ public struct AddressGuard: Sendable {
 
         public var description: String { "\(network)/\(prefixLength)" }
 
-        private static func mask(_ length: Int, width: Int) -> UInt128 {
-            guard length > 0 else { return 0 }
-            let all: UInt128 = width == 32 ? UInt128(UInt32.max) : .max
+        private static func mask(_ length: Int, width: Int) -> AddressBits {
+            guard length > 0 else { return .zero }
+            let all = width == 32 ? AddressBits(UInt32.max) : .max
             return all & ~(all >> length)
         }
     }
@@ -160,10 +160,10 @@ public struct AddressGuard: Sendable {
                 return isPublic(v4)
             }
             if nat64.contains(address) {
-                return isPublic(IPAddress(v4: UInt32(truncatingIfNeeded: address.value)))
+                return isPublic(IPAddress(v4: address.value.low32))
             }
             if sixToFour.contains(address) {
-                return isPublic(IPAddress(v4: UInt32(truncatingIfNeeded: address.value >> 80)))
+                return isPublic(IPAddress(v4: (address.value >> 80).low32))
             }
             // Outside 2000::/3: unspecified, loopback, IPv4-compatible, discard-only, unique-local
             // fc00::/7, link-local fe80::/10, site-local fec0::/10, multicast ff00::/8, unassigned space.

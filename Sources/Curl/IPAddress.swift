@@ -9,14 +9,14 @@ public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
 
     public let family: Family
     /// The address as an unsigned integer: IPv4 in the low 32 bits, IPv6 in all 128.
-    public let value: UInt128
+    public let value: AddressBits
 
     public init(v4 value: UInt32) {
         self.family = .v4
-        self.value = UInt128(value)
+        self.value = AddressBits(value)
     }
 
-    public init(v6 value: UInt128) {
+    public init(v6 value: AddressBits) {
         self.family = .v6
         self.value = value
     }
@@ -37,7 +37,7 @@ public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
         case 4:
             self.init(v4: bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
         case 16:
-            self.init(v6: bytes.reduce(UInt128(0)) { $0 << 8 | UInt128($1) })
+            self.init(v6: bytes.reduce(AddressBits.zero) { $0 << 8 | AddressBits(UInt32($1)) })
         default:
             return nil
         }
@@ -49,13 +49,13 @@ public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
     /// The address bytes in network order (4 or 16 of them).
     public var bytes: [UInt8] {
         let count = bitWidth / 8
-        return (0..<count).map { index in UInt8(truncatingIfNeeded: value >> (8 * (count - 1 - index))) }
+        return (0..<count).map { index in UInt8(truncatingIfNeeded: (value >> (8 * (count - 1 - index))).low) }
     }
 
     /// The IPv4 address embedded in an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`), if this is one.
     public var unmappedIPv4: IPAddress? {
-        guard family == .v6, value >> 32 == 0xFFFF else { return nil }
-        return IPAddress(v4: UInt32(truncatingIfNeeded: value))
+        guard family == .v6, value >> 32 == AddressBits(0xFFFF) else { return nil }
+        return IPAddress(v4: value.low32)
     }
 
     public var description: String {

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// One PostgreSQL connection.
 ///
@@ -10,7 +10,7 @@ import Synchronization
 /// the connection safe to share: one call at a time reaches the `PGconn`.
 ///
 /// Each trip to the queue and back is two thread switches, so the connection makes as few as
-/// it can (docs/PERFORMANCE.md item 21): a transaction's `BEGIN` travels with its first
+/// it can (docs/performance/JOURNAL.md item 21): a transaction's `BEGIN` travels with its first
 /// statement, the pool's checks run on the caller's thread, and nothing else is a trip of its own.
 ///
 /// `@unchecked Sendable`: the mutable state, the handle and the prepared-statement cache, is
@@ -20,7 +20,7 @@ public final class Connection: @unchecked Sendable {
     private let queue: DispatchQueue
     private let handle: ConnectionHandle
     private var preparedStatements: [PreparedKey: String] = [:]
-    private let session = Mutex(Session())
+    private let session = NIOLockedValueBox(Session())
 
     /// What is read and set outside the queue.
     private struct Session {
@@ -105,7 +105,7 @@ public final class Connection: @unchecked Sendable {
     /// Defers `sql` (a `BEGIN`) to the next statement, which sends it first in the same trip to
     /// the queue: a transaction costs one trip less.
     func beginWithNextStatement(_ sql: String) {
-        session.withLock { session in
+        session.withLockedValue { session in
             session.pendingBegin = sql
             session.beginFailed = false
         }
@@ -121,7 +121,7 @@ public final class Connection: @unchecked Sendable {
 
     /// Ends a deferred `BEGIN`: drops it if still pending and says what became of it.
     func endDeferredBegin() -> DeferredBegin {
-        session.withLock { session in
+        session.withLockedValue { session in
             defer {
                 session.pendingBegin = nil
                 session.beginFailed = false
@@ -144,7 +144,7 @@ public final class Connection: @unchecked Sendable {
     /// on it left it, with no deferred `BEGIN` left over; read without a trip to the queue (the
     /// caller has finished with it).
     func isReusable() -> Bool {
-        session.withLock { $0.idleOutsideTransaction && $0.pendingBegin == nil }
+        session.withLockedValue { $0.idleOutsideTransaction && $0.pendingBegin == nil }
     }
 
     /// Quotes an identifier for use in SQL text, such as a LISTEN channel.
@@ -173,14 +173,14 @@ public final class Connection: @unchecked Sendable {
     /// ``onQueue(_:)`` for a statement: a deferred `BEGIN` goes first, in the same trip.
     private func statementOnQueue<T: Sendable>(_ body: @escaping @Sendable (ConnectionHandle, Connection) throws -> T) async throws -> T {
         try await onQueue { handle, connection in
-            if let begin = connection.session.withLock({ $0.pendingBegin }) {
+            if let begin = connection.session.withLockedValue({ $0.pendingBegin }) {
                 do {
                     _ = try handle.executeSimple(begin)
                 } catch {
-                    connection.session.withLock { $0.beginFailed = true }
+                    connection.session.withLockedValue { $0.beginFailed = true }
                     throw error
                 }
-                connection.session.withLock { $0.pendingBegin = nil }
+                connection.session.withLockedValue { $0.pendingBegin = nil }
             }
             return try body(handle, connection)
         }
@@ -189,7 +189,7 @@ public final class Connection: @unchecked Sendable {
     /// On the queue, after each call: what ``isReusable()`` reads.
     private func recordSessionState() {
         let idle = handle.isOK && handle.isIdleOutsideTransaction
-        session.withLock { $0.idleOutsideTransaction = idle }
+        session.withLockedValue { $0.idleOutsideTransaction = idle }
     }
 
     private static func run<T: Sendable>(on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T) async throws -> T {

@@ -3,7 +3,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import ServiceLifecycle
-import Synchronization
+import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
 import Glibc
@@ -30,42 +30,42 @@ final class Recorder: Sendable {
         var headers: [String: String]
     }
 
-    private let hits = Mutex<[String: Int]>([:])
-    private let slowReleased = Mutex<Bool>(false)
-    private let seen = Mutex<[Seen]>([])
+    private let hits = NIOLockedValueBox<[String: Int]>([:])
+    private let slowReleased = NIOLockedValueBox<Bool>(false)
+    private let seen = NIOLockedValueBox<[Seen]>([])
     /// Requests being answered now, and the most there were at once.
-    private let concurrency = Mutex<(now: Int, most: Int)>((0, 0))
+    private let concurrency = NIOLockedValueBox<(now: Int, most: Int)>((0, 0))
 
     func enter() {
-        concurrency.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+        concurrency.withLockedValue { $0.now += 1; $0.most = max($0.most, $0.now) }
     }
 
     func leave() {
-        concurrency.withLock { $0.now -= 1 }
+        concurrency.withLockedValue { $0.now -= 1 }
     }
 
     /// The most requests `/slow` answered at once.
     var mostAtOnce: Int {
-        concurrency.withLock { $0.most }
+        concurrency.withLockedValue { $0.most }
     }
 
     /// Makes every `/slow` request, answering now or later, answer at once: a long one that has
     /// done its job (held a slot) ends without its full wait, and so does one its client gave
     /// up on, which the server's graceful shutdown would otherwise wait for.
     func releaseSlow() {
-        slowReleased.withLock { $0 = true }
+        slowReleased.withLockedValue { $0 = true }
     }
 
     var isSlowReleased: Bool {
-        slowReleased.withLock { $0 }
+        slowReleased.withLockedValue { $0 }
     }
 
     func hit(_ path: String) {
-        hits.withLock { $0[path, default: 0] += 1 }
+        hits.withLockedValue { $0[path, default: 0] += 1 }
     }
 
     func hits(_ path: String) -> Int {
-        hits.withLock { $0[path, default: 0] }
+        hits.withLockedValue { $0[path, default: 0] }
     }
 
     /// Returns once `path` was requested (or after 300 s, for the caller's expectations to fail).
@@ -77,11 +77,11 @@ final class Recorder: Sendable {
     }
 
     func record(_ request: Seen) {
-        seen.withLock { $0.append(request) }
+        seen.withLockedValue { $0.append(request) }
     }
 
     var requests: [Seen] {
-        seen.withLock { $0 }
+        seen.withLockedValue { $0 }
     }
 }
 

@@ -6,7 +6,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Postgres
-import Synchronization
+import NIOConcurrencyHelpers
 import SyncService
 import SyncStore
 import Testing
@@ -77,15 +77,15 @@ struct HungDatabaseTests {
 
     /// Processes stopped with SIGSTOP, resumed exactly once (by the test, or by its cleanup).
     final class StoppedProcesses: Sendable {
-        private let pids = Mutex<[Int32]>([])
+        private let pids = NIOLockedValueBox<[Int32]>([])
 
         func stop(_ processes: [Int32]) {
-            pids.withLock { $0 = processes }
+            pids.withLockedValue { $0 = processes }
             for pid in processes { kill(pid, SIGSTOP) }
         }
 
         func resume() {
-            for pid in pids.withLock({ pids in defer { pids = [] }; return pids }) { kill(pid, SIGCONT) }
+            for pid in pids.withLockedValue({ pids in defer { pids = [] }; return pids }) { kill(pid, SIGCONT) }
         }
     }
 

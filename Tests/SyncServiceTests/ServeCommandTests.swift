@@ -102,8 +102,11 @@ struct ServeCommandTests {
         let result = try await trickled
         let stats = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Int], "\(result.output)")
         #expect(served, "a normal client was not served while the slow ones trickled")
-        // 64 accepted, plus the listening socket and the normal client's.
-        #expect(most >= 32 && most <= 64 + 2, "serve held \(most) connections on its port")
+        // 64 accepted, plus the listening socket and the normal client's, plus at most one
+        // accept batch: the limit is checked before each read of the listening socket, and one
+        // read accepts up to NIO's maxMessagesPerRead (seen once: 67 with a busy machine). 300
+        // without the limit.
+        #expect(most >= 32 && most <= 64 + 2 + 16, "serve held \(most) connections on its port")
         // Every connection serve accepted was closed two seconds later, trickle or not; without
         // the head timeout none would have been in 20 s.
         #expect((stats["closed_by_server"] ?? 0) >= 150, "\(stats)")

@@ -1,7 +1,7 @@
 import Foundation
 import PropertyBased
 @testable import SyncService
-import Synchronization
+import NIOConcurrencyHelpers
 import SyncStore
 import Testing
 import TestSupport
@@ -178,7 +178,7 @@ import TestSupport
 
 /// A count shared with a property's closure.
 private final class Counter: Sendable {
-    private let count = Mutex(0)
-    var value: Int { count.withLock { $0 } }
-    func increment() { count.withLock { $0 += 1 } }
+    private let count = NIOLockedValueBox(0)
+    var value: Int { count.withLockedValue { $0 } }
+    func increment() { count.withLockedValue { $0 += 1 } }
 }

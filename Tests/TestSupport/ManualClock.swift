@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 import SyncCore
 
 /// A clock that moves only when a test advances it.
@@ -26,7 +26,7 @@ public final class ManualClock: ServiceClock {
 
     /// The wall time at which this clock started.
     public let start: Date
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
 
     /// A clock reading `start` until advanced. The default is a whole second, so stored
     /// timestamps (microseconds) and JSON dates (milliseconds) compare exactly.
@@ -35,27 +35,27 @@ public final class ManualClock: ServiceClock {
     }
 
     public func now() -> Date {
-        let elapsed = state.withLock { $0.elapsed }
+        let elapsed = state.withLockedValue { $0.elapsed }
         return start.addingTimeInterval(elapsed.timeInterval)
     }
 
     public func uptime() -> Duration {
-        state.withLock { $0.elapsed }
+        state.withLockedValue { $0.elapsed }
     }
 
     /// How many tasks are asleep on this clock now.
     public var sleeperCount: Int {
-        state.withLock { $0.sleepers.count }
+        state.withLockedValue { $0.sleepers.count }
     }
 
     public func sleep(for duration: Duration) async throws {
-        let id: UInt64 = state.withLock { state in
+        let id: UInt64 = state.withLockedValue { state in
             state.nextID &+= 1
             return state.nextID
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let resumeNow: (any Error)?? = state.withLock { state in
+                let resumeNow: (any Error)?? = state.withLockedValue { state in
                     if state.cancelled.remove(id) != nil { return .some(CancellationError()) }
                     if duration <= .zero { return .some(nil) }
                     state.sleepers[id] = Sleeper(deadline: state.elapsed + duration, continuation: continuation)
@@ -68,7 +68,7 @@ public final class ManualClock: ServiceClock {
                 }
             }
         } onCancel: {
-            let sleeper: Sleeper? = state.withLock { state in
+            let sleeper: Sleeper? = state.withLockedValue { state in
                 if let sleeper = state.sleepers.removeValue(forKey: id) { return sleeper }
                 // Cancelled before it registered: the registration sees this and throws.
                 state.cancelled.insert(id)
@@ -76,13 +76,13 @@ public final class ManualClock: ServiceClock {
             }
             sleeper?.continuation.resume(throwing: CancellationError())
         }
-        state.withLock { _ = $0.cancelled.remove(id) }
+        state.withLockedValue { _ = $0.cancelled.remove(id) }
     }
 
     /// Moves time forward by `duration` and wakes every sleeper whose deadline has come, in
     /// deadline order.
     public func advance(by duration: Duration) {
-        let due: [Sleeper] = state.withLock { state in
+        let due: [Sleeper] = state.withLockedValue { state in
             state.elapsed += max(.zero, duration)
             let now = state.elapsed
             let due = state.sleepers.filter { $0.value.deadline <= now }
@@ -106,7 +106,7 @@ public final class ManualClock: ServiceClock {
     @discardableResult
     public func waitForSleeper(forAtLeast duration: Duration, seconds: Double = 300) async -> Bool {
         await waitUntil(seconds: seconds) {
-            self.state.withLock { state in state.sleepers.values.contains { $0.deadline - state.elapsed >= duration } }
+            self.state.withLockedValue { state in state.sleepers.values.contains { $0.deadline - state.elapsed >= duration } }
         }
     }
 

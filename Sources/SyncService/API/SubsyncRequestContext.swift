@@ -1,6 +1,6 @@
 import Hummingbird
 import NIOCore
-import Synchronization
+import Atomics
 
 /// The request context of every route: Hummingbird's core context plus the peer's address,
 /// which the unauthenticated App Store notification route rate-limits by, and the connection,
@@ -31,7 +31,7 @@ public struct SubsyncRequestContext: RequestContext, RemoteAddressRequestContext
 /// Whether a handler has started reading a request's body (set once, read by ``ErrorMiddleware``
 /// to decide whether a refusal must discard the body itself).
 final class BodyReading: Sendable {
-    private let started = Atomic(false)
+    private let started = ManagedAtomic(false)
 
     var hasStarted: Bool { started.load(ordering: .acquiring) }
 

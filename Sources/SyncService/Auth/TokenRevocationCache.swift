@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 import SyncCore
 import SyncStore
 
@@ -25,7 +25,7 @@ final class TokenRevocationCache: Sendable {
         /// they committed.
         var noted: [String: (line: Date, at: Duration)] = [:]
     }
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
 
     init(store: TokenRevocations, clock: any ServiceClock, ttl: Duration = .seconds(5), fullReload: Duration = .seconds(300)) {
         self.store = store
@@ -37,7 +37,7 @@ final class TokenRevocationCache: Sendable {
     /// The revocation line of `accountID` (tokens issued before it are refused), `nil` for none.
     func revokedBefore(_ accountID: String) async throws -> Date? {
         let now = clock.uptime()
-        let wait = state.withLock { state -> Task<Void, any Error>? in
+        let wait = state.withLockedValue { state -> Task<Void, any Error>? in
             guard state.readAt.map({ now - $0 >= ttl }) ?? true else { return nil }
             if let reading = state.reading {
                 // A read is under way: wait for it only while there is no copy at all.
@@ -55,16 +55,16 @@ final class TokenRevocationCache: Sendable {
             } catch {
                 // Without a copy nothing can be said (a database outage: 503); with one, the
                 // last copy answers until a read succeeds.
-                if state.withLock({ $0.readAt == nil }) { throw error }
+                if state.withLockedValue({ $0.readAt == nil }) { throw error }
             }
         }
-        return state.withLock { $0.lines[accountID] }
+        return state.withLockedValue { $0.lines[accountID] }
     }
 
     private func read(since: Date?, startedAt: Duration) async throws {
         do {
             let (lines, newest) = try await store.changes(since: since)
-            state.withLock { state in
+            state.withLockedValue { state in
                 if since == nil {
                     state.lines = lines
                     state.fullAt = startedAt
@@ -79,7 +79,7 @@ final class TokenRevocationCache: Sendable {
                 state.reading = nil
             }
         } catch {
-            state.withLock { $0.reading = nil }
+            state.withLockedValue { $0.reading = nil }
             throw error
         }
     }
@@ -87,7 +87,7 @@ final class TokenRevocationCache: Sendable {
     /// Records a revocation this process just made, so it holds from the next request.
     func note(_ accountID: String, _ line: Date) {
         let now = clock.uptime()
-        state.withLock { state in
+        state.withLockedValue { state in
             state.noted[accountID] = (line, now)
             state.lines[accountID] = max(state.lines[accountID] ?? line, line)
         }

@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
 import Postgres
-import Synchronization
+import NIOConcurrencyHelpers
 import SyncCore
 
 /// `GET /healthz` (the process is up) and `GET /readyz` (the database answers).
@@ -64,14 +64,14 @@ func firstOf<T: Sendable>(
 
 /// A continuation resumed by the first of several racers, and only once.
 private final class ResumeOnce<T: Sendable>: Sendable {
-    private let continuation = Mutex<CheckedContinuation<T, any Error>?>(nil)
+    private let continuation = NIOLockedValueBox<CheckedContinuation<T, any Error>?>(nil)
 
     func set(_ continuation: CheckedContinuation<T, any Error>) {
-        self.continuation.withLock { $0 = continuation }
+        self.continuation.withLockedValue { $0 = continuation }
     }
 
     func resume(with result: Result<T, any Error>) {
-        continuation.withLock { continuation in
+        continuation.withLockedValue { continuation in
             continuation?.resume(with: result)
             continuation = nil
         }

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// The last hour of what ``MetricsSampler`` samples, in memory, for the console's chart
 /// (`GET /v1/admin/metrics/history`).
@@ -65,7 +65,7 @@ public final class MetricsHistory: Sendable {
 
     /// How far back samples are kept.
     public let span: TimeInterval
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
 
     public init(span: TimeInterval = 3600) {
         self.span = span
@@ -73,7 +73,7 @@ public final class MetricsHistory: Sendable {
 
     /// Adds a sample taken at `at`, and forgets those older than ``span``.
     public func record(at: Date, inboxDepth: Int, resolutionLagSeconds: Double, quarantinedReports: Int, counters: Counters?) {
-        state.withLock { state in
+        state.withLockedValue { state in
             var sample = Sample(
                 at: at, inboxDepth: inboxDepth, resolutionLagSeconds: resolutionLagSeconds, quarantinedReports: quarantinedReports)
             if let counters, let last = state.lastCounters, at > last.at {
@@ -95,6 +95,6 @@ public final class MetricsHistory: Sendable {
 
     /// The samples kept, oldest first.
     public func samples() -> [Sample] {
-        state.withLock { $0.samples }
+        state.withLockedValue { $0.samples }
     }
 }

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 import X509
 
 /// Certificate chains that already verified, so that the next JWS signed by the same chain costs
@@ -25,25 +25,25 @@ final class VerifiedChainCache: Sendable {
     /// growing memory (only verified chains are added anyway).
     static let capacity = 32
 
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries = NIOLockedValueBox<[String: Entry]>([:])
     /// Chains that did not lead to a trusted root even ignoring validity periods (a failure
     /// that no date changes), with the reason; bounded like the verified ones, but larger, since
     /// anyone can send new ones.
-    private let failures = Mutex<[String: String]>([:])
+    private let failures = NIOLockedValueBox<[String: String]>([:])
     static let failureCapacity = 1024
-    private let builds = Mutex(0)
+    private let builds = NIOLockedValueBox(0)
     /// Decoded JWS headers by their base64url text: a header is a pure function of that text, so
     /// any header that decoded (even of a chain that fails) may be kept; bounded like the failures.
-    private let headers = Mutex<[Substring: StoreKitVerifier.Header]>([:])
+    private let headers = NIOLockedValueBox<[Substring: StoreKitVerifier.Header]>([:])
     static let headerCapacity = 256
 
     /// The header whose base64url text is `segment`: from the cache, or `decode`d and kept.
     func header(_ segment: Substring, decode: (Substring) -> StoreKitVerifier.Header?) -> StoreKitVerifier.Header? {
-        if let known = headers.withLock({ $0[segment] }) { return known }
+        if let known = headers.withLockedValue({ $0[segment] }) { return known }
         guard let header = decode(segment) else { return nil }
         // A copy of the text, not a slice that would keep the whole token alive.
         let key = Substring(String(segment))
-        headers.withLock { headers in
+        headers.withLockedValue { headers in
             if headers.count >= Self.headerCapacity, headers[key] == nil { headers.removeAll(keepingCapacity: true) }
             headers[key] = header
         }
@@ -51,22 +51,22 @@ final class VerifiedChainCache: Sendable {
     }
 
     /// How many chains were built and checked (not answered from this cache).
-    var chainValidations: Int { builds.withLock { $0 } }
+    var chainValidations: Int { builds.withLockedValue { $0 } }
 
     func countValidation() {
-        builds.withLock { $0 += 1 }
+        builds.withLockedValue { $0 += 1 }
     }
 
     /// Why the chain `x5c` failed before, when it did.
     func failure(for x5c: [String]) -> String? {
         let key = x5c.joined(separator: ",")
-        return failures.withLock { $0[key] }
+        return failures.withLockedValue { $0[key] }
     }
 
     /// Remembers that the chain `x5c` does not lead to a trusted root.
     func insertFailure(x5c: [String], reason: String) {
         let key = x5c.joined(separator: ",")
-        failures.withLock { failures in
+        failures.withLockedValue { failures in
             if failures.count >= Self.failureCapacity, failures[key] == nil { failures.removeAll(keepingCapacity: true) }
             failures[key] = reason
         }
@@ -75,7 +75,7 @@ final class VerifiedChainCache: Sendable {
     /// The verified chain `x5c`, when `date` is inside its validity.
     func entry(for x5c: [String], at date: Date) -> Entry? {
         let key = x5c.joined(separator: ",")
-        return entries.withLock { entries in
+        return entries.withLockedValue { entries in
             guard let entry = entries[key], entry.validity.contains(date) else { return nil }
             return entry
         }
@@ -88,7 +88,7 @@ final class VerifiedChainCache: Sendable {
             let notAfter = certificates.map(\.notValidAfter).min(), notBefore <= notAfter
         else { return }
         let key = x5c.joined(separator: ",")
-        entries.withLock { entries in
+        entries.withLockedValue { entries in
             if entries.count >= Self.capacity, entries[key] == nil { entries.removeAll(keepingCapacity: true) }
             entries[key] = Entry(leafKey: leafKey, validity: notBefore...notAfter)
         }

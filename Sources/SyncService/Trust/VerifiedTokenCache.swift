@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 import SyncCore
 
 /// StoreKit JWS that verified already, by the SHA-256 of their exact text, with what
@@ -38,7 +38,7 @@ final class VerifiedTokenCache: Sendable {
         var previous: [Key: Entry] = [:]
         var hits = 0
     }
-    private let generations = Mutex(Generations())
+    private let generations = NIOLockedValueBox(Generations())
 
     init(capacity: Int) {
         self.capacity = max(1, capacity)
@@ -53,7 +53,7 @@ final class VerifiedTokenCache: Sendable {
 
     /// What verifying the token of `key` returned before, if it verified and is still kept.
     func entry(for key: Key) -> Entry? {
-        let (entry, dropped) = generations.withLock { state -> (Entry?, [Key: Entry]) in
+        let (entry, dropped) = generations.withLockedValue { state -> (Entry?, [Key: Entry]) in
             if let entry = state.current[key] {
                 state.hits += 1
                 return (entry, [:])
@@ -69,13 +69,13 @@ final class VerifiedTokenCache: Sendable {
 
     /// Keeps what verifying the token of `key` returned.
     func insert(_ entry: Entry, for key: Key) {
-        let dropped = generations.withLock { Self.insert(entry, for: key, into: &$0, capacity: capacity) }
+        let dropped = generations.withLockedValue { Self.insert(entry, for: key, into: &$0, capacity: capacity) }
         // Freed here, after the lock is released.
         withExtendedLifetime(dropped) {}
     }
 
     /// How many lookups were answered from this cache.
-    var hits: Int { generations.withLock { $0.hits } }
+    var hits: Int { generations.withLockedValue { $0.hits } }
 
     /// Inserts into the current generation; when it is full it becomes the previous one, and the
     /// generation that was previous is returned for the caller to free outside the lock.

@@ -52,10 +52,13 @@ public struct WorkerPool: Service {
         }
         logger.info("resolution workers starting", metadata: ["workers": "\(workers)", "batch": "\(batchSize)"])
         await cancelWhenGracefulShutdown {
-            await withDiscardingTaskGroup { group in
+            // A fixed set of children that return nothing: a plain task group holds no results
+            // worth discarding (and the discarding one needs macOS 14, above the package's floor).
+            await withTaskGroup(of: Void.self) { group in
                 for index in 0..<workers {
                     group.addTask { await work(index) }
                 }
+                await group.waitForAll()
             }
         }
         logger.info("resolution workers stopped")

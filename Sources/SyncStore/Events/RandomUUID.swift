@@ -1,4 +1,4 @@
-import Synchronization
+import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
 import Glibc
@@ -14,17 +14,17 @@ import Darwin
 /// `UUID()` asks the kernel for 16 bytes at every call (one `getrandom`, about 2.4 µs here); a
 /// worker's batch writes two events an account, and those calls were 0.6 % of the machine's
 /// samples in a resolution drain, `uuidString.lowercased()` another copy and pass per id
-/// (docs/PERFORMANCE.md item 43). Here the ids are taken from a block of 256, filled by 16
+/// (docs/performance/JOURNAL.md item 43). Here the ids are taken from a block of 256, filled by 16
 /// `getentropy` calls of 256 bytes: as random as `UUID()`'s (the same source), only fetched
 /// together.
 enum RandomUUID {
     /// Unused random bytes, shared by every task of the process (taken under the lock, a few
     /// nanoseconds an id).
-    private static let source = Mutex(Block())
+    private static let source = NIOLockedValueBox(Block())
 
     /// A new random UUID, `xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx` in lowercase hex.
     static func lowercaseString() -> String {
-        let (high, low) = source.withLock { $0.next() }
+        let (high, low) = source.withLockedValue { $0.next() }
         return format(high: high, low: low)
     }
 

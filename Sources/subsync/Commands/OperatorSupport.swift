@@ -3,7 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import Postgres
-import Synchronization
+import Atomics
 import SyncCore
 import SyncStore
 
@@ -97,7 +97,7 @@ enum Operator {
 final class InterruptFlag {
     /// What the signal handler touches: only an atomic.
     private final class State: Sendable {
-        let flag = Atomic<Bool>(false)
+        let flag = ManagedAtomic<Bool>(false)
     }
 
     private let state = State()
