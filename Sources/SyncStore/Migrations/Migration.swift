@@ -15,12 +15,16 @@ public struct Migration: Sendable, Hashable {
         self.sql = sql
     }
 
-    /// Loads `NNNN_name.sql` files from a folder, in version order.
+    /// The generated reading copy of the whole schema beside the migrations (`scripts/schema`),
+    /// which is not a migration.
+    public static let schemaFileName = "schema.sql"
+
+    /// Loads `NNNN_name.sql` files from a folder, in version order (``schemaFileName`` aside).
     ///
     /// - Throws: ``MigrationError`` for a badly named file or two files with one number.
     public static func load(from directory: URL) throws -> [Migration] {
         let files = try FileManager.default.contentsOfDirectory(atPath: directory.path)
-            .filter { $0.hasSuffix(".sql") }
+            .filter { $0.hasSuffix(".sql") && $0 != schemaFileName }
             .sorted()
         var migrations: [Migration] = []
         for file in files {
