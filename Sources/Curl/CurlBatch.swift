@@ -3,7 +3,7 @@
 ///
 /// One continuation for the batch instead of one per request: a webhook round sends hundreds of
 /// requests at once, and resuming a task per answer cost a thread hop (and often a futex wake of
-/// an idle pool thread) per delivery (docs/PERFORMANCE.md item 26).
+/// an idle pool thread) per delivery (docs/performance/JOURNAL.md item 26).
 final class CurlBatch: Sendable {
     private struct State {
         var outcomes: [CurlOutcome?]

@@ -4,7 +4,7 @@
 /// libcurl calls the header callback once per line, on the loop thread. Building a name and a
 /// value `String` for each line there (with lowercasing and trimming) was about 4 % of the loop
 /// thread's samples in a webhook drain, for headers that a 2xx answer never needs: a delivery
-/// reads only `Retry-After`, and only from a 429 or 503 (docs/PERFORMANCE.md item 51). So the
+/// reads only `Retry-After`, and only from a 429 or 503 (docs/performance/JOURNAL.md item 51). So the
 /// lines of the final response are appended to one buffer, and ``fields`` parses them the way
 /// the callback used to.
 struct CurlHeaderBlock: Sendable {

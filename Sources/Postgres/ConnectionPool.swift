@@ -98,7 +98,7 @@ public actor ConnectionPool {
     ///
     /// `subsync serve` calls it while it migrates: its workers' first claims otherwise waited
     /// for a connection each, opened one after another with the delivery loops' and the
-    /// sweeper's, 30-45 ms after the migration (docs/PERFORMANCE.md item 44).
+    /// sweeper's, 30-45 ms after the migration (docs/performance/JOURNAL.md item 44).
     public func prewarm(_ count: Int) async {
         let wanted = min(count, configuration.maximumConnections) - openCount
         guard wanted > 0, !isClosed else { return }

@@ -5,7 +5,7 @@ import Foundation
 ///
 /// Workers read every existing account's state and transaction aggregates back, and every sync
 /// answer reads the account's state; through `JSONDecoder` that was a third of the workers' CPU
-/// on accounts that already exist (docs/PERFORMANCE.md, item 20). ``JSONColumn`` uses a
+/// on accounts that already exist (docs/performance/JOURNAL.md, item 20). ``JSONColumn`` uses a
 /// conformance when the column's type has one, and falls back to `JSONDecoder` whenever the
 /// reader refuses the text (a shape it does not know, a number that is not a plain integer), so
 /// an error still reads as `JSONDecoder`'s. Conformances take their members in any order (`jsonb`

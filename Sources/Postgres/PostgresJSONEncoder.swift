@@ -17,7 +17,7 @@ import Foundation
 /// One difference, on purpose: a `UUID` is written in lowercase (Foundation writes
 /// `uuidString`, uppercase), as PostgreSQL prints a `uuid`, as the `webhook-id` header and the
 /// command line write ids, so that an id reads the same in every answer, log and console
-/// (README, "Ids"). Nothing the domain stores holds a `UUID`; API answers do.
+/// (docs/API.md, "Ids"). Nothing the domain stores holds a `UUID`; API answers do.
 public enum PostgresJSONEncoder {
     /// The JSON text of `value`, as UTF-8 bytes.
     public static func encode(_ value: some Encodable) throws -> [UInt8] {
@@ -118,7 +118,7 @@ enum JSONNode {
         bytes.append(UInt8(ascii: "\""))
         // Most strings (ids, products, times, enum names) need no escape: copied in one piece,
         // not appended byte by byte (the byte loop was about 1 % of a resolution drain's
-        // samples, docs/PERFORMANCE.md item 43).
+        // samples, docs/performance/JOURNAL.md item 43).
         var text = text
         let copied = text.withUTF8 { utf8 in
             guard !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }

@@ -33,7 +33,7 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
     /// concrete type at each call site: an array parameter then gets the binding specialized for
     /// its element type (``Swift/Array/postgresValue``). Called through this generic method from
     /// another module, every array went through the unspecialized, witness-table path, about 2 %
-    /// of the machine in a webhook drain (docs/PERFORMANCE.md item 38).
+    /// of the machine in a webhook drain (docs/performance/JOURNAL.md item 38).
     public struct StringInterpolation: StringInterpolationProtocol {
         @usableFromInline var sql: String
         @usableFromInline var binds: [PostgresValue]
@@ -70,7 +70,7 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
         /// compares with `= ANY(...)`: a custom plan estimates the selectivity of each of a
         /// constant array's elements, 1.4–2.4 ms a plan for 500 keys, where it takes an opaque
         /// array for ten; and it is still planned at every call, with the table's size at that
-        /// moment (docs/PERFORMANCE.md item 39). Not for a distributed table on Citus, whose
+        /// moment (docs/performance/JOURNAL.md item 39). Not for a distributed table on Citus, whose
         /// planner routes a statement to its shards by reading the keys.
         @inlinable
         public mutating func appendInterpolation(_ value: some PostgresEncodable, cast type: StaticString, opaqueToPlanner: Bool) {

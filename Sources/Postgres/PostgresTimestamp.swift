@@ -84,7 +84,7 @@ enum PostgresTimestamp {
     /// The text of a date in the years 1 to 9999 (every date the service writes), built in a
     /// buffer on the stack and appended once: appended a digit at a time, each append checking
     /// the array's capacity and uniqueness, formatting was about 0.8 % of a resolution drain's
-    /// samples (docs/PERFORMANCE.md item 46). The same text as the general path below, which
+    /// samples (docs/performance/JOURNAL.md item 46). The same text as the general path below, which
     /// `TimestampTests` holds it to.
     private static func appendFourDigitYear(
         year: Int64, month: Int64, day: Int64, secondsOfDay: Int64, micros: Int64, rfc3339: Bool, to bytes: inout [UInt8]

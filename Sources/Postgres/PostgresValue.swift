@@ -14,7 +14,7 @@ public enum PostgresValue: Sendable, Hashable {
     /// (`text[]`, `int8[]`, `bool[]`, `uuid[]`, `timestamptz[]`, `float8[]`): no text for the
     /// client to write nor for the server to parse. For arrays of JSON documents that was most of
     /// the cost of binding them; for numbers and dates, the server's `array_in` and the elements'
-    /// input functions (docs/PERFORMANCE.md item 30). The parameter has that type: a cast in SQL
+    /// input functions (docs/performance/JOURNAL.md item 30). The parameter has that type: a cast in SQL
     /// converts from it (`$1::int[]` from `int8[]`, `$1::text[]::uuid[]` from `text[]`).
     case binaryArray(type: UInt32, bytes: [UInt8])
 
@@ -92,7 +92,7 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
     /// Inlinable, with ``binaryArray(_:)``: callers in other modules get it specialized for
     /// their element type. Unspecialized, each element went through the protocol's witness
     /// table and a generic copy, about 5 % of `serve`'s CPU on syncs, whose reports bind 21
-    /// arrays each (docs/PERFORMANCE.md item 35).
+    /// arrays each (docs/performance/JOURNAL.md item 35).
     @inlinable
     public var postgresValue: PostgresValue {
         if let types = Element.binaryArrayType, let binary = binaryArray(types) { return binary }

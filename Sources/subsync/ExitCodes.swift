@@ -1,6 +1,6 @@
 import ArgumentParser
 
-/// Exit codes scripts can rely on (see the README). They follow BSD sysexits where one fits.
+/// Exit codes scripts can rely on (docs/OPERATIONS.md, "Exit codes"). They follow BSD sysexits where one fits.
 enum ExitCodes {
     static let failure = ExitCode(1)
     /// `reconcile --dry-run` found drift (for monitoring: the database needs a repair).

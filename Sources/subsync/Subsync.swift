@@ -3,7 +3,7 @@ import ArgumentParser
 /// Every command names itself (`commandName`): without one, ArgumentParser derives the name with
 /// `String(describing:)` for each command of the tree at every start, and each such call scans
 /// the binary's protocol conformance records, about 5-7 ms of each `subsync` start (perf;
-/// docs/PERFORMANCE.md item 33).
+/// docs/performance/JOURNAL.md item 33).
 @main
 struct Subsync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

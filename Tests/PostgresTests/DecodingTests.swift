@@ -358,7 +358,7 @@ import Testing
     }
 
     /// Arrays of numbers, booleans, ids, dates and doubles go in binary format too, with their
-    /// array type (docs/PERFORMANCE.md item 30). A date bound in an array is the very value the
+    /// array type (docs/performance/JOURNAL.md item 30). A date bound in an array is the very value the
     /// server makes of the same date bound alone (as text): leases are compared for equality.
     /// The server's casts take the declared type to the statement's (`int8[]` to `int[]`,
     /// refusing what does not fit), and a statement prepared with one declared type is prepared

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// The `Authorization` header's credential, taken on bytes, is what the String and Foundation
-/// code it replaced took (docs/PERFORMANCE.md item 35).
+/// code it replaced took (docs/performance/JOURNAL.md item 35).
 @Suite struct BearerHeaderTests {
     /// The previous implementation, kept here as the reference.
     private func reference(_ header: String) -> String? {

@@ -50,7 +50,7 @@ import Testing
     /// the connection cached their plans (sql/0022). Autovacuum analyzes a table after its first
     /// 50 changed rows; a plan cached then is a sequential scan (one page), and it stays until the
     /// next analyze, up to a minute later, however much the table grew meanwhile: without
-    /// `enable_seqscan = off` each key was a scan of the whole table (docs/PERFORMANCE.md item 14).
+    /// `enable_seqscan = off` each key was a scan of the whole table (docs/performance/JOURNAL.md item 14).
     @Test func lockFunctionsReadByKeyAfterTheTableGrew() async throws {
         try await TestDatabase.withFreshDatabase { configuration in
             try await TestDatabase.withConnection(configuration) { connection in
@@ -107,7 +107,7 @@ import Testing
     /// outage of the workers, an import). The index of pending reports in arrival order matched
     /// the claim until sql/0028, and the planner, taking it for small, read all of it for every
     /// claim: 3,000 index entries here for 50 reports (checked against the old index), and a
-    /// 120,000-report drain at 14,700 reports/s instead of 36,500 (docs/PERFORMANCE.md item 28).
+    /// 120,000-report drain at 14,700 reports/s instead of 36,500 (docs/performance/JOURNAL.md item 28).
     @Test func claimReadsOnlyItsAccountsPendingReportsWithStaleStatistics() async throws {
         try await TestDatabase.withFreshDatabase { configuration in
             try await TestDatabase.withConnection(configuration) { connection in

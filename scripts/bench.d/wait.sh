@@ -8,14 +8,15 @@
 # pruning of the rows the service updates, for the whole drain). Polling with a psql started
 # every 50-100 ms (a process, a connection and a backend each time) took about an eighth of this
 # 2-core machine's CPU from the service measured and ended the clock up to 100 ms late: the
-# resolution drain measured 26k reports/s that way and 33-34k/s with this (docs/PERFORMANCE.md
-# item 15).
+# resolution drain measured 26k reports/s that way and 33-34k/s with this
+# (docs/performance/JOURNAL.md item 15).
 #
 # Sequential scans are off for the look: the tables are analyzed while the backlog is all
 # pending, so the planner answered EXISTS with a sequential scan, which reads every row the
 # service has finished (they sit in front of the pending ones) every 10 ms. During a webhook
-# drain that loop was 16 % of PostgreSQL's CPU, about 8 % of the machine (perf; docs/PERFORMANCE.md
-# item 27). Through the partial index of pending rows each look is a few index entries.
+# drain that loop was 16 % of PostgreSQL's CPU, about 8 % of the machine (perf;
+# docs/performance/JOURNAL.md item 27). Through the partial index of pending rows each look is
+# a few index entries.
 wait_until_none() {
   local url=$1 table=$2 condition=$3 pid=${4:-} deadline=$((SECONDS + ${BENCH_WAIT_SECONDS:-600})) left
   while :; do

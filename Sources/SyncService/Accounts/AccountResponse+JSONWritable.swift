@@ -4,7 +4,7 @@ import SyncCore
 import SyncStore
 
 // Every sync answers with the account; through the generic encoder its members (features,
-// limits, devices) were about 5 % of `serve`'s CPU in a paced sync run (docs/PERFORMANCE.md
+// limits, devices) were about 5 % of `serve`'s CPU in a paced sync run (docs/performance/JOURNAL.md
 // item 35). These write the bytes `encode(to:)` gives through ``PostgresJSONEncoder`` (keys
 // sorted, absent optionals as the coders write them); `ResponseWriterTests` compares the two.
 

@@ -6,7 +6,7 @@ import SyncStore
 
 /// Everything `subsync serve` can be told, from flags or environment variables.
 ///
-/// Environment variable names are listed in the README's configuration table; flags of the
+/// Environment variable names are listed in docs/CONFIGURATION.md; flags of the
 /// same meaning take precedence over them.
 public struct ServiceConfiguration: Sendable {
     /// `DATABASE_URL`: a `postgresql://` URL. When nil, an embedded PostgreSQL is started.

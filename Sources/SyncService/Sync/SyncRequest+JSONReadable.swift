@@ -4,7 +4,7 @@ import SyncCore
 import SyncStore
 
 /// The sync body read with ``JSONReader`` instead of Foundation's `JSONDecoder`, which was
-/// 11–12 % of `serve`'s CPU in a paced sync run (docs/PERFORMANCE.md item 34).
+/// 11–12 % of `serve`'s CPU in a paced sync run (docs/performance/JOURNAL.md item 34).
 ///
 /// Only for the bodies where the two cannot differ: ASCII bytes (so no invalid UTF-8 to judge),
 /// members that the types know and nothing else, each value of the JSON type its field takes.

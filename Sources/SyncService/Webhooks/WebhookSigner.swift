@@ -9,7 +9,7 @@ import SyncStore
 public enum WebhookSigner {
     /// A secret made ready to sign: the HMAC keyed with it, copied for each message, so the key
     /// is set up once per secret rather than once per attempt (perf: the signature was about
-    /// an eighth of a delivery loop's Swift CPU, half of it the key's setup; docs/PERFORMANCE.md
+    /// an eighth of a delivery loop's Swift CPU, half of it the key's setup; docs/performance/JOURNAL.md
     /// item 24).
     public struct Key: Sendable {
         let keyed: HMAC<SHA256>

@@ -7,7 +7,7 @@ import ServiceLifecycle
 ///
 /// One connection for all of them, not one per part: `serve --workers 4` with four delivery
 /// loops listened on five connections, each a PostgreSQL backend held for the life of the
-/// process (docs/PERFORMANCE.md item 26). A lost connection is opened again after a second;
+/// process (docs/performance/JOURNAL.md item 26). A lost connection is opened again after a second;
 /// the parts poll meanwhile, since notifications sent while it is down are lost.
 public struct NotificationForwarder: Service {
     let configuration: ConnectionConfiguration

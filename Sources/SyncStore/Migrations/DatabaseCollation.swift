@@ -5,7 +5,7 @@ import Postgres
 /// sort compares them. Under the `C` (or `POSIX`) collation PostgreSQL compares the bytes
 /// directly; under any other libc or ICU collation, even `C.UTF-8`, each comparison copies both
 /// strings and goes through the locale: about 4 % of a resolution drain's busy CPU here, and a
-/// drain about 7 % longer (docs/PERFORMANCE.md item 53). Nothing in subsync needs a language's
+/// drain about 7 % longer (docs/performance/JOURNAL.md item 53). Nothing in subsync needs a language's
 /// order for its ids, so the clusters it creates use `C`, and `serve` says so when an
 /// operator's database does not.
 public enum DatabaseCollation {

@@ -391,7 +391,7 @@ public struct ResolutionEngine: Sendable {
     /// Writes `changed`: the transactions new to their accounts with a plain `INSERT`, the others
     /// over their rows (`ON CONFLICT ... DO UPDATE`). An upsert is a speculative insertion, an
     /// arbiter probe and a confirmation record a row: 18.1-19.3 ms against 14.1-15.6 ms for the
-    /// same 1,760 new rows (docs/PERFORMANCE.md item 45), and a batch's transactions are
+    /// same 1,760 new rows (docs/performance/JOURNAL.md item 45), and a batch's transactions are
     /// mostly new (a renewal is a new transaction).
     private func writeTransactions(_ changed: [ChangedTransaction], on connection: Connection) async throws {
         let new = changed.filter { !$0.mayBeStored }
@@ -594,7 +594,7 @@ public struct ResolutionEngine: Sendable {
     /// plan for the aggregates' select, 37 ms of a 40,000-report drain) and, on a table of
     /// 16,000 rows, scanned it whole (3.2–3.7 ms) where the index took 1.0–1.7 ms. On Citus, no:
     /// its planner reads the keys to send the statement only to their shards
-    /// (docs/PERFORMANCE.md item 39).
+    /// (docs/performance/JOURNAL.md item 39).
     func keysOpaqueToPlanner(on connection: Connection) async throws -> Bool {
         try await !topology.isCitus(on: connection)
     }

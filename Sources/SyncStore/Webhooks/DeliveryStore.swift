@@ -110,7 +110,7 @@ public struct DeliveryStore: Sendable {
             // `subsync_claim_due_deliveries` (sql/0014, 0035) finds the heads without locks and leases each
             // stream with statements that name its account: on Citus, one shard each, where the
             // multi-shard `FOR UPDATE` below is refused. On one PostgreSQL it is 0.7-0.9x as
-            // fast as the statement below (README "Running on Citus"), so that one stays.
+            // fast as the statement below (docs/CITUS.md), so that one stays.
             rows = try await pool.preparedQuery(
                 """
                 SELECT * FROM subsync_claim_due_deliveries(
@@ -136,7 +136,7 @@ public struct DeliveryStore: Sendable {
                   -- stream's pending deliveries (one that an operator retried meanwhile, or one
                   -- that a replay, a retry or a new event put beside the leased ones): the lease
                   -- ends when that sender records, or expires. One probe of the stream's pending
-                  -- set asks both (a probe each cost 12 % more claim, docs/PERFORMANCE.md item
+                  -- set asks both (a probe each cost 12 % more claim, docs/performance/JOURNAL.md item
                   -- 27). A leased delivery stays pending until its sender records it (an operator
                   -- cannot cancel it meanwhile, see `cancel`), so the pending set answers, through
                   -- deliveries_pending_by_stream: no index holds leased_until, so that a lease is
@@ -387,7 +387,7 @@ public struct DeliveryStore: Sendable {
     /// `onlyNewAttempts`: then the whole call fails with a unique violation and changes nothing.
     /// That is the delivery loops' first try at a round, as a plain insert costs about half of
     /// one that looks for the attempt first (`ON CONFLICT DO NOTHING`: 44–74 against 79–149 ms
-    /// for 20,000 rows, docs/PERFORMANCE.md item 50); they record the round again attempt by
+    /// for 20,000 rows, docs/performance/JOURNAL.md item 50); they record the round again attempt by
     /// attempt, without it, when it fails.
     public func record(
         _ results: [AttemptResult], lease: Date? = nil, disableAfter: TimeInterval, now: Date = Date(), lettingGoOfStreams: Bool = true,
@@ -401,7 +401,7 @@ public struct DeliveryStore: Sendable {
                 // Every statement below names its rows by key, a few hundred of them: nested
                 // loops over the keys. The planner (random_page_cost 4, as if from disk) preferred
                 // to hash every pending delivery for each call below a few 100,000 of them: 7-10
-                // ms a call at 30,000 pending where the keys take 1-2 (docs/PERFORMANCE.md item
+                // ms a call at 30,000 pending where the keys take 1-2 (docs/performance/JOURNAL.md item
                 // 16). An `account_id = ANY(...)` hint, as in the resolution, turned into a scan
                 // comparing every row with every key when an account had many deliveries.
                 try await connection.execute(script: "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
@@ -430,7 +430,7 @@ public struct DeliveryStore: Sendable {
             // a burst, which autovacuum analyzes only after a share of the table has changed),
             // the planner estimated one pending delivery, started from it (a scan of the pending
             // index, or of the table), and compared every pending delivery with every result:
-            // 3.3 s a call for 500 results among 30,000 pending (docs/PERFORMANCE.md item 28).
+            // 3.3 s a call for 500 results among 30,000 pending (docs/performance/JOURNAL.md item 28).
             // As a join condition it restricts nothing on its own, so the deliveries are only
             // ever probed by key. The claim's lease likewise.
             let updated = try await connection.preparedQuery(
@@ -460,7 +460,7 @@ public struct DeliveryStore: Sendable {
                 // claim's lease: it sets a waiting delivery to its head's `leased_until`, which is
                 // `lease` exactly. One probe of the due index lets all of those go, for every
                 // stream of the round, where a probe of each stream's pending set (below) was
-                // about 8 % of a webhook drain's statement time (docs/PERFORMANCE.md item 49).
+                // about 8 % of a webhook drain's statement time (docs/performance/JOURNAL.md item 49).
                 // First, so that the hold below still wins for the streams that are retried. A
                 // delivery of another stream let go by mistake (another claim's lease at the same
                 // microsecond) is only read by claims sooner: a claim never takes a stream out
@@ -521,7 +521,7 @@ public struct DeliveryStore: Sendable {
                 )
             } else {
                 // Both in one statement, one probe of each stream's pending set after its last
-                // attempt (a statement each was two probes a stream, docs/PERFORMANCE.md item
+                // attempt (a statement each was two probes a stream, docs/performance/JOURNAL.md item
                 // 27). The probe goes through deliveries_pending_by_stream (the LATERAL ...
                 // OFFSET 0 keeps it per stream), then rows are updated by primary key (no other
                 // condition on `f`, so nothing invites a scan of it): joined directly, the planner

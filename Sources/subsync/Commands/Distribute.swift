@@ -13,7 +13,7 @@ struct Distribute: AsyncParsableCommand {
             the global lookups (purchase owners, app account tokens, store notifications, rate \
             buckets) by their own keys; webhook_endpoints as a reference table. Idempotent: a \
             table already distributed is left alone. On a database without the citus extension \
-            it changes nothing and says so (exit 0). See the README, "Running on Citus".
+            it changes nothing and says so (exit 0). See docs/CITUS.md, "The distribution step".
 
             Examples:
               subsync migrate && subsync distribute --database-url postgresql://subsync@coordinator/subsync

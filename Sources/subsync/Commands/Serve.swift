@@ -143,10 +143,10 @@ struct Serve: AsyncParsableCommand {
             logger: logger
         )
         // The connections the workers, the delivery loops and the sweeper take first open while
-        // the migration runs, not one after another as each asks (docs/PERFORMANCE.md item 44).
+        // the migration runs, not one after another as each asks (docs/performance/JOURNAL.md item 44).
         async let prewarmed: Void = pool.prewarm(configuration.workers + configuration.deliveryWorkers + 1)
         // Every index of the per-account tables compares text ids; under a locale's collation
-        // each comparison goes through the locale (docs/PERFORMANCE.md item 53). Asked beside
+        // each comparison goes through the locale (docs/performance/JOURNAL.md item 53). Asked beside
         // the migration, so that the start waits for nothing more.
         async let collation = DatabaseCollation.nonBytewise(pool)
         if !noMigrate {
@@ -163,7 +163,7 @@ struct Serve: AsyncParsableCommand {
         await prewarmed
         if let slowCollation = try? await collation {
             logger.notice(
-                "the database compares text with the collation '\(slowCollation)': subsync runs faster in a database created with LC_COLLATE 'C' (README, Configuration, The database)")
+                "the database compares text with the collation '\(slowCollation)': subsync runs faster in a database created with LC_COLLATE 'C' (docs/CONFIGURATION.md, Creating the database)")
         }
         let authenticator = await Authenticator(
             adminKey: configuration.adminKey, adminKeys: configuration.adminKeys, tokenSecret: configuration.tokenSecret,
