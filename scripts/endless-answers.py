@@ -3,8 +3,13 @@
 any method, is answered 200 with a body of --size bytes (default 1 GiB), streamed in 64 KiB
 blocks, so a client that reads it all runs out of memory. The first path segment chooses how:
 
-  /length/...   with Content-Length: the size is known from the head
-  /chunked/...  chunked: the size is known only by reading
+  /length/...          with Content-Length: the size is known from the head
+  /chunked/...         chunked: the size is known only by reading
+  /silent/...          Content-Length of the size, then no body at all (the connection stays open)
+  /trickle/...         chunked, one byte every half second for 10 minutes: an answer that
+                       never ends soon but is never silent for long
+  /exact-length/N/...  exactly N bytes with Content-Length
+  /exact-chunked/N/... exactly N bytes, chunked
 
 GET /_sent answers {"requests": n, "sent": [bytes written per finished answer]}: how far each
 answer got before the client hung up (the whole size if it never did).
@@ -15,6 +20,7 @@ import argparse
 import http.server
 import json
 import threading
+import time
 
 lock = threading.Lock()
 sent = []
@@ -41,21 +47,36 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.rfile.read(length)
         with lock:
             requests += 1
-        chunked = self.path.startswith("/chunked")
+        parts = self.path.split("/")
+        mode = parts[1] if len(parts) > 1 else ""
+        size = self.size
+        if mode.startswith("exact-"):
+            size = int(parts[2])
+        chunked = mode in ("chunked", "trickle", "exact-chunked")
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         if chunked:
             self.send_header("Transfer-Encoding", "chunked")
         else:
-            self.send_header("Content-Length", str(self.size))
+            self.send_header("Content-Length", str(size))
         self.end_headers()
         written = 0
         block = b"[" + b"0," * 32767 + b"0"  # 64 KiB of a JSON array that never closes
         try:
-            while written < self.size:
-                piece = block[: self.size - written]
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
-                written += len(piece)
+            if mode == "silent":
+                self.wfile.flush()
+                time.sleep(600)
+            elif mode == "trickle":
+                for _ in range(1200):
+                    self.wfile.write(b"1\r\n0\r\n")
+                    self.wfile.flush()
+                    written += 1
+                    time.sleep(0.5)
+            else:
+                while written < size:
+                    piece = block[: size - written]
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+                    written += len(piece)
             if chunked:
                 self.wfile.write(b"0\r\n\r\n")
         except OSError:

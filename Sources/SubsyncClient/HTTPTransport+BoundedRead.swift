@@ -11,11 +11,14 @@ extension HTTPTransport {
     ///
     /// On Apple's systems the body is read as a stream (`bytes(for:)`), which stops at the limit.
     /// Linux's FoundationNetworking has no such stream, so there a task delegate counts the
-    /// bytes as they arrive and cancels the task at the head (a `Content-Length` over the limit)
-    /// or as soon as the count passes it, and the answer is refused whatever its length. But
+    /// bytes as they arrive and cancels the task at the head (a `Content-Length` over the limit;
+    /// FoundationNetworking ignores a `.cancel` disposition, so the task itself is cancelled) or
+    /// as soon as the count passes it, and the answer is refused whatever its length. But
     /// FoundationNetworking reads ahead of its delegate without backpressure and buffers the body
-    /// itself, so there the limit bounds what the client keeps and answers, not what the URL
-    /// loading system reads (docs/CLIENT.md, *Answers*).
+    /// itself (and a redirect's body never reaches the delegate), so there the limit bounds what
+    /// the client keeps and answers, not what the URL loading system reads; the request's
+    /// deadline (``HTTPTransport/send(_:_:query:body:token:)``) bounds how long it reads
+    /// (docs/CLIENT.md, *Answers*).
     func boundedData(for request: URLRequest, limit: Int) async throws(SubsyncClientError) -> (Data, HTTPURLResponse) {
         let session = configuration.session
         #if canImport(FoundationNetworking)
@@ -48,7 +51,8 @@ extension HTTPTransport {
             throw .answerTooLarge(limit: limit)
         }
         var data = Data()
-        data.reserveCapacity(Int(max(0, min(http.expectedContentLength, Int64(limit)))))
+        // What the server announces sizes at most the first 64 KiB: the rest grows as it comes.
+        data.reserveCapacity(Int(max(0, min(http.expectedContentLength, Int64(limit), 65_536))))
         do {
             for try await byte in bytes {
                 guard data.count < limit else {
@@ -93,6 +97,8 @@ final class AnswerCap: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         guard response.expectedContentLength > Int64(limit) else { return completionHandler(.allow) }
         lock.withLock { over = true }
         completionHandler(.cancel)
+        // FoundationNetworking ignores the disposition of a task made by `data(for:delegate:)`.
+        dataTask.cancel()
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {

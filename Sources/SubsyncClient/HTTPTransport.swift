@@ -45,9 +45,42 @@ struct HTTPTransport: Sendable {
             request.httpBody = body
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }
-        let (data, http) = try await boundedData(for: request, limit: max(0, configuration.maximumAnswerBytes))
-        let retryAfter = (http.value(forHTTPHeaderField: "Retry-After")).flatMap(Self.retryAfter)
-        return Answer(status: http.statusCode, body: data, retryAfter: retryAfter)
+        return try await answer(to: request, within: configuration.requestTimeout)
+    }
+
+    /// The answer to `request`, read whole within `seconds` or ``SubsyncClientError/unreachable(_:)``.
+    /// URLRequest's own timeout is an idle one (each byte starts it again), so a server or proxy
+    /// trickling an endless answer a byte at a time would hold the outbox for ever: here the
+    /// whole exchange races a deadline, and the loser is cancelled (which cancels the URL
+    /// session's task).
+    private func answer(to request: URLRequest, within seconds: TimeInterval) async throws(SubsyncClientError) -> Answer {
+        let limit = max(0, configuration.maximumAnswerBytes)
+        let nanoseconds = UInt64((seconds.isFinite ? min(max(seconds, 0.001), 86_400) : 86_400) * 1_000_000_000)
+        let outcome = await withTaskGroup(of: Result<Answer, SubsyncClientError>?.self) { group in
+            group.addTask {
+                do throws(SubsyncClientError) {
+                    let (data, http) = try await boundedData(for: request, limit: limit)
+                    let retryAfter = (http.value(forHTTPHeaderField: "Retry-After")).flatMap(Self.retryAfter)
+                    return .success(Answer(status: http.statusCode, body: data, retryAfter: retryAfter))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                // Real time, like URLRequest's timeout: configuration.sleep is the outbox's waits.
+                do { try await Task.sleep(nanoseconds: nanoseconds) } catch { return nil }
+                return .failure(.unreachable("no whole answer within \(seconds) s (requestTimeout)"))
+            }
+            var first: Result<Answer, SubsyncClientError>?
+            while first == nil, let next = await group.next() { first = next }
+            group.cancelAll()
+            return first
+        }
+        switch outcome {
+        case .success(let answer): return answer
+        case .failure(let error): throw error
+        case nil: throw .unreachable("the request was cancelled")
+        }
     }
 
     /// `Retry-After` as seconds (a number of seconds, or an HTTP date), bounded to 1 s – 6 h.

@@ -373,6 +373,8 @@ public actor SubsyncClient {
                 return .waiting(until: until, delivered: delivered)
             case .failed(let error):
                 if case .unauthorized = error { errorContinuation.yield(error) }
+                // An answer over maximumAnswerBytes is no outage: the app hears of it.
+                if case .answerTooLarge = error { errorContinuation.yield(error) }
                 guard case .service(let status, _, _) = error, status >= 500 || status == 408 else {
                     return .failed(error, delivered: delivered)
                 }

@@ -32,7 +32,9 @@ public struct SubsyncConfiguration: Sendable {
     public var initialBackoff: TimeInterval = 1
     /// The longest wait between attempts, in seconds.
     public var maximumBackoff: TimeInterval = 300
-    /// Timeout of one request, in seconds.
+    /// Timeout of one request, in seconds: the most it may take in all, from sending to the
+    /// answer's last byte (a server trickling an endless answer cannot hold the outbox), and the
+    /// most the connection may stay silent.
     public var requestTimeout: TimeInterval = 30
     /// The longest answer the client reads, in bytes (default 4 MiB; the service's largest answers,
     /// an account with its entitlements and usage, are a few kilobytes). A longer one is

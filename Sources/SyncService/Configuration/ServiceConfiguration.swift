@@ -17,7 +17,8 @@ public struct ServiceConfiguration: Sendable {
     public var port: Int
     /// `SUBSYNC_DATA_DIR`: where the embedded PostgreSQL keeps its data.
     public var dataDirectory: String
-    /// `SUBSYNC_EMBEDDED_PG_PORT`: the embedded PostgreSQL's port on 127.0.0.1.
+    /// `SUBSYNC_EMBEDDED_PG_PORT`: the embedded PostgreSQL's port number, which names only its Unix
+    /// socket (the embedded server listens on no TCP address).
     public var embeddedPostgresPort: Int
     /// `SUBSYNC_DB_POOL_SIZE`: connections per process.
     public var databasePoolSize: Int
@@ -50,7 +51,8 @@ public struct ServiceConfiguration: Sendable {
     public var appAccountTokenKey: String?
     /// `SUBSYNC_WORKERS`: resolution workers in this process (0: none, the API only).
     public var workers: Int
-    /// `SUBSYNC_BATCH_SIZE`: reports claimed per worker transaction.
+    /// `SUBSYNC_BATCH_SIZE`: accounts with pending reports a worker claims per transaction (with
+    /// all their pending reports).
     public var batchSize: Int
     /// `SUBSYNC_POLL_INTERVAL_MS`: how often idle workers look for work without a NOTIFY.
     public var pollInterval: Duration
@@ -71,7 +73,8 @@ public struct ServiceConfiguration: Sendable {
     /// `SUBSYNC_MAX_WAIT_MS`: the longest `wait_ms` a sync may ask for (larger values are clamped).
     public var maximumWaitMilliseconds: Int = SyncLimits.maximumWaitMilliseconds
     /// `SUBSYNC_REPORTS_PER_ACCOUNT_PER_DAY`: reports a device may send for one account in a day
-    /// (a bucket of that size refilling over 24 h, per process), so one genuine signed
+    /// (a bucket of that size refilling over 24 h; per process, or shared by every process with
+    /// `SUBSYNC_RATE_LIMIT_SHARED`), so one genuine signed
     /// transaction resent under fresh report ids cannot grow the database without bound.
     public var accountReportQuota: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 10_000 / 86_400, burst: 10_000)
     /// `SUBSYNC_RATE_LIMIT_NOTIFICATIONS`: App Store notifications per source address (the route
