@@ -260,9 +260,12 @@ enum UsageTotals {
     }
 
     /// The sums of `accountID`'s recorded entries counted in each of `spans` (at their
-    /// `counted_at`, else their `at`), from the entries (one
-    /// statement, a single-shard one on Citus; the index `usage_entries_by_time` reads only the
-    /// entries in the spans). A span without entries has no row: zero.
+    /// `counted_at`, else their `at`), from the entries (one statement, a single-shard one on
+    /// Citus). The two ways an entry is counted are two index range scans, `usage_entries_by_time`
+    /// for `at` and `usage_entries_counted` for `counted_at`, so only the entries in the spans are
+    /// read: one condition with an `OR` of the two read every entry of the account's meter, which
+    /// made every request's cost grow with the ledger (15× at 100,000 entries; scripts/bench-usage).
+    /// A span without entries has no row: zero.
     static func sums(of accountID: String, spans: [StoredKey], on connection: Connection) async throws -> [StoredKey: UsageSums] {
         guard !spans.isEmpty else { return [:] }
         let rows = try await connection.preparedQuery(
@@ -275,11 +278,17 @@ enum UsageTotals {
                    COALESCE(sum(abs(u.units)) FILTER (
                        WHERE u.kind = 'credit_revoked' OR (u.kind = 'adjustment' AND u.units < 0)), 0)::bigint,
                    count(u.entry_id)::bigint
-            FROM usage_entries u,
-                 unnest(\(spans.map(\.meter))::text[], \(spans.map(\.start))::timestamptz[], \(spans.map(\.end))::timestamptz[])
+            FROM unnest(\(spans.map(\.meter))::text[], \(spans.map(\.start))::timestamptz[], \(spans.map(\.end))::timestamptz[])
                      WITH ORDINALITY AS p(m, s, e, i)
-            WHERE u.account_id = \(accountID) AND u.meter = p.m AND u.kind <> 'allowance'
-              AND ((u.counted_at IS NULL AND u.at >= p.s AND u.at < p.e) OR (u.counted_at >= p.s AND u.counted_at < p.e))
+            CROSS JOIN LATERAL (
+                SELECT e.kind, e.units, e.entry_id FROM usage_entries e
+                WHERE e.account_id = \(accountID) AND e.meter = p.m AND e.kind <> 'allowance'
+                  AND e.counted_at IS NULL AND e.at >= p.s AND e.at < p.e
+                UNION ALL
+                SELECT e.kind, e.units, e.entry_id FROM usage_entries e
+                WHERE e.account_id = \(accountID) AND e.meter = p.m AND e.kind <> 'allowance'
+                  AND e.counted_at >= p.s AND e.counted_at < p.e
+            ) u
             GROUP BY p.i
             """
         )
