@@ -105,8 +105,11 @@ struct ServeCommandTests {
         // 64 accepted, plus the listening socket and the normal client's, plus at most one
         // accept batch: the limit is checked before each read of the listening socket, and one
         // read accepts up to NIO's maxMessagesPerRead (seen once: 67 with a busy machine). 300
-        // without the limit.
-        #expect(most >= 32 && most <= 64 + 2 + 16, "serve held \(most) connections on its port")
+        // without the limit. How close to the limit serve gets depends on how fast a shared core
+        // lets it accept (under --stress it was seen below 32), so what is asserted is the bound
+        // and that far more connections were open than serve held.
+        #expect(most >= 1 && most <= 64 + 2 + 16, "serve held \(most) connections on its port")
+        #expect((stats["opened"] ?? 0) > 64 + 2 + 16, "\(stats)")
         // Every connection serve accepted was closed two seconds later, trickle or not; without
         // the head timeout none would have been in 20 s.
         #expect((stats["closed_by_server"] ?? 0) >= 150, "\(stats)")
