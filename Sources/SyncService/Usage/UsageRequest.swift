@@ -60,6 +60,16 @@ enum UsageLimits {
 }
 
 extension UsageRequest {
+    /// The ledger id of a device's usage entry: `usage:<device id>:<usage id>`, with each `:` of
+    /// the device id written `%3A`, so that no two (device, usage id) pairs share an id: both may
+    /// hold `:`, and `a:b` + `c` and `a` + `b:c` once made the same id, the second counted as a
+    /// duplicate of the first. Ids cannot hold `%`, so the escape is unambiguous; a device id
+    /// without `:` keeps the form it always had, so its retries stay duplicates across the change
+    /// (docs/USAGE.md).
+    static func ledgerID(device: String, usage: String) -> String {
+        "usage:\(device.replacingOccurrences(of: ":", with: "%3A")):\(usage)"
+    }
+
     /// Decodes and checks a body against `catalogue` at `now`, or throws an ``APIError`` naming the
     /// bad field; nothing is stored for a request with one bad entry.
     static func decode(_ data: Data, catalogue: Catalogue, policy: UsagePolicy, now: Date) throws -> (DeviceInfo, [UsageEntry]) {
@@ -80,7 +90,7 @@ extension UsageRequest {
             try UsageLimits.check(time: payload.at, now: now, policy: policy, field: field + ".at")
             // Namespaced by device: two devices that both number their calls from 1 never collide.
             let entry = UsageEntry(
-                id: "usage:\(request.device.id):\(payload.id)", meter: payload.meter, kind: .usage, units: payload.units,
+                id: Self.ledgerID(device: request.device.id, usage: payload.id), meter: payload.meter, kind: .usage, units: payload.units,
                 at: payload.at.roundedToMicroseconds)
             if let earlier = seen[entry.meter + "\u{0}" + entry.id] {
                 guard earlier == entry else {
