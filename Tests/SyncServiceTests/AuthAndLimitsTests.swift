@@ -42,7 +42,7 @@ struct AuthAndLimitsTests {
         }
     }
 
-    @Test("revoking an account's tokens (admin route, subsync tokens revoke, unrevoke): tokens issued before the line (the database's now and a minute) are refused, later ones work, other accounts untouched, audited")
+    @Test("revoking an account's tokens (admin routes, subsync tokens revoke, unrevoke): tokens issued before the line (the database's now and a minute) are refused, later ones work, other accounts untouched, audited")
     func tokenRevocation() async throws {
         try await TestEnvironment.withFresh { env in
             let clock = ManualClock(start: Date())
@@ -94,8 +94,21 @@ struct AuthAndLimitsTests {
                 #expect(try await client.getJSON("/v1/accounts/rex", credential: stolen).status == .ok)
                 let again = try await OperationsCommandTests.run(["tokens", "unrevoke", "--account", "rex"], env: env)
                 #expect(again.status == 66)
+
+                // Taken back through the admin route: at once in this process, no read needed.
+                let (deviceUndo, _) = try await client.postJSON("/v1/admin/accounts/ada/unrevoke-tokens", body: Data("{}".utf8), credential: ada)
+                #expect(deviceUndo == .forbidden || deviceUndo == .unauthorized, "a device cannot take a revocation back")
+                let (undoStatus, undone) = try await client.postJSON(
+                    "/v1/admin/accounts/ada/unrevoke-tokens", body: Data(#"{"actor": "ops-ann", "reason": "wrong account"}"#.utf8))
+                #expect(undoStatus == .ok, "\(undone)")
+                #expect(undone["account_id"] as? String == "ada")
+                #expect((undone["audit"] as? [String: Any])?["action"] as? String == "tokens_unrevoke")
+                #expect(try await client.getJSON("/v1/accounts/ada", credential: ada).status == .ok)
+                let (noneStatus, none) = try await client.postJSON("/v1/admin/accounts/ada/unrevoke-tokens", body: Data("{}".utf8))
+                #expect(noneStatus == .notFound)
+                #expect(none.errorCode == "not_revoked")
                 #expect(try await env.scalar("SELECT count(*) FROM operator_actions WHERE action = 'tokens_revoke'") == 2)
-                #expect(try await env.scalar("SELECT count(*) FROM operator_actions WHERE action = 'tokens_unrevoke'") == 1)
+                #expect(try await env.scalar("SELECT count(*) FROM operator_actions WHERE action = 'tokens_unrevoke'") == 2)
                 #expect(try await env.scalar("SELECT count(*) FROM operator_actions WHERE action = 'tokens_revoke' AND actor = 'ops-ann' AND account_id = 'rex'") == 1)
             }
         }

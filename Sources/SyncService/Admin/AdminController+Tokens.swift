@@ -3,7 +3,9 @@ import Hummingbird
 import SyncStore
 
 extension AdminController {
-    /// `POST /v1/admin/accounts/{id}/revoke-tokens`: `subsync tokens revoke` for one account
+    /// `POST /v1/admin/accounts/{id}/revoke-tokens` and `.../unrevoke-tokens`.
+    ///
+    /// `revoke-tokens`: `subsync tokens revoke` for one account
     /// (issue #52 item 5). Every device token of the account issued before now (the database's
     /// clock) and a minute more (``TokenRevocations/margin``) is refused with 401 `token_revoked`
     /// from then on (by this process at once, by others within seconds); tokens issued
@@ -20,6 +22,36 @@ extension AdminController {
             authenticator.revocations?.note(accountID, revocation.revokedBefore)
             logger.notice("operator revoked an account's device tokens", metadata: ["account": "\(accountID)", "actor": "\(actor)"])
             return try JSONResponse.make(revocation)
+        }
+
+        /// `POST /v1/admin/accounts/{id}/unrevoke-tokens`: `subsync tokens unrevoke` (a
+        /// revocation made by mistake): the account's tokens count by their expiry alone again
+        /// (in this process at once, in others within seconds). 404 `not_revoked` when there is
+        /// no revocation to take back. Body: `actor`, `reason` (both optional); audited.
+        admin.post("accounts/:account_id/unrevoke-tokens") { request, context in
+            let key = try await requireAdmin(request)
+            let accountID = try AccountController.accountID(context)
+            let body = try await request.decodeJSON(TokenRevokeRequest.self, emptyIsObject: true, context: context)
+            let actor = try Self.actor(body.actor, key: key, namedKeys: authenticator.hasNamedAdminKeys)
+            let reason = try Self.reason(body.reason)
+            guard let audit = try await TokenRevocations(pool: pool).unrevoke(accountID, actor: actor, reason: reason) else {
+                throw APIError(.notFound, code: "not_revoked", message: "the device tokens of this account are not revoked")
+            }
+            authenticator.revocations?.forget(accountID)
+            logger.notice("operator took back a revocation of an account's device tokens", metadata: ["account": "\(accountID)", "actor": "\(actor)"])
+            return try JSONResponse.make(TokenUnrevocation(accountID: accountID, actor: actor, audit: audit))
+        }
+    }
+
+    /// What `unrevoke-tokens` answers.
+    struct TokenUnrevocation: Encodable {
+        var accountID: String
+        var actor: String
+        var audit: OperatorLog.Action
+
+        enum CodingKeys: String, CodingKey {
+            case accountID = "account_id"
+            case actor, audit
         }
     }
 

@@ -84,6 +84,16 @@ final class TokenRevocationCache: Sendable {
         }
     }
 
+    /// Records that this process just took `accountID`'s revocation back: its tokens pass from
+    /// the next request. (A read that started before the change committed may bring the old line
+    /// back until the next read, within ``ttl``.)
+    func forget(_ accountID: String) {
+        state.withLockedValue { state in
+            state.noted[accountID] = nil
+            state.lines[accountID] = nil
+        }
+    }
+
     /// Records a revocation this process just made, so it holds from the next request.
     func note(_ accountID: String, _ line: Date) {
         let now = clock.uptime()
