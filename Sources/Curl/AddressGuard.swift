@@ -37,7 +37,8 @@ public struct AddressGuard: Sendable {
             self.init(network: address, prefixLength: length)
         }
 
-        init(network: IPAddress, prefixLength: Int) {
+        /// The block of `prefixLength` bits (clamped to the family's width) that holds `network`.
+        public init(network: IPAddress, prefixLength: Int) {
             let length = max(0, min(prefixLength, network.bitWidth))
             let mask = Self.mask(length, width: network.bitWidth)
             self.network = network.family == .v4

@@ -76,8 +76,8 @@ public struct TrustedProxies: Sendable {
     /// IPv6 one as its /64.
     static func key(_ address: IPAddress) -> String {
         let address = address.unmappedIPv4 ?? address
-        guard address.family == .v6, let network = try? AddressGuard.CIDR("\(address)/64") else { return address.description }
-        return network.description
+        guard address.family == .v6 else { return address.description }
+        return AddressGuard.CIDR(network: address, prefixLength: 64).description
     }
 
     /// The hops of `X-Forwarded-For` (all its fields, in order), or of `Forwarded`'s `for=`

@@ -20,7 +20,7 @@ extension AdminController {
         admin.post("deliveries/retry-dead") { request, context in
             let key = try await requireAdmin(request)
             let body = try await request.decodeJSON(RetryDeadRequest.self, emptyIsObject: true, context: context)
-            let actor = try Self.actor(body.actor, key: key, namedKeys: authenticator.hasNamedAdminKeys)
+            let actor = try actor(body.actor, key: key)
             let reason = try Self.reason(body.reason)
             let endpoint = try body.endpointID.map(EndpointController.endpointID)
             let retried = try await deliveries.retry(deliveryID: nil, endpoint: endpoint)
@@ -67,7 +67,7 @@ extension AdminController {
             throw APIError(.badRequest, code: "invalid_delivery_id", message: "delivery_id must be a positive integer")
         }
         let body = try await request.decodeJSON(ActionRequest.self, emptyIsObject: true, context: context)
-        let actor = try Self.actor(body.actor, key: key, namedKeys: authenticator.hasNamedAdminKeys)
+        let actor = try actor(body.actor, key: key)
         let reason = try Self.reason(body.reason)
         guard let delivery = try await deliveries.summary(deliveryID: id) else {
             throw APIError(.notFound, code: "delivery_not_found", message: "no delivery with that id")

@@ -14,7 +14,7 @@ extension AdminController {
             let key = try await requireAdmin(request)
             let accountID = try AccountController.accountID(context)
             let body = try await request.decodeJSON(ReconcileRequest.self, emptyIsObject: true, context: context)
-            let actor = try Self.actor(body.actor, key: key, namedKeys: authenticator.hasNamedAdminKeys)
+            let actor = try actor(body.actor, key: key)
             let reason = try Self.reason(body.reason)
             guard let storeReconciler else {
                 throw APIError(

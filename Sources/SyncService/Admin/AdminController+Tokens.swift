@@ -16,7 +16,7 @@ extension AdminController {
             let key = try await requireAdmin(request)
             let accountID = try AccountController.accountID(context)
             let body = try await request.decodeJSON(TokenRevokeRequest.self, emptyIsObject: true, context: context)
-            let actor = try Self.actor(body.actor, key: key, namedKeys: authenticator.hasNamedAdminKeys)
+            let actor = try actor(body.actor, key: key)
             let reason = try Self.reason(body.reason)
             let revocation = try await TokenRevocations(pool: pool).revoke(accountID, actor: actor, reason: reason)
             authenticator.revocations?.note(accountID, revocation.revokedBefore)
@@ -32,7 +32,7 @@ extension AdminController {
             let key = try await requireAdmin(request)
             let accountID = try AccountController.accountID(context)
             let body = try await request.decodeJSON(TokenRevokeRequest.self, emptyIsObject: true, context: context)
-            let actor = try Self.actor(body.actor, key: key, namedKeys: authenticator.hasNamedAdminKeys)
+            let actor = try actor(body.actor, key: key)
             let reason = try Self.reason(body.reason)
             guard let audit = try await TokenRevocations(pool: pool).unrevoke(accountID, actor: actor, reason: reason) else {
                 throw APIError(.notFound, code: "not_revoked", message: "the device tokens of this account are not revoked")

@@ -73,7 +73,7 @@ struct AdminController: Sendable {
             let key = try await requireAdmin(request)
             let accountID = try AccountController.accountID(context)
             let body = try await request.decodeJSON(ReconcileRequest.self, emptyIsObject: true, context: context)
-            let actor = try Self.actor(body.actor, key: key, namedKeys: authenticator.hasNamedAdminKeys)
+            let actor = try actor(body.actor, key: key)
             let reason = try Self.reason(body.reason)
             let reconciler = Reconciler(pool: pool, catalogue: catalogue, clock: clock, logger: logger)
             guard try await reconciler.accountExists(accountID) else { throw Self.accountNotFound }
@@ -99,7 +99,7 @@ struct AdminController: Sendable {
         let key = try await requireAdmin(request)
         let accountID = try AccountController.accountID(context)
         let body = try await request.decodeJSON(OverrideRequest.self, context: context)
-        let actor = try Self.actor(body.actor, key: key, namedKeys: authenticator.hasNamedAdminKeys)
+        let actor = try actor(body.actor, key: key)
         let reason = try Self.recordedText(body.reason, field: "reason", maximum: 500, saying: "why (it is recorded)")
         guard Identifier.isValid(body.transactionID) else {
             throw APIError(.badRequest, code: "invalid_request", message: "transaction_id: 1–128 characters of letters, digits and ._:@-")
@@ -142,6 +142,11 @@ struct AdminController: Sendable {
         if key == Authenticator.legacyAdminName && !namedKeys { return note ?? key }
         guard let note, note != key else { return key }
         return "\(key) (\(note))"
+    }
+
+    /// ``actor(_:key:namedKeys:)`` with this service's admin keys.
+    func actor(_ given: String?, key: String) throws -> String {
+        try Self.actor(given, key: key, namedKeys: authenticator.hasNamedAdminKeys)
     }
 
     /// `text` trimmed, when it is 1...`maximum` characters without NUL (which PostgreSQL's text

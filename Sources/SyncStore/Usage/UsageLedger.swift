@@ -133,15 +133,15 @@ public struct UsageLedger: Sendable {
         once: String? = nil, alsoOnce: String? = nil
     ) async throws -> RewardOutcome {
         // Once per network transaction, or per `once` (a reward token's nonce) when given.
-        let entry = UsageEntry(id: "reward:\(network):\(once.map { "token:\($0)" } ?? transactionID)", meter: meter, kind: .reward, units: units, at: at)
+        let byTransaction = "reward:\(network):\(transactionID)"
+        let byToken = { (nonce: String) in "reward:\(network):token:\(nonce)" }
+        let entry = UsageEntry(id: once.map(byToken) ?? byTransaction, meter: meter, kind: .reward, units: units, at: at)
         return try await pool.withTransaction { connection in
             let locked = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             // The reward under its other name counts too: tokens turned on or off while AdMob
             // retries a callback must not credit it twice (`alsoOnce`: the token's nonce when
             // the reward is named by the transaction, and the other way round).
-            var ids = [entry.id]
-            if once != nil { ids.append("reward:\(network):\(transactionID)") }
-            if let alsoOnce { ids.append("reward:\(network):token:\(alsoOnce)") }
+            let ids = [byTransaction] + [once, alsoOnce].compactMap { $0 }.map(byToken)
             if !(try await Self.entries(of: accountID, ids: ids, on: connection)).isEmpty { return .replayed }
             let rows = try await connection.preparedQuery(
                 """
