@@ -53,7 +53,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUNDLE = "com.example.console"
-STORE_KEY = os.path.normpath(os.path.join(ROOT, "../shared/testdata/apple-app-store-server-library/certs/testSigningKey.p8"))
+STORE_KEY = os.path.normpath(os.path.join(ROOT, "Tests/Fixtures/apple-app-store-server-library/certs/testSigningKey.p8"))
 ADMIN_KEY = "console-admin-key-0123456789abcdef"
 # A named admin key (SUBSYNC_ADMIN_KEYS): the audit log and the console name its holder.
 NAMED_KEY = ("olivia", "console-olivia-key-0123456789abcdef")

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""A real webhook receiver for subsync's tests and benchmarks.
+"""A real webhook receiver for subsync's tests, benchmarks and the README's first run.
 
-Every POST is checked with the `standardwebhooks` package from PyPI (an implementation
-independent of ours) against the secrets given via POST /_secrets, and recorded; GET /_log
-returns the record. The path chooses how it answers:
+Every POST is checked against the secrets given via POST /_secrets, and recorded; GET /_log
+returns the record. The check is the `standardwebhooks` package from PyPI (an implementation
+independent of ours, in the project's .venv/) when it is installed, else the Standard Webhooks
+rule written out below with the standard library only, so the README's first run needs no
+Python package. --verifier standardwebhooks (what the tests pass) refuses to start without the
+package; each record names the verifier that checked it. The path chooses how it answers:
 
   /ok                   200
   /status/<code>        that status
@@ -20,6 +23,7 @@ For fault injection (scripts/faults), POST /_mode {"mode": "ok" | "500" | "slow:
 every webhook path answer 500, or wait <ms> and then answer 200, until set back to "ok".
 
 Usage: webhook-receiver.py [--port N] [--quiet] [--secret S ...] [--log-file F] [--compact]
+                          [--verifier auto|standardwebhooks|builtin]
 prints "PORT <n>" when listening. --secret sets the verification secrets from the start (as
 POST /_secrets would), so a receiver restarted on the same port verifies at once. --log-file
 appends each record as one JSON line (flushed), so the record survives the process being
@@ -27,6 +31,9 @@ killed; --compact leaves the bodies out of the records and keeps data.account_id
 data.sequence and type instead.
 """
 import argparse
+import base64
+import hashlib
+import hmac
 import json
 import os
 import random
@@ -37,7 +44,10 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+try:
+    from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+except ImportError:  # the README's first run, with the system's Python alone
+    Webhook = None
 
 lock = threading.Lock()
 log = []
@@ -46,6 +56,32 @@ seen = {}
 mode = ["ok"]
 options = None
 log_file = None
+
+
+def builtin_verify(secret, body, headers):
+    """Standard Webhooks (v1): base64(HMAC-SHA256(key, "<id>.<timestamp>.<body>")) among the
+    header's space-separated "v1,<signature>" entries, the timestamp within five minutes."""
+    key = base64.b64decode(secret[len("whsec_"):] if secret.startswith("whsec_") else secret)
+    webhook_id, timestamp = headers.get("webhook-id", ""), headers.get("webhook-timestamp", "")
+    if not webhook_id or not timestamp.isdigit() or abs(time.time() - int(timestamp)) > 300:
+        return False
+    signed = webhook_id.encode() + b"." + timestamp.encode() + b"." + body
+    expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    for entry in headers.get("webhook-signature", "").split(" "):
+        version, _, signature = entry.partition(",")
+        if version == "v1" and hmac.compare_digest(signature, expected):
+            return True
+    return False
+
+
+def verify(secret, body, headers):
+    if options.verifier == "builtin":
+        return builtin_verify(secret, body, headers)
+    try:
+        Webhook(secret).verify(body, headers)
+        return True
+    except WebhookVerificationError:
+        return False
 
 
 class Server(ThreadingHTTPServer):
@@ -107,11 +143,8 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             current = list(secrets)
         for index, secret in enumerate(current):
-            try:
-                Webhook(secret).verify(body, headers)
+            if verify(secret, body, headers):
                 verified_by.append(index)
-            except WebhookVerificationError:
-                pass
         with lock:
             count = seen.get((self.path, webhook_id), 0) + 1
             seen[(self.path, webhook_id)] = count
@@ -150,7 +183,7 @@ class Handler(BaseHTTPRequestHandler):
             parsed = None
         record = {
             "path": self.path, "id": webhook_id, "timestamp": headers.get("webhook-timestamp"),
-            "signature": headers.get("webhook-signature"), "verified_by": verified_by,
+            "signature": headers.get("webhook-signature"), "verified_by": verified_by, "verifier": options.verifier,
             "status": status, "received_at": time.time(), "mode": current_mode,
         }
         if options.compact:
@@ -181,7 +214,12 @@ def main():
     parser.add_argument("--log-file")
     parser.add_argument("--compact", action="store_true")
     parser.add_argument("--mode", default="ok")
+    parser.add_argument("--verifier", choices=["auto", "standardwebhooks", "builtin"], default="auto")
     arguments = parser.parse_args()
+    if arguments.verifier == "auto":
+        arguments.verifier = "builtin" if Webhook is None else "standardwebhooks"
+    elif arguments.verifier == "standardwebhooks" and Webhook is None:
+        parser.error("--verifier standardwebhooks: the package is not installed (scripts/setup --test puts it in .venv/)")
     options = arguments
     secrets[:] = arguments.secret
     mode[0] = arguments.mode

@@ -185,11 +185,25 @@ public struct LocalServer: Sendable {
     }
 
     /// Runs a program to completion and returns its output; throws with the output on failure.
+    static func execute(_ path: String, _ arguments: [String]) throws -> String {
+        let (exitStatus, text) = try spawnAndWait(path, arguments)
+        guard exitStatus == 0 else {
+            throw ServerError.commandFailed(
+                command: URL(fileURLWithPath: path).lastPathComponent + " " + arguments.prefix(4).joined(separator: " "),
+                status: exitStatus,
+                output: String(text.suffix(2000))
+            )
+        }
+        return text
+    }
+
+    /// Runs a program to completion and returns its exit status and output (stdout and stderr
+    /// together); throws only when it cannot be started.
     ///
     /// Uses `posix_spawn` and `waitpid` rather than Foundation's `Process`: `pg_ctl start` leaves
     /// a server running in the background, and waiting on it through `Process` was seen to hang.
     /// Output goes to a temporary file, so no pipe can be held open by the server.
-    static func execute(_ path: String, _ arguments: [String]) throws -> String {
+    public static func spawnAndWait(_ path: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
         let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("subsync-cmd-\(UUID().uuidString).log").path
         defer { unlink(outputPath) }
         var actions = posix_spawn_file_actions_t()
@@ -210,15 +224,7 @@ public struct LocalServer: Sendable {
         let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
         // WIFEXITED / WEXITSTATUS are macros that Swift cannot import.
         let exitedNormally = (status & 0x7f) == 0
-        let exitStatus = exitedNormally ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        guard exitStatus == 0 else {
-            throw ServerError.commandFailed(
-                command: URL(fileURLWithPath: path).lastPathComponent + " " + arguments.prefix(4).joined(separator: " "),
-                status: exitStatus,
-                output: String(text.suffix(2000))
-            )
-        }
-        return text
+        return (exitedNormally ? (status >> 8) & 0xff : 128 + (status & 0x7f), text)
     }
 
     static func findBinaries() throws -> URL {

@@ -5,7 +5,7 @@ import Foundation
 /// `URL` as its absolute string), several times faster.
 ///
 /// Resolution encodes every state, aggregate and event it writes as JSON, and Foundation's
-/// encoder was two thirds of the workers' CPU (`../shared/notes/profile.md`): it formats each
+/// encoder was two thirds of the workers' CPU (docs/performance/JOURNAL.md, item 1): it formats each
 /// date through a closure and a nested encoder, and goes through existentials for every value.
 /// This encoder builds a small tree of reference boxes (containers can be reopened and nested,
 /// as `Encoder` allows) and writes it once into a byte buffer; dates go straight from `Date` to

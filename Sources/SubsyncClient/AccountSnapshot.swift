@@ -26,7 +26,7 @@ public struct AccountSnapshot: Sendable, Hashable, Codable {
     }
 }
 
-/// One entitlement of the account (DESIGN §3).
+/// One entitlement of the account (docs/RESOLUTION.md, "Per entitlement").
 public struct EntitlementSnapshot: Sendable, Hashable, Codable {
     public var id: String
     /// The tier it unlocks.

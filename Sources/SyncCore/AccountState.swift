@@ -1,6 +1,7 @@
 import Foundation
 
-/// The resolved state of an account at an instant (DESIGN §3): what the app should unlock.
+/// The resolved state of an account at an instant: what the app should unlock (docs/RESOLUTION.md,
+/// "Account").
 ///
 /// JSON: `tier`, `features` (sorted), `limits` (`null` = unlimited), `ads`, `entitlements`
 /// (sorted by id), `next_transition_at` (`null` when nothing will change without a new report).

@@ -1,6 +1,6 @@
-/// The default catalogue of a VoIP app (DESIGN §3), embedded so the service runs without a file.
-/// The same JSON ships as `catalogue/default.json`; a test checks the two decode to the same
-/// catalogue.
+/// The default catalogue of a VoIP app, embedded so the service runs without a file
+/// (docs/RESOLUTION.md, "Catalogue"). The same JSON ships as `catalogue/default.json`; a test
+/// checks the two decode to the same catalogue.
 ///
 /// Tiers (lowest first): free (ads, basic calling, 100 minutes) < basic (unlimited domestic, call
 /// recording, 1000 minutes) < premium (international, video, group calls, custom ringtones,

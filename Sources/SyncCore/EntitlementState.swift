@@ -1,6 +1,7 @@
 import Foundation
 
-/// The resolved state of one entitlement of an account at an instant (DESIGN §3).
+/// The resolved state of one entitlement of an account at an instant (docs/RESOLUTION.md,
+/// "Per entitlement").
 ///
 /// JSON (snake_case; absent values are written as `null` so every state has the same shape):
 /// `id`, `tier`, `status`, `is_active`, `product_id`, `product_kind`, `source_transaction_id`,

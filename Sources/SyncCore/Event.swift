@@ -1,6 +1,6 @@
 import Foundation
 
-/// A stored event, as delivered to webhooks and read through the API (DESIGN §4).
+/// A stored event, as delivered to webhooks and read through the API (docs/WEBHOOKS.md, "The request").
 ///
 /// JSON: `id`, `account_id`, `sequence` (1, 2, 3, ... per account, no gaps), `type`,
 /// `occurred_at`, `entitlement_id`, `previous`, `current`, `previous_tier`, `state`

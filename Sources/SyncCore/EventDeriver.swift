@@ -1,6 +1,6 @@
 import Foundation
 
-/// Derives the events of one change of an account's resolved state (DESIGN §4).
+/// Derives the events of one change of an account's resolved state (docs/RESOLUTION.md, "Events").
 ///
 /// For each entitlement present before or after (with `prev`/`cur` its state, `nil` if absent),
 /// these fire, each at most once, in this order:

@@ -1,4 +1,4 @@
-/// The kinds of events (DESIGN §4). Raw values are the wire `type` strings.
+/// The kinds of events (docs/RESOLUTION.md, "Events"). Raw values are the wire `type` strings.
 public enum EventType: String, Sendable, Hashable, Codable, CaseIterable {
     /// The entitlement started granting access (first purchase, or a new purchase after
     /// `expired` or `revoked`).
@@ -23,7 +23,8 @@ public enum EventType: String, Sendable, Hashable, Codable, CaseIterable {
     case renewalChanged = "entitlement.renewal_changed"
     /// Any other change of an entitlement's state that no type above describes (e.g. the expiry
     /// moved earlier because one of two grants was refunded, or a grace period was extended), so
-    /// that every change of the resolved state produces an event. Not in DESIGN §4's list.
+    /// that every change of the resolved state produces an event: the catch-all, last in
+    /// docs/RESOLUTION.md, "Events".
     case updated = "entitlement.updated"
     /// A purchase moved between accounts under the `transfer` binding policy; written to both
     /// accounts, carrying ``Transfer``. The consequences (access lost or gained) follow as their

@@ -1,4 +1,4 @@
-/// How a product grants access (DESIGN §3, "Per entitlement").
+/// How a product grants access (docs/RESOLUTION.md, "Per entitlement").
 public enum ProductKind: String, Sendable, Hashable, Codable, CaseIterable {
     /// A subscription; access lasts until `max(expires_at, grace_period_expires_at)` as reported.
     case autoRenewable = "auto_renewable"

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What one device saw of one transaction at one moment (DESIGN §3).
+/// What one device saw of one transaction at one moment (docs/RESOLUTION.md, "Reports and trust").
 ///
 /// The wire fields are the snake_case JSON keys listed in ``CodingKeys``; dates are encoded with
 /// whatever date strategy the caller's encoder uses (the service uses RFC 3339 with fractional

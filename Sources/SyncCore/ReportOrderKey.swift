@@ -1,7 +1,7 @@
 import Foundation
 
-/// The total order on reports that picks a transaction's representative report (DESIGN §3):
-/// greatest by (verified, signed_date, observed_at, report_id).
+/// The total order on reports that picks a transaction's representative report: greatest by
+/// (verified, signed_date, observed_at, report_id) (docs/RESOLUTION.md, "Per transaction: the join").
 ///
 /// A verified report beats every unverified one, so a verified report's descriptive fields are
 /// authoritative whatever unverified devices say later. `signed_date` only counts when trusted

@@ -1,8 +1,8 @@
 import Foundation
 
 /// Resolves an account's transaction aggregates into its ``AccountState`` at an instant `now`
-/// (DESIGN §3). Pure: the clock is a parameter, and the result depends only on the *set* of
-/// aggregates (not their order).
+/// (docs/RESOLUTION.md, "Per entitlement"). Pure: the clock is a parameter, and the result depends
+/// only on the *set* of aggregates (not their order).
 ///
 /// Per entitlement of the catalogue:
 /// - Its transactions are those whose product the catalogue maps to it. Transactions of unknown

@@ -1,8 +1,9 @@
 import Foundation
 
 /// Everything known about one transaction of one account, as the join of all of its reports
-/// (DESIGN §3). Every field is a join (max, min, or, or "fields of the greatest report"), so the
-/// aggregate of a set of reports does not depend on their order, duplicates or batching:
+/// (docs/RESOLUTION.md, "Per transaction: the join"). Every field is a join (max, min, or, or
+/// "fields of the greatest report"), so the aggregate of a set of reports does not depend on their
+/// order, duplicates or batching:
 ///
 /// - ``expiresAt``, ``gracePeriodExpiresAt``: the latest reported (last-expiry-wins).
 /// - ``revocation``: the latest revocation (by time, then by report order key). Device and store

@@ -1,12 +1,11 @@
 import Foundation
 import SyncCore
+import TestSupport
 import Testing
 
 @Suite struct CatalogueTests {
     /// `catalogue/default.json` at the package root, found from this file's location.
-    static let defaultFileURL = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("catalogue/default.json")
+    static let defaultFileURL = TestPackage.file("catalogue/default.json")
 
     @Test func shippedFileAndEmbeddedDefaultAreTheSameCatalogue() throws {
         let data = try Data(contentsOf: Self.defaultFileURL)

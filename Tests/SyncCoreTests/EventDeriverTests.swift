@@ -2,7 +2,8 @@ import Foundation
 import SyncCore
 import Testing
 
-/// Which events fire for which change, derived from DESIGN §4 and the rules in ``EventDeriver``.
+/// Which events fire for which change, derived from docs/RESOLUTION.md ("Events") and the rules in
+/// ``EventDeriver``.
 @Suite struct EventDeriverTests {
     let jan1 = utc(2025, 1, 1)
     let feb1 = utc(2025, 2, 1)

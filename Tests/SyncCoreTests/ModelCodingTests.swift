@@ -32,7 +32,7 @@ import Testing
             expires: utc(2025, 2, 1), grace: utc(2025, 2, 8), revoked: utc(2025, 1, 20), reason: .other,
             upgraded: true, billingRetry: true, observed: utc(2025, 1, 2).addingTimeInterval(0.25))
         let data = try WireJSON.encoder.encode(original)
-        // Every wire field of DESIGN §3 except the absent signed_transaction.
+        // Every wire field (docs/RESOLUTION.md, "Reports and trust") except the absent signed_transaction.
         #expect(
             try WireJSON.keys(of: data) == [
                 "report_id", "device_id", "observed_at", "product_id", "original_transaction_id", "transaction_id",

@@ -2,7 +2,7 @@ import Foundation
 import SyncCore
 import Testing
 
-/// Concrete multi-device stories, with expectations derived from the rules in DESIGN §3.
+/// Concrete multi-device stories, with expectations derived from the rules in docs/RESOLUTION.md.
 @Suite struct ResolutionScenarioTests {
     let jan1 = utc(2025, 1, 1)
     let feb1 = utc(2025, 2, 1)

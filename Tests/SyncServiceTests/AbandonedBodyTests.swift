@@ -126,7 +126,7 @@ struct ServeProcess {
 
     /// `workers`: resolution workers of its own (none by default: the API only).
     init(workers: Int = 0) async throws {
-        let url = try #require(ProcessInfo.processInfo.environment["DATABASE_URL"], "run scripts/test")
+        let url = try TestDatabase.url()
         process.executableURL = ServeCommandTests.binary
         process.arguments = ["serve", "--port", String(port), "--workers", String(workers), "--database-url", url]
         var environment = ProcessInfo.processInfo.environment

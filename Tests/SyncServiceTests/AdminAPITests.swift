@@ -481,7 +481,7 @@ struct AdminAPITests {
     @Test("the history route answers the sampler's samples")
     func historyRoute() async throws {
         try await TestEnvironment.withFresh { env in
-            try await env.application(workers: 1).test(.live) { client in
+            try await env.application(workers: 1).testLive { client in
                 var samples: [[String: Any]] = []
                 let sampled = try await waitUntil(seconds: 300) {
                     let (status, json) = try await Self.call(client, .get, "/v1/admin/metrics/history")

@@ -42,7 +42,7 @@ struct AppStoreBackfillTests {
             ])
             let api = try AppStoreAPITests.client(double)
             let app = env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
-            try await app.test(.live) { client in
+            try await app.testLive { client in
                 let jws = try trust.authority.sign(TrustAPITests.transaction(original: "t-lost", purchased: purchased, expires: expires, signed: now))
                 let (status, _) = try await client.sync(account: "lost", body: try TrustAPITests.signedBody(reportID: "p1", jws: jws))
                 #expect(status == .accepted)

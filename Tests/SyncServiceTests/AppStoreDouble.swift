@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Postgres
+import TestSupport
 
 /// The App Store Server API double in scripts/appstore-double.py, run as a separate process: a
 /// real HTTP server on loopback that verifies every request's JWT with PyJWT against the public
@@ -15,16 +16,10 @@ final class AppStoreDouble: @unchecked Sendable {
     static let keyID = "TESTKEY123"
     static let issuerID = "11111111-2222-3333-4444-555555555555"
 
-    /// Apple's published test key (app-store-server-library), beside the repository.
-    static var keyFile: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("../shared/testdata/apple-app-store-server-library/certs/testSigningKey.p8").standardizedFileURL
-    }
+    /// Apple's published test key (app-store-server-library), in Tests/Fixtures.
+    static var keyFile: URL { TestPackage.fixture("apple-app-store-server-library/certs/testSigningKey.p8") }
 
-    static var script: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("scripts/appstore-double.py")
-    }
+    static var script: URL { TestPackage.file("scripts/appstore-double.py") }
 
     /// One request the double received.
     struct Request: Decodable {
@@ -62,7 +57,7 @@ final class AppStoreDouble: @unchecked Sendable {
 
     init(bundleID: String) async throws {
         let arguments = [
-            "python3", Self.script.path, "--key-file", Self.keyFile.path, "--key-id", Self.keyID, "--issuer", Self.issuerID,
+            try TestPackage.python(), Self.script.path, "--key-file", Self.keyFile.path, "--key-id", Self.keyID, "--issuer", Self.issuerID,
             "--bundle", bundleID,
         ]
         (process, port) = try await runBlocking { try Process.launchReportingPort(arguments) }

@@ -74,7 +74,7 @@ struct ClientAnswerLimitTests {
     }
 
     static func launch(size: Int = 64 << 20) async throws -> (Process, Int) {
-        try await runBlocking { try Process.launchReportingPort(["python3", Self.script.path, "--size", String(size)]) }
+        try await runBlocking { try Process.launchReportingPort([try TestPackage.python(), Self.script.path, "--size", String(size)]) }
     }
 
     @Test("the limit is exact: an answer of exactly maximumAnswerBytes is read, one byte more is answerTooLarge", arguments: ["exact-length", "exact-chunked"])
@@ -138,10 +138,7 @@ struct ClientAnswerLimitTests {
         }
     }
 
-    static var script: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("scripts/endless-answers.py")
-    }
+    static var script: URL { TestPackage.file("scripts/endless-answers.py") }
 
     struct Log: Decodable, Sendable {
         var requests: Int

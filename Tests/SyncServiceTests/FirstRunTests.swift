@@ -70,7 +70,7 @@ struct FirstRunTests {
 
         let production = try EmbeddedServe()
         defer { production.cleanUp() }
-        let url = try #require(ProcessInfo.processInfo.environment["DATABASE_URL"], "run scripts/test")
+        let url = try TestDatabase.url()
         try await production.start(environment: ["DATABASE_URL": url, "SUBSYNC_REQUIRE_SIGNED": "false"])
         for name in ["admin-key", "token-secret", "secret-key", "database-url"] {
             #expect(!FileManager.default.fileExists(atPath: production.dataDirectory.appendingPathComponent(name).path), "\(name) made with a DATABASE_URL")
@@ -197,9 +197,7 @@ struct FirstRunTests {
 /// One `subsync serve` process in the embedded mode, in a folder of its own.
 final class EmbeddedServe: @unchecked Sendable {
     // @unchecked: a test drives one instance from one task at a time.
-    static var packageRoot: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    }
+    static var packageRoot: URL { TestPackage.root }
 
     /// The working folder; the data folder is `.subsync` in it, as with `scripts/run`.
     let directory: URL

@@ -36,7 +36,7 @@ struct HungDatabaseTests {
             authenticator: await Authenticator(adminKey: TestCredentials.adminKey, tokenSecret: TestCredentials.tokenSecret),
             logger: Logger(label: "test"))
 
-        try await env.application(workers: 1).test(.live) { client in
+        try await env.application(workers: 1).testLive { client in
             let before = try await client.sync(account: "before", body: SyncBody(device: "d", reports: [SyncAPITests.report("b1")]).data)
             #expect(before.status == .accepted && before.json["accepted"] as? Int == 1)
 

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Testing
+import TestSupport
 
 @Suite("OpenAPI document and metrics")
 struct OpenAPITests {
@@ -43,11 +44,11 @@ struct OpenAPITests {
                     return String(buffer: response.body)
                 }
                 #expect(yaml.hasPrefix("openapi: 3"))
-                // A real YAML parser (PyYAML, installed with schemathesis by scripts/setup) reads it:
+                // A real YAML parser (PyYAML, in the project's .venv/) reads it:
                 // a stray `key: value` inside a plain scalar breaks every client generator.
                 let parser = Process()
                 parser.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-                parser.arguments = ["python3", "-c", "import sys, yaml; d = yaml.safe_load(sys.stdin); print(len(d['paths']))"]
+                parser.arguments = [try TestPackage.python(), "-c", "import sys, yaml; d = yaml.safe_load(sys.stdin); print(len(d['paths']))"]
                 let input = Pipe()
                 let output = Pipe()
                 parser.standardInput = input
@@ -88,7 +89,7 @@ struct OpenAPITests {
     @Test("GET /metrics exposes request, queue and resolution metrics in Prometheus format")
     func metrics() async throws {
         try await TestEnvironment.withFresh { env in
-            try await env.application(workers: 1).test(.live) { client in
+            try await env.application(workers: 1).testLive { client in
                 _ = try await client.sync(account: "m1", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("r1")]).data)
                 try await client.execute(uri: "/metrics", method: .get) { response in
                     #expect(response.status == .ok)

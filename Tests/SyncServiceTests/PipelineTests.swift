@@ -51,8 +51,8 @@ struct PipelineTests {
             let clock = ManualClock(start: SyncAPITests.start)
             let appA = env.application(workers: 2, batchSize: 7, clock: clock)
             let appB = env.application(workers: 2, batchSize: 13, clock: clock)
-            try await appA.test(.live) { clientA in
-                try await appB.test(.live) { clientB in
+            try await appA.testLive { clientA in
+                try await appB.testLive { clientB in
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         // Each device sends its reports in chunks of 1–3, half to each process;
                         // 6 devices at a time. (The live test client pipelines requests on one
@@ -134,7 +134,7 @@ struct PipelineTests {
             await doomed.close()
 
             #expect(try await env.pool.query("SELECT count(*) FROM reports WHERE status = 'pending'")[0].decode(Int.self, at: 0) == 20)
-            try await env.application(workers: 1).test(.live) { _ in
+            try await env.application(workers: 1).testLive { _ in
                 try await Self.waitUntilDrained(env.pool)
             }
             let resolved = try await env.pool.query("SELECT count(*) FROM reports WHERE account_id = 'zoe' AND status = 'resolved' AND attempts = 1")
@@ -157,7 +157,7 @@ struct PipelineTests {
                 originalTransactionID: "t1", transactionID: "t1", purchasedAt: now.addingTimeInterval(-60),
                 expiresAt: expiry, willAutoRenew: false
             )
-            try await env.application(workers: 1, sweepInterval: .seconds(60), clock: clock).test(.live) { client in
+            try await env.application(workers: 1, sweepInterval: .seconds(60), clock: clock).testLive { client in
                 let (_, json) = try await client.sync(account: "sam", body: try SyncBody(device: "iphone", reports: [report]).data, waitMilliseconds: 30_000)
                 #expect(SyncAPITests.entitlement(json, "basic")?["status"] as? String == "active")
                 // A minute before the expiry the sweeper runs and changes nothing.
@@ -313,7 +313,11 @@ struct PipelineTests {
                 }
             }
             try await env.pool.query("DELETE FROM account_work WHERE account_id IN ('lost', 'later', 'slow')")
-            try await env.pool.query("UPDATE reports SET received_at = received_at - interval '1 hour' WHERE account_id = 'slow'")
+            // The ages are the test clock's, not how long the syncs took on this machine: every
+            // report but "slow" was received at `base`, "slow" an hour before.
+            let base = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+            try await env.pool.query("UPDATE reports SET received_at = \(base) WHERE account_id <> 'slow'")
+            try await env.pool.query("UPDATE reports SET received_at = \(base.addingTimeInterval(-3600)) WHERE account_id = 'slow'")
             func queued() async throws -> [String] {
                 try await env.pool.query("SELECT account_id FROM account_work ORDER BY account_id").map { try $0.decode(String.self, at: 0) }
             }
@@ -321,14 +325,14 @@ struct PipelineTests {
             // Only the `limit` oldest by arrival are looked at, then their age: the four oldest
             // are younger than `age` (a claim may still be on its way to them), so nothing yet,
             // though "slow", fifth, is old.
-            let now = ResolutionEngine(pool: env.pool, catalogue: .default, clock: ManualClock(start: Date()))
+            let now = ResolutionEngine(pool: env.pool, catalogue: .default, clock: ManualClock(start: base.addingTimeInterval(1)))
             #expect(try await now.requeueStalledAccounts(age: 30, limit: 4) == 0)
             #expect(try await queued() == ["queued"])
             #expect(try await now.requeueStalledAccounts(age: 30, limit: 10) == 1)
             #expect(try await queued() == ["queued", "slow"])
 
             // A minute on, the two oldest are "queued" (which has its entry) and "lost"; then the rest.
-            let later = ResolutionEngine(pool: env.pool, catalogue: .default, clock: ManualClock(start: Date().addingTimeInterval(60)))
+            let later = ResolutionEngine(pool: env.pool, catalogue: .default, clock: ManualClock(start: base.addingTimeInterval(60)))
             #expect(try await later.requeueStalledAccounts(age: 30, limit: 2) == 1)
             #expect(try await queued() == ["lost", "queued", "slow"])
             #expect(try await later.requeueStalledAccounts(age: 30, limit: 10) == 1)

@@ -52,7 +52,7 @@ struct RenewalDetailsAPITests {
             let app = env.application(
                 deliveryWorkers: 1, webhookGuard: WebhookDeliveryTests.loopback, requireSigned: true, verifier: trust.verifier,
                 appStoreAPI: try AppStoreAPITests.client(double))
-            try await app.test(.live) { client in
+            try await app.testLive { client in
                 let port = try #require(client.port)
 
                 // 1. The device: a crossgrade to yearly is pending, a price increase awaits consent.

@@ -60,7 +60,7 @@ struct RewardTests {
         let keys = AdMobKeys(source: .init(file: file.path), clock: SystemClock(), logger: Logger(label: "test"))
         try await keys.load()
         try await TestEnvironment.withFresh { env in
-            try await env.application(adMobKeys: keys, adMobAdUnits: [Self.adUnit]).test(.live) { client in
+            try await env.application(adMobKeys: keys, adMobAdUnits: [Self.adUnit]).testLive { client in
                 func get(_ query: String) async throws -> (HTTPResponse.Status, [String: Any]) {
                     try await client.getJSON("/v1/rewards/admob?\(query)", credential: nil)
                 }
@@ -132,7 +132,7 @@ struct RewardTests {
         let keys = AdMobKeys(source: .init(file: file.path), clock: SystemClock(), logger: Logger(label: "test"))
         try await keys.load()
         try await TestEnvironment.withFresh { env in
-            try await env.application(adMobKeys: keys, adMobAdUnits: [Self.adUnit], adMobRewardTokens: true).test(.live) { client in
+            try await env.application(adMobKeys: keys, adMobAdUnits: [Self.adUnit], adMobRewardTokens: true).testLive { client in
                 func get(_ query: String) async throws -> (HTTPResponse.Status, [String: Any]) {
                     try await client.getJSON("/v1/rewards/admob?\(query)", credential: nil)
                 }
@@ -206,7 +206,7 @@ struct RewardTests {
         defer { server.terminateOrKill(polls: 250) }
 
         try await TestEnvironment.withFresh { env in
-            try await env.application(adMobKeys: keys, adMobAdUnits: [Self.adUnit]).test(.live) { client in
+            try await env.application(adMobKeys: keys, adMobAdUnits: [Self.adUnit]).testLive { client in
                 // Within a minute of the last fetch an unknown key id fetches nothing (a flood of
                 // forged ids must not make the service hammer the key server).
                 let (early, earlyJSON) = try await client.getJSON("/v1/rewards/admob?\(try rotated.callback(account: "sam", transaction: "r-1"))", credential: nil)
@@ -266,7 +266,7 @@ struct RewardTests {
         let server = Process()
         server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         server.arguments = [
-            "python3", "-c",
+            try TestPackage.python(), "-c",
             """
             import runpy, signal, sys
             signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])

@@ -8,10 +8,7 @@ import TestSupport
 @Suite("subsync serve and migrate, as processes", .serialized)
 struct ServeCommandTests {
     /// The `subsync` executable built next to this test bundle.
-    static var binary: URL {
-        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        return packageRoot.appendingPathComponent(".build/debug/subsync")
-    }
+    static var binary: URL { TestPackage.file(".build/debug/subsync") }
 
     @Test("serve with no DATABASE_URL starts an embedded PostgreSQL, migrates, answers /readyz, and stops on SIGTERM")
     func serveEmbedded() async throws {
@@ -86,9 +83,9 @@ struct ServeCommandTests {
         defer { if process.isRunning { process.terminate() } }
         func descriptors() -> Int { connectionsHeld(by: process.processIdentifier, port: httpPort) }
 
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("scripts/trickle-clients.py")
-        async let trickled = runProcess("/usr/bin/python3", [script.path, String(httpPort), "--connections", "300", "--seconds", "20"])
+        let script = TestPackage.file("scripts/trickle-clients.py")
+        let python = try TestPackage.python()
+        async let trickled = runProcess(python, [script.path, String(httpPort), "--connections", "300", "--seconds", "20"])
         // While they trickle: serve's descriptors stay bounded, and a normal request is answered.
         var most = 0
         var served = false
@@ -124,12 +121,12 @@ struct ServeCommandTests {
             "SUBSYNC_HTTP_REQUEST_TIMEOUT_SECONDS": "10", "SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS": "600",
         ])
         defer { if process.isRunning { process.terminate() } }
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("scripts/trickle-clients.py")
+        let script = TestPackage.file("scripts/trickle-clients.py")
+        let python = try TestPackage.python()
         // 30 clients trickling a refused body (which the service drains) and 30 that never read
         // 80 pipelined answers, for 40 s: held at first, let go after the 10 s request timeout.
-        async let bodies = runProcess("/usr/bin/python3", [script.path, String(httpPort), "--mode", "body", "--connections", "30", "--seconds", "40"])
-        async let stalls = runProcess("/usr/bin/python3", [script.path, String(httpPort), "--mode", "stall", "--connections", "30", "--seconds", "40"])
+        async let bodies = runProcess(python, [script.path, String(httpPort), "--mode", "body", "--connections", "30", "--seconds", "40"])
+        async let stalls = runProcess(python, [script.path, String(httpPort), "--mode", "stall", "--connections", "30", "--seconds", "40"])
         var most = 0
         let held = await waitUntil(seconds: 30) {
             most = max(most, connectionsHeld(by: process.processIdentifier, port: httpPort))
@@ -215,7 +212,7 @@ struct ServeCommandTests {
 
     @Test("serve with a DATABASE_URL refuses to start (64) when signatures are required but no roots are configured")
     func serveRequiresVerification() async throws {
-        let url = try #require(ProcessInfo.processInfo.environment["DATABASE_URL"], "run scripts/test")
+        let url = try TestDatabase.url()
         let result = try await run(["serve", "--port", String(freeTCPPort()), "--database-url", url], environment: ["SUBSYNC_REQUIRE_SIGNED": ""])
         #expect(result.status == 64)
         #expect(result.output.contains("SUBSYNC_REQUIRE_SIGNED is on"))
@@ -249,10 +246,7 @@ struct ServeCommandTests {
 
     @Test("migrate --json applies the schema, then reports it up to date")
     func migrateTwice() async throws {
-        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
-            Issue.record("DATABASE_URL not set; run scripts/test")
-            return
-        }
+        let url = try TestDatabase.url()
         let first = try await run(["migrate", "--database-url", url, "--json"], environment: [:])
         #expect(first.status == 0, "\(first.output)")
         let second = try await run(["migrate", "--database-url", url, "--json"], environment: [:])

@@ -48,7 +48,7 @@ struct StoreExpiryCheckTests {
             ])])
             let api = try AppStoreAPITests.client(double)
             let app = env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
-            try await app.test(.live) { client in
+            try await app.testLive { client in
                 try await Self.subscribe(
                     client, trust: trust, account: "renewing", original: "t-e1", purchased: expires.addingTimeInterval(-30 * Self.day),
                     expires: expires, now: now)
@@ -91,7 +91,7 @@ struct StoreExpiryCheckTests {
             try await double.script("GET", "/inApps/v1/subscriptions/t-d1", [AppStoreDouble.Answer(status: 500, json: AppStoreAPITests.error(5000000, "An unknown error occurred."))])
             let api = try AppStoreAPITests.client(double, attempts: 1)
             let app = env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
-            try await app.test(.live) { client in
+            try await app.testLive { client in
                 try await Self.subscribe(
                     client, trust: trust, account: "waiting", original: "t-d1", purchased: expires.addingTimeInterval(-30 * Self.day),
                     expires: expires, now: now)

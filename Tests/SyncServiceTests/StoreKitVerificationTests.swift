@@ -5,6 +5,7 @@ import SyncCore
 import SyncService
 import Testing
 import X509
+import TestSupport
 
 @Suite("StoreKit signed-transaction verification")
 struct StoreKitVerificationTests {
@@ -409,9 +410,7 @@ struct StoreKitVerificationTests {
 /// Apple's published test material (App Store Server Library): every expectation of its README.
 @Suite("StoreKit verification against Apple's test material")
 struct StoreKitAppleTestMaterialTests {
-    static let directory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("../shared/testdata/apple-app-store-server-library").standardizedFileURL
+    static let directory = TestPackage.fixture("apple-app-store-server-library")
 
     static func file(_ relativePath: String) throws -> Data {
         let url = directory.appendingPathComponent(relativePath)
@@ -423,7 +422,7 @@ struct StoreKitAppleTestMaterialTests {
 
     struct MissingTestData: Error, CustomStringConvertible {
         var path: String
-        var description: String { "Apple's test material is missing: \(path) (expected <repo>/../shared/testdata)" }
+        var description: String { "Apple's test material is missing: \(path) (expected in Tests/Fixtures)" }
     }
 
     static func signed(_ name: String) throws -> String {

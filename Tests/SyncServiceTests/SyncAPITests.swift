@@ -44,7 +44,7 @@ struct SyncAPITests {
     @Test("sync with wait_ms answers 202 with the state after the reports (read-your-writes)")
     func syncAndReadYourWrites() async throws {
         try await TestEnvironment.withFresh { env in
-            try await env.application().test(.live) { client in
+            try await env.application().testLive { client in
                 let body = try SyncBody(device: "iphone", reports: [Self.report("r1")]).data
                 let (status, json) = try await client.sync(account: "alice", body: body, waitMilliseconds: 60_000)
                 #expect(status == .accepted)
@@ -78,7 +78,7 @@ struct SyncAPITests {
                 #expect((json["account"] as? [String: Any])?["pending_reports"] as? Int == 2)
             }
             // Workers resolve them.
-            try await env.application().test(.live) { client in
+            try await env.application().testLive { client in
                 let (_, json) = try await client.sync(account: "erin", body: first, waitMilliseconds: 60_000)
                 #expect(json["duplicates"] as? Int == 2)
                 #expect(json["resolved"] as? Bool == true)
@@ -99,7 +99,7 @@ struct SyncAPITests {
     @Test("resubmitting the same reports is idempotent")
     func idempotentResubmission() async throws {
         try await TestEnvironment.withFresh { env in
-            try await env.application().test(.live) { client in
+            try await env.application().testLive { client in
                 let body = try SyncBody(device: "iphone", reports: [Self.report("r1"), Self.report("r2", observed: 60)]).data
                 let first = try await client.sync(account: "bob", body: body)
                 let second = try await client.sync(account: "bob", body: body)
@@ -117,7 +117,7 @@ struct SyncAPITests {
     @Test("a stale iPad report after an iPhone renewal does not shorten access")
     func staleDeviceAfterRenewal() async throws {
         try await TestEnvironment.withFresh { env in
-            try await env.application().test(.live) { client in
+            try await env.application().testLive { client in
                 let renewal = Self.report("renewal", device: "iphone", transaction: "t2", purchased: 0, expires: 30 * 86_400, observed: 10)
                 _ = try await client.sync(account: "carol", body: try SyncBody(device: "iphone", reports: [Self.report("first"), renewal]).data)
                 let stale = Self.report("stale", device: "ipad", transaction: "t1", expires: 29 * 86_400, observed: 20)
@@ -132,7 +132,7 @@ struct SyncAPITests {
     @Test("a refund on one device wins over an older active report from another")
     func refundThenStaleActive() async throws {
         try await TestEnvironment.withFresh { env in
-            try await env.application().test(.live) { client in
+            try await env.application().testLive { client in
                 _ = try await client.sync(account: "dave", body: try SyncBody(device: "iphone", reports: [Self.report("a")]).data)
                 let refund = Self.report("refund", revoked: -10)
                 _ = try await client.sync(account: "dave", body: try SyncBody(device: "iphone", reports: [refund]).data)
@@ -150,7 +150,7 @@ struct SyncAPITests {
     @Test("two devices syncing at the same time converge")
     func twoDevicesRacing() async throws {
         try await TestEnvironment.withFresh { env in
-            try await env.application(workers: 3, batchSize: 5).test(.live) { client in
+            try await env.application(workers: 3, batchSize: 5).testLive { client in
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for device in ["iphone", "ipad"] {
                         group.addTask {
@@ -194,7 +194,7 @@ struct SyncAPITests {
     @Test("feature checks name the lowest tier that allows the feature")
     func featureCheck() async throws {
         try await TestEnvironment.withFresh { env in
-            try await env.application().test(.live) { client in
+            try await env.application().testLive { client in
                 _ = try await client.sync(account: "fay", body: try SyncBody(device: "iphone", reports: [Self.report("r1", product: "voip.basic.monthly")]).data)
                 let (status, json) = try await client.getJSON("/v1/accounts/fay/features/video_calling")
                 #expect(status == .ok)

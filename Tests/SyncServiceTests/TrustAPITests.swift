@@ -794,7 +794,7 @@ struct TrustAPITests {
         try await TestEnvironment.withFresh { env in
             let app = env.application(requireSigned: true, verifier: verifier, binding: .reject)
             let now = Date()
-            try await app.test(.live) { client in
+            try await app.testLive { client in
                 for round in 0..<8 {
                     let jws = try authority.sign(Self.transaction(
                         original: "race-\(round)", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now))

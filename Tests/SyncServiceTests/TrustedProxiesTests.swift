@@ -87,7 +87,7 @@ struct TrustedProxiesTests {
         let limit = RateLimiter.Limit(ratePerSecond: 0.001, burst: 3)
         try await TestEnvironment.withFresh { env in
             let loopback = try TrustedProxies(list: "127.0.0.0/8, ::1/128")
-            try await env.application(workers: 0, notificationRateLimit: limit, trustedProxies: loopback).test(.live) { client in
+            try await env.application(workers: 0, notificationRateLimit: limit, trustedProxies: loopback).testLive { client in
                 // The flooder, who also writes a made-up address of its own to the left.
                 for _ in 0..<3 {
                     let status1 = try await Self.notify(client, forwardedFor: "198.51.100.9, 203.0.113.5")
@@ -103,7 +103,7 @@ struct TrustedProxiesTests {
                 let status5 = try await Self.notify(client, forwardedFor: "192.0.2.1, 198.51.100.8")
                 #expect(status5 == .badRequest)
             }
-            try await env.application(workers: 0, notificationRateLimit: limit).test(.live) { client in
+            try await env.application(workers: 0, notificationRateLimit: limit).testLive { client in
                 for _ in 0..<3 {
                     let status6 = try await Self.notify(client, forwardedFor: "203.0.113.5")
                     #expect(status6 == .badRequest)

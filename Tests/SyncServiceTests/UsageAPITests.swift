@@ -24,7 +24,7 @@ struct UsageAPITests {
     @Test("usage from three devices converges: duplicates count once, and what exceeds the balance is overage")
     func threeDevicesConverge() async throws {
         try await TestEnvironment.withFresh { env in
-            try await env.application().test(.live) { client in
+            try await env.application().testLive { client in
                 let now = Date()
                 // Calls of the last hour, but never before the start of this calendar month in UTC:
                 // all inside the free tier's current period, whatever today is.
@@ -69,7 +69,7 @@ struct UsageAPITests {
     @Test("bad usage gets a specific 4xx and stores nothing, not even the good entries beside it")
     func badUsageStoresNothing() async throws {
         try await TestEnvironment.withFresh { env in
-            try await env.application().test(.live) { client in
+            try await env.application().testLive { client in
                 let now = Date()
                 let good = (id: "ok-1", units: 5, at: now.addingTimeInterval(-60))
                 _ = try await client.postJSON("/v1/accounts/bo/usage", body: try Self.usageBody(device: "phone", [good]))
@@ -108,7 +108,7 @@ struct UsageAPITests {
     func devicesAreLimitedToTheirAccount() async throws {
         try await TestEnvironment.withFresh { env in
             let limit = RateLimiter.Limit(ratePerSecond: 0.001, burst: 2)
-            try await env.application(accountRateLimit: limit).test(.live) { client in
+            try await env.application(accountRateLimit: limit).testLive { client in
                 let token = try await env.token(for: "tia")
                 let body = { (id: String) in try Self.usageBody(device: "phone", [(id, 1, Date().addingTimeInterval(-60))]) }
                 for id in ["a", "b"] {
@@ -135,7 +135,7 @@ struct UsageAPITests {
     @Test("a subscription's allowance follows its purchase day and its tier")
     func subscriptionAllowance() async throws {
         try await TestEnvironment.withFresh { env in
-            try await env.application().test(.live) { client in
+            try await env.application().testLive { client in
                 let purchased = SyncAPITests.start.addingTimeInterval(-3 * 86_400)
                 let report = SyncAPITests.report("b1", product: "voip.basic.monthly", purchased: -3 * 86_400, expires: 27 * 86_400)
                 _ = try await client.sync(account: "cy", body: try SyncBody(device: "phone", reports: [report]).data)

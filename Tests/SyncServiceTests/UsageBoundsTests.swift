@@ -112,7 +112,7 @@ struct UsageBoundsTests {
             let clock = ManualClock(start: Date())
             // Live, with a worker: the sweeper is one of the application's services (beside the
             // workers), which the router test does not run.
-            try await env.application(workers: 1, sweepInterval: .seconds(3_600), clock: clock).test(.live) { client in
+            try await env.application(workers: 1, sweepInterval: .seconds(3_600), clock: clock).testLive { client in
                 let now = clock.now()
                 try await env.knownDevices(["phone"], of: "late", since: now.addingTimeInterval(-89 * Self.day))
                 // The sweeper's first pass (at start) is over: it sleeps on the clock.

@@ -34,7 +34,7 @@ struct UsageEventTests {
         try await TestEnvironment.withFresh { env in
             let (_, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/usage"), eventTypes: ["usage.low", "usage.exhausted"])
             try await receiver.setSecrets([secret.text])
-            try await env.application(deliveryWorkers: 1, webhookGuard: WebhookDeliveryTests.loopback).test(.live) { client in
+            try await env.application(deliveryWorkers: 1, webhookGuard: WebhookDeliveryTests.loopback).testLive { client in
                 let at = recentlyThisMonth(120)
                 // 85 of the free tier's 100 minutes: 15 left, above the 10 % threshold.
                 let (first, _) = try await client.postJSON("/v1/accounts/lea/usage", body: try UsageAPITests.usageBody(device: "phone", [("c1", 85, at)]))
@@ -87,7 +87,7 @@ struct UsageEventTests {
             let clock = ManualClock()
             let used = clock.now().addingTimeInterval(-1)
             let month = UsagePeriod.containing(used, anchor: Date(timeIntervalSince1970: 0), length: try #require(ISODuration("P1M")))
-            try await env.application(clock: clock).test(.live) { client in
+            try await env.application(clock: clock).testLive { client in
                 _ = try await client.postJSON("/v1/accounts/max/usage", body: try UsageAPITests.usageBody(device: "phone", [("c1", 120, used)]))
                 #expect(try await Self.events(env, "max").map(\.type) == ["usage.low", "usage.exhausted"])
 

@@ -67,7 +67,7 @@ struct UsageHoldTests {
     func settleReleaseAndExpire() async throws {
         try await TestEnvironment.withFresh { env in
             let clock = ManualClock(start: Date())
-            try await env.application(clock: clock).test(.live) { client in
+            try await env.application(clock: clock).testLive { client in
                 let (status, reserved) = try await client.postJSON("/v1/accounts/eve/usage/holds", body: try Self.holdBody(device: "phone", units: 60, ttl: 600))
                 #expect(status == .created, "\(reserved)")
                 #expect(reserved["granted"] as? Int == 60)

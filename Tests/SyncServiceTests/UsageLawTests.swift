@@ -391,7 +391,7 @@ struct UsageLawAcrossProcessesTests {
         let process = Process()
         process.executableURL = ServeCommandTests.binary
         process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
+        var environment = try TestDatabase.environment()
         environment["SUBSYNC_LOG_LEVEL"] = "error"
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice

@@ -26,7 +26,7 @@ struct UsageLedgerIDTests {
     @Test("two devices whose ids and usage ids meet at a colon both count")
     func colonsDoNotMerge() async throws {
         try await TestEnvironment.withFresh { env in
-            try await env.application().test(.live) { client in
+            try await env.application().testLive { client in
                 let now = Date()
                 let at = recentlyThisMonth(120, now: now)
                 try await env.knownDevices(["a:b", "a"], of: "cole", since: recentlyThisMonth(600, now: now))

@@ -57,7 +57,7 @@ struct WebhookOrderTests {
             // still until Bob's event is in: Bob's stream must not wait for Alice's retry.
             let clock = ManualClock(start: Date())
             let schedule = RetrySchedule(delays: [6, 6, 6, 6])
-            try await env.application(deliveryWorkers: 2, webhookGuard: Self.loopback, retrySchedule: schedule, clock: clock).test(.live) { client in
+            try await env.application(deliveryWorkers: 2, webhookGuard: Self.loopback, retrySchedule: schedule, clock: clock).testLive { client in
                 let first = try await client.sync(account: "alice", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("a1")]).data)
                 #expect(first.status == .accepted)
                 let failed = try await receiver.waitFor { $0.contains { $0.status == 500 } }
@@ -141,7 +141,7 @@ struct WebhookOrderTests {
             try await receiver.setSecrets([secret.text])
             // Retries only after ten minutes: nothing but an operator moves these streams along.
             let schedule = RetrySchedule(delays: [600, 600])
-            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: schedule).test(.live) { client in
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: schedule).testLive { client in
                 try await failFirstThenSync(client, receiver, account: "alice",
                                             [SyncAPITests.report("a1")], then: [SyncAPITests.report("a2", revoked: 0)])
                 let waiting = try await pendingDeliveries(env, account: "alice", count: 4)

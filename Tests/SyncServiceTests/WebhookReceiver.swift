@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import Postgres
 import SubsyncWebhooks
+import TestSupport
 
 /// The Python receiver in scripts/webhook-receiver.py, run as a separate process: a real HTTP
 /// server that checks every signature with the `standardwebhooks` package from PyPI.
@@ -49,10 +50,7 @@ final class WebhookReceiver: @unchecked Sendable {
         }
     }
 
-    static var script: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("scripts/webhook-receiver.py")
-    }
+    static var script: URL { TestPackage.file("scripts/webhook-receiver.py") }
 
     /// Launches the receiver off the cooperative pool: `launch` blocks until Python has started.
     init(port requested: Int = 0) async throws {
@@ -60,7 +58,11 @@ final class WebhookReceiver: @unchecked Sendable {
     }
 
     private static func launch(port: Int, secrets: [String] = []) throws -> (Process, Int) {
-        try Process.launchReportingPort(["python3", script.path, "--port", String(port)] + secrets.flatMap { ["--secret", $0] })
+        // The tests check signatures with the standardwebhooks package itself, never the
+        // receiver's standard-library fallback (that one is for the README's first run).
+        try Process.launchReportingPort(
+            [try TestPackage.python(), script.path, "--port", String(port), "--verifier", "standardwebhooks"]
+                + secrets.flatMap { ["--secret", $0] })
     }
 
     struct ReceiverError: Error, CustomStringConvertible {

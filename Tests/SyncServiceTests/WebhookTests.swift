@@ -220,7 +220,7 @@ struct WebhookDeliveryTests {
         let receiver = try await WebhookReceiver()
         try await TestEnvironment.withFresh { env in
             let (endpointID, _) = try await endpoint(env, receiver, "/ok")
-            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).test(.live) { client in
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).testLive { client in
                 try await sync(client, account: "alice", [SyncAPITests.report("r1")])
                 try await sync(client, account: "alice", [SyncAPITests.report("r2", revoked: 0)])
                 let events = try await env.pool.query("SELECT event_id::text, sequence, type FROM events WHERE account_id = 'alice' ORDER BY sequence")
@@ -266,7 +266,7 @@ struct WebhookDeliveryTests {
             let back = env.application(
                 workers: 2, sweepInterval: .seconds(3600), deliveryWorkers: 3, webhookGuard: Self.loopback, pollInterval: .seconds(3600))
             let front = env.application(workers: 0)
-            try await back.test(.live) { _ in
+            try await back.testLive { _ in
                 let listening = """
                     SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'
                     """
@@ -302,7 +302,7 @@ struct WebhookDeliveryTests {
         let receiver = try await WebhookReceiver()
         try await TestEnvironment.withFresh { env in
             let (endpointID, _) = try await endpoint(env, receiver, "/flaky/1", eventTypes: ["entitlement.activated"])
-            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: RetrySchedule(delays: [0.5, 0.5])).test(.live) { client in
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: RetrySchedule(delays: [0.5, 0.5])).testLive { client in
                 try await sync(client, account: "bob", [SyncAPITests.report("r1")])
                 let entries = try await receiver.waitFor { $0.filter { $0.status == 200 }.count >= 1 }
                 #expect(entries.map(\.status) == [500, 200])
@@ -332,7 +332,7 @@ struct WebhookDeliveryTests {
             #expect(try await stored(legacy.id) == legacySecret.text)
             // Deliveries open both and sign with them: the receiver verifies every request.
             try await receiver.setSecrets([legacySecret.text, sealedSecret.text])
-            try await env.application(deliveryWorkers: 1, webhookGuard: WebhookDeliveryTests.loopback, secretSealer: sealerA).test(.live) { client in
+            try await env.application(deliveryWorkers: 1, webhookGuard: WebhookDeliveryTests.loopback, secretSealer: sealerA).testLive { client in
                 _ = try await client.sync(account: "sealy", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("r1")]).data)
                 let entries = try await receiver.waitFor { $0.filter { $0.status == 200 }.count >= 4 }
                 #expect(entries.count >= 4)
@@ -372,7 +372,7 @@ struct WebhookDeliveryTests {
             try await receiver.setSecrets([healthySecret.text])
             try await env.application(
                 deliveryWorkers: 1, webhookGuard: WebhookDeliveryTests.loopback, metricsToken: "metrics-token-0123456789", secretSealer: sealer
-            ).test(.live) { client in
+            ).testLive { client in
                 for index in 0..<3 {
                     _ = try await client.sync(account: "keyless-\(index)", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("r1")]).data)
                 }
@@ -425,7 +425,7 @@ struct WebhookDeliveryTests {
             let (healthy, _) = try await endpoint(env, receiver, "/ok")
             let (nul, _) = try await endpoint(env, receiver, "/nul")
             let (binary, _) = try await endpoint(env, receiver, "/binary")
-            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).test(.live) { client in
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).testLive { client in
                 for index in 0..<10 {
                     try await sync(client, account: "acct-\(index)", [SyncAPITests.report("r1")])
                 }
@@ -472,7 +472,7 @@ struct WebhookDeliveryTests {
             let closedPort = LocalServer.freePort()
             let (refused, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:\(closedPort)/x", eventTypes: ["entitlement.activated"])
             try await receiver.setSecrets([])
-            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: RetrySchedule(delays: [600]), webhookTimeout: .seconds(10)).test(.live) { client in
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: RetrySchedule(delays: [600]), webhookTimeout: .seconds(10)).testLive { client in
                 try await sync(client, account: "carl", [SyncAPITests.report("r1")])
                 let slowAttempts = try await waitForAttempts(env, endpoint: slow, count: 1)
                 #expect(slowAttempts.first?.status == nil)
@@ -501,7 +501,7 @@ struct WebhookDeliveryTests {
             let (gone, _) = try await endpoint(env, receiver, "/status/410", eventTypes: ["entitlement.activated"])
             let (limited, secret) = try await endpoint(env, receiver, "/retry-after/2", eventTypes: ["entitlement.activated"])
             try await receiver.setSecrets([secret.text])
-            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: RetrySchedule(delays: [0.1, 0.1])).test(.live) { client in
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: RetrySchedule(delays: [0.1, 0.1])).testLive { client in
                 try await sync(client, account: "dana", [SyncAPITests.report("r1")])
                 let entries = try await receiver.waitFor { $0.filter { $0.path == "/retry-after/2" }.count >= 2 }
                 let limitedEntries = entries.filter { $0.path == "/retry-after/2" }
@@ -524,7 +524,7 @@ struct WebhookDeliveryTests {
             let (failing, _) = try await endpoint(env, receiver, "/status/500")
             let (flaky, _) = try await endpoint(env, receiver, "/flaky/1")
             let schedule = RetrySchedule(delays: Array(repeating: 0.3, count: 20), jitter: 0)
-            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: schedule, webhookDisableAfter: 1.5).test(.live) { client in
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: schedule, webhookDisableAfter: 1.5).testLive { client in
                 try await sync(client, account: "ivy", [SyncAPITests.report("r1")])
                 try await waitUntil { try await EndpointStore(pool: env.pool).get(failing)?.enabled == false }
                 let endpoint = try await EndpointStore(pool: env.pool).get(failing)
@@ -545,7 +545,7 @@ struct WebhookDeliveryTests {
             let (byIP, secret) = try await endpoint(env, receiver, "/ok", eventTypes: ["entitlement.activated"])
             let (byName, _) = try await EndpointStore(pool: env.pool).create(url: "http://localhost:\(receiver.port)/ok", eventTypes: ["entitlement.activated"])
             try await receiver.setSecrets([secret.text])
-            try await env.application(deliveryWorkers: 1, webhookGuard: .publicOnly, retrySchedule: RetrySchedule(delays: [60])).test(.live) { client in
+            try await env.application(deliveryWorkers: 1, webhookGuard: .publicOnly, retrySchedule: RetrySchedule(delays: [60])).testLive { client in
                 try await sync(client, account: "eve", [SyncAPITests.report("r1")])
                 for endpoint in [byIP, byName.id] {
                     let attempts = try await waitForAttempts(env, endpoint: endpoint, count: 1)
@@ -557,7 +557,7 @@ struct WebhookDeliveryTests {
             // The same deliveries, retried with loopback allowed, arrive.
             _ = try await DeliveryStore(pool: env.pool).retry(deliveryID: nil)
             try await env.pool.query("UPDATE deliveries SET next_attempt_at = now(), attempts = 0")
-            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).test(.live) { _ in
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).testLive { _ in
                 let entries = try await receiver.waitFor { $0.count >= 2 }
                 #expect(entries.count == 2)
             }
@@ -571,7 +571,7 @@ struct WebhookDeliveryTests {
             let (endpointID, old) = try await endpoint(env, receiver, "/ok", eventTypes: ["entitlement.activated"])
             let rotated = try #require(try await EndpointStore(pool: env.pool).rotateSecret(endpointID))
             try await receiver.setSecrets([old.text, rotated.1.text])
-            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).test(.live) { client in
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).testLive { client in
                 try await sync(client, account: "finn", [SyncAPITests.report("r1")])
                 let entries = try await receiver.waitFor { !$0.isEmpty }
                 #expect(entries.first?.verifiedBy == [0, 1])
@@ -586,7 +586,7 @@ struct WebhookDeliveryTests {
         try await TestEnvironment.withFresh { env in
             let (endpointID, _) = try await endpoint(env, receiver, "/ok")
             let start = Date().addingTimeInterval(-1)
-            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).test(.live) { client in
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).testLive { client in
                 try await sync(client, account: "gus", [SyncAPITests.report("r1")])
                 let first = try await receiver.waitFor { $0.count >= 2 }
                 let replayed = try await DeliveryStore(pool: env.pool).replay(endpoint: endpointID, since: start, until: nil)
@@ -607,7 +607,7 @@ struct WebhookDeliveryTests {
             // A long tail of 1 s retries: on a busy machine the receiver may come back well after
             // ten attempts, and no delivery may run out of attempts (dead) before it does.
             let schedule = RetrySchedule(delays: [0.3, 0.3, 0.3, 0.5] + Array(repeating: 1, count: 120))
-            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: schedule).test(.live) { client in
+            try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: schedule).testLive { client in
                 for index in 0..<5 {
                     try await sync(client, account: "hal-\(index)", [SyncAPITests.report("r\(index)")])
                 }

@@ -226,11 +226,7 @@ import Testing
     }
 
     @Test func embeddedMigrationsMatchTheSQLFolder() throws {
-        let folder = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent()  // SyncStoreTests
-            .deletingLastPathComponent()  // Tests
-            .deletingLastPathComponent()  // repository
-            .appendingPathComponent("sql")
+        let folder = TestPackage.file("sql")
         let files = try Migration.load(from: folder)
         #expect(!files.isEmpty)
         #expect(files.map(\.version) == Migration.embedded.map(\.version))

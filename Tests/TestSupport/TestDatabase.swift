@@ -1,17 +1,30 @@
 import Foundation
 import Postgres
 
-/// The test database, from `DATABASE_URL` (which `scripts/test` sets to a throwaway server).
+/// The test database: `DATABASE_URL` when it is set (`scripts/test` sets it to a throwaway
+/// server), else a throwaway server this test process starts on first use, so a plain
+/// `swift test` or `swift test --filter X` works by itself.
 ///
 /// Tests that change the schema or need a clean slate call ``withFreshDatabase(_:)``, which
 /// creates a database of their own and drops it afterwards, so tests can run in parallel.
 public enum TestDatabase {
-    /// The configured server, or a clear failure when the tests were started without one.
+    /// The test server's URL: `DATABASE_URL`, or the throwaway server's (started on first use).
+    public static func url() throws -> String {
+        if let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty { return url }
+        return try ThrowawayServer.shared.get().url
+    }
+
+    /// The test server's connection configuration.
     public static func configuration() throws -> ConnectionConfiguration {
-        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
-            throw TestSetupError("DATABASE_URL is not set: run the tests with scripts/test, which starts a throwaway PostgreSQL")
-        }
-        return try ConnectionConfiguration(url: url)
+        try ConnectionConfiguration(url: url())
+    }
+
+    /// This process's environment with `DATABASE_URL` naming the test server, for the programs a
+    /// test starts (`subsync serve`, the command line).
+    public static func environment() throws -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["DATABASE_URL"] = try url()
+        return environment
     }
 
     /// Creates an empty database, runs `body` with its configuration, then drops it.

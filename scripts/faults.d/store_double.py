@@ -16,7 +16,7 @@ from http_requests import http_request
 from load import iso
 
 
-STORE_KEY = os.path.normpath(os.path.join(ROOT, "../shared/testdata/apple-app-store-server-library/certs/testSigningKey.p8"))
+STORE_KEY = os.path.normpath(os.path.join(ROOT, "Tests/Fixtures/apple-app-store-server-library/certs/testSigningKey.p8"))
 STORE_BUNDLE = "com.example.subsync.faults"
 STORE_KEY_ID = "FAULTSKEY01"
 STORE_ISSUER = "faults-issuer"

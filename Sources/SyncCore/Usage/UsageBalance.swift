@@ -1,7 +1,7 @@
 import Foundation
 
 /// The balance of one meter of one account: a pure function of the *set* of its ledger entries
-/// and the time (DESIGN §7; the rule in full is in `docs/usage.md`).
+/// and the time (the rule in full: docs/USAGE.md, "The balance").
 ///
 /// 1. Entries are a set by id (a duplicate counts once; of two different entries claiming one
 ///    id, the greater by a fixed total order is taken, so even that cannot depend on order).

@@ -1,6 +1,6 @@
 import Foundation
 
-/// One immutable entry of an account's ledger for one meter (DESIGN §7).
+/// One immutable entry of an account's ledger for one meter (docs/USAGE.md, "Ledger entries").
 ///
 /// Every entry has an id given by its source, so the same fact reported twice (a retried
 /// request, two devices relaying one purchase, two processes) is one entry:

@@ -5,7 +5,7 @@ import SyncCore
 @_spi(FixedExpiryValidationTime) @_spi(DisableValidityCheck) import X509
 
 /// Verifies StoreKit 2 JWS: signed transactions, signed renewal info and App Store Server
-/// Notifications V2 (DESIGN §3, "verified reports").
+/// Notifications V2 (docs/STOREKIT.md, "The checks").
 ///
 /// A token is accepted only when all of these hold, checked in this order (cheapest first, so a
 /// forged token costs one signature check and no chain work):

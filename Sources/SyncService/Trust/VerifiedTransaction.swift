@@ -18,7 +18,8 @@ public struct VerifiedTransaction: Sendable, Equatable, Hashable {
         self.jws = jws
     }
 
-    /// When the App Store signed the transaction; trusted, so it may order reports (DESIGN §3).
+    /// When the App Store signed the transaction; trusted, so it may order reports
+    /// (docs/RESOLUTION.md, "Per transaction: the join").
     public var signedDate: Date { payload.signedDate }
 
     /// The report this transaction makes: every resolution field comes from the signed payload, none

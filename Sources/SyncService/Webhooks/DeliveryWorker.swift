@@ -15,7 +15,7 @@ import SyncStore
 /// records the results in one transaction. A stream's next event is never sent before the
 /// previous one succeeded, died or was cancelled, whichever process sends it. Wakes on NOTIFY
 /// from the resolution workers (`wakeups`, raised by the process's ``NotificationForwarder``) and
-/// polls as a fallback. Signing, retries, 410 and endpoint health follow DESIGN §4.
+/// polls as a fallback. Signing, retries, 410 and endpoint health: docs/WEBHOOKS.md.
 public struct DeliveryWorker: Service {
     public struct Configuration: Sendable {
         public var batchSize: Int = 500

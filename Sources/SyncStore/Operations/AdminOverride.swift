@@ -3,7 +3,8 @@ import Logging
 import Postgres
 import SyncCore
 
-/// `subsync revoke` / `unrevoke`: the operator's explicit override of DESIGN §3.
+/// `subsync revoke` / `unrevoke`: the operator's override of a transaction's revocation
+/// (docs/RESOLUTION.md, "Per transaction: the join").
 ///
 /// The command is recorded as a report like any other (`source = 'admin'`, with its action, its
 /// time as `signed_date`, and who and why in `admin_actor` / `admin_reason`), so it joins into

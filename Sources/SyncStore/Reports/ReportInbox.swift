@@ -4,7 +4,7 @@ import Postgres
 import SyncCore
 
 /// The durable inbox: reports are committed here before a sync request is answered, and the
-/// worker pool resolves them later (DESIGN §1: nothing is resolved in the request).
+/// worker pool resolves them later (docs/ARCHITECTURE.md, "How the pipeline runs").
 public struct ReportInbox: Sendable {
     /// The NOTIFY channel that wakes workers when reports arrive.
     public static let channel = "subsync_reports"

@@ -70,7 +70,7 @@ struct Unrevoke: AsyncParsableCommand {
         commandName: "unrevoke",
         abstract: "Lift a transaction's revocation by operator decision (recorded as an audited admin report).",
         discussion: """
-            The one way back from a revocation besides a verified refund reversal (DESIGN §3). \
+            The one way back from a revocation besides a verified refund reversal (docs/RESOLUTION.md). \
             Lifts every revocation dated up to now; a later revocation (a new refund) revokes \
             again. Unrevoking a transaction that is not revoked records nothing, so that no \
             pre-emptive unrevoke can cancel a refund a device reports late.

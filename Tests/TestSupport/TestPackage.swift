@@ -1,0 +1,32 @@
+import Foundation
+
+/// Where the package's own files are, for tests that read fixtures or start the helpers in
+/// scripts/.
+public enum TestPackage {
+    /// The package's root folder (this file is Tests/TestSupport/TestPackage.swift).
+    public static let root: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// A file or folder of the package, by its path from the root.
+    public static func file(_ relativePath: String) -> URL {
+        root.appendingPathComponent(relativePath)
+    }
+
+    /// A file under Tests/Fixtures (third-party test material kept in the repository, each folder
+    /// with its licence and source).
+    public static func fixture(_ relativePath: String) -> URL {
+        file("Tests/Fixtures/" + relativePath)
+    }
+
+    /// The project's Python, `.venv/bin/python3`, with the pinned test tools (standardwebhooks,
+    /// PyJWT, PyYAML, ...). `scripts/test` makes it; so does `scripts/setup --test` before a
+    /// plain `swift test`. The system's Python is never used: it lacks those packages, and Debian
+    /// forbids installing them into it.
+    public static func python() throws -> String {
+        let path = file(".venv/bin/python3").path
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw TestSetupError("the test tools are not installed (\(path) is missing): run scripts/setup --test once, or the tests with scripts/test")
+        }
+        return path
+    }
+}
