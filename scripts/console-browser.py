@@ -45,7 +45,7 @@ import urllib.error
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
@@ -105,6 +105,19 @@ def wait_for(what, condition, seconds=WAIT, interval=0.2):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {seconds} s waiting for {what}")
         time.sleep(interval)
+
+
+def click(driver, by, selector, attempts=20):
+    """Finds an element and clicks it. The console re-renders a page when an action's answer (or
+    a reload) arrives, so an element found a moment ago may be gone: it is found again."""
+    for attempt in range(attempts):
+        try:
+            driver.find_element(by, selector).click()
+            return
+        except StaleElementReferenceException:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.1)
 
 
 def check(condition, message):
@@ -272,7 +285,7 @@ def run(options, database_url, workdir, processes, session):
     check(driver.get_cookies() == [], "the console set a cookie")
     search = driver.find_element(By.ID, "account-search-input")
     search.send_keys(TRANSACTION)
-    driver.find_element(By.ID, "account-search-submit").click()
+    click(driver, By.ID, "account-search-submit")
     wait.until(EC.text_to_be_present_in_element((By.ID, "account-tier"), "premium"))
     check("/console#/account/" + ACCOUNT in driver.current_url, f"search did not open the account: {driver.current_url}")
     entitlements = driver.find_element(By.ID, "entitlements").text
@@ -293,12 +306,12 @@ def run(options, database_url, workdir, processes, session):
     driver.set_window_size(1400, 1000)
 
     # 4. Revoke from the page: confirmation with a reason, then the audit record and the event.
-    driver.find_element(By.CSS_SELECTOR, f".revoke-button[data-transaction='{TRANSACTION}']").click()
+    click(driver, By.CSS_SELECTOR, f".revoke-button[data-transaction='{TRANSACTION}']")
     wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
-    driver.find_element(By.ID, "confirm-ok").click()  # without a reason: refused by the page
+    click(driver, By.ID, "confirm-ok")  # without a reason: refused by the page
     wait.until(EC.visibility_of_element_located((By.ID, "confirm-error")))
     driver.find_element(By.ID, "confirm-reason").send_keys("chargeback #881 (console test)")
-    driver.find_element(By.ID, "confirm-ok").click()
+    click(driver, By.ID, "confirm-ok")
     record = wait.until(EC.visibility_of_element_located((By.ID, "audit-record")))
     check("Recorded revoke" in record.text and "Olivia Operator" in record.text and "chargeback #881" in record.text,
           f"audit record: {record.text!r}")
@@ -310,7 +323,7 @@ def run(options, database_url, workdir, processes, session):
     driver.set_window_size(1400, 1000)
 
     # 5. Health: numbers and the last hour's chart (two samples make a line: ~10 s).
-    driver.find_element(By.ID, "nav-health").click()
+    click(driver, By.ID, "nav-health")
     wait.until(EC.visibility_of_element_located((By.ID, "health-inbox-depth")))
     wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#health-chart svg polyline")))
     # (The page redraws itself every 10 s: read it through waits, which survive a redraw.)
@@ -319,14 +332,14 @@ def run(options, database_url, workdir, processes, session):
     shot("05-health.png")
 
     # 6. Endpoints: retry one dead delivery from the page; it reaches the receiver.
-    driver.find_element(By.ID, "nav-endpoints").click()
+    click(driver, By.ID, "nav-endpoints")
     rows = wait.until(EC.presence_of_all_elements_located((By.CSS_SELECTOR, "#dead-deliveries-table tbody tr")))
     check(len(rows) == len(dead_deliveries(base)), "the page does not list every dead delivery")
     target = dead[-1]
     shot("06-endpoints.png")
-    driver.find_element(By.CSS_SELECTOR, f"#dead-deliveries-table .retry-delivery[data-delivery='{target['delivery_id']}']").click()
+    click(driver, By.CSS_SELECTOR, f"#dead-deliveries-table .retry-delivery[data-delivery='{target['delivery_id']}']")
     wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
-    driver.find_element(By.ID, "confirm-ok").click()
+    click(driver, By.ID, "confirm-ok")
     record = wait.until(EC.visibility_of_element_located((By.ID, "endpoints-record")))
     check("Delivery retried" in record.text and "Olivia Operator" in record.text, f"retry record: {record.text!r}")
     delivered = wait_for("the retried delivery at the receiver", lambda: [
@@ -336,14 +349,14 @@ def run(options, database_url, workdir, processes, session):
     wait_for("the retried delivery to be recorded as succeeded",
              lambda: delivery_status(base, target["delivery_id"]) == "succeeded")
     loads = driver.find_element(By.ID, "endpoints-view").get_attribute("data-loads")
-    driver.find_element(By.ID, "endpoints-refresh").click()
+    click(driver, By.ID, "endpoints-refresh")
     wait.until(lambda d: d.find_element(By.ID, "endpoints-view").get_attribute("data-loads") != loads)
     wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, f"#dead-deliveries-table tr[data-delivery='{target['delivery_id']}']"))
 
     # ... and the secret, rotated, is shown once.
-    driver.find_element(By.CSS_SELECTOR, "#endpoints-list .rotate-secret").click()
+    click(driver, By.CSS_SELECTOR, "#endpoints-list .rotate-secret")
     wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
-    driver.find_element(By.ID, "confirm-ok").click()
+    click(driver, By.ID, "confirm-ok")
     secret = wait.until(EC.visibility_of_element_located((By.ID, "rotated-secret")))
     check(secret.text.startswith("whsec_"), f"rotated secret: {secret.text!r}")
     shot("07-endpoints-rotated.png")
@@ -352,9 +365,9 @@ def run(options, database_url, workdir, processes, session):
     remaining = dead_deliveries(base) or []
     check(len(remaining) == len(dead) - 1, f"dead deliveries left: {remaining}")
     wait.until(lambda d: d.find_element(By.ID, "retry-dead").is_enabled())
-    driver.find_element(By.ID, "retry-dead").click()
+    click(driver, By.ID, "retry-dead")
     wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
-    driver.find_element(By.ID, "confirm-ok").click()
+    click(driver, By.ID, "confirm-ok")
     wait.until(EC.text_to_be_present_in_element((By.ID, "endpoints-record"), f"Retried {len(remaining)} dead deliveries"))
     for delivery in remaining:
         wait_for(f"delivery {delivery['delivery_id']} at the receiver", lambda: [
@@ -363,14 +376,14 @@ def run(options, database_url, workdir, processes, session):
     wait.until(EC.visibility_of_element_located((By.ID, "no-dead")))
 
     # ... an endpoint disabled and enabled again.
-    driver.find_element(By.CSS_SELECTOR, "#endpoints-list .disable-endpoint").click()
+    click(driver, By.CSS_SELECTOR, "#endpoints-list .disable-endpoint")
     wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
-    driver.find_element(By.ID, "confirm-ok").click()
+    click(driver, By.ID, "confirm-ok")
     wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#endpoints-list .enable-endpoint")))
     check(http("GET", base + "/v1/webhook-endpoints")[1]["data"][0]["enabled"] is False, "the endpoint is still enabled")
-    driver.find_element(By.CSS_SELECTOR, "#endpoints-list .enable-endpoint").click()
+    click(driver, By.CSS_SELECTOR, "#endpoints-list .enable-endpoint")
     wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
-    driver.find_element(By.ID, "confirm-ok").click()
+    click(driver, By.ID, "confirm-ok")
     wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#endpoints-list .disable-endpoint")))
     check(http("GET", base + "/v1/webhook-endpoints")[1]["data"][0]["enabled"] is True, "the endpoint is still disabled")
     # ... each of those changes recorded with the console's operator.
@@ -382,7 +395,7 @@ def run(options, database_url, workdir, processes, session):
     # ... and back on the account, a reconcile dry run finds nothing to repair.
     driver.get(base + "/console#/account/" + ACCOUNT)
     wait.until(EC.text_to_be_present_in_element((By.ID, "account-tier"), "free"))
-    driver.find_element(By.ID, "reconcile-dry-run").click()
+    click(driver, By.ID, "reconcile-dry-run")
     wait.until(EC.text_to_be_present_in_element((By.ID, "audit-record"), "Reconcile (dry run): 0 differences"))
     # The dry run and the single retry are in the audit log (sql/0015), and the account page
     # shows them in its timeline.
@@ -421,17 +434,17 @@ def run(options, database_url, workdir, processes, session):
                                              "answers": [{"json": {"hasMore": False, "signedTransactions": [first, renewal]}}]}, key=None)
     driver.get(base + "/console#/account/" + bob)
     wait.until(EC.text_to_be_present_in_element((By.ID, "account-tier"), "free"))
-    driver.find_element(By.ID, "reconcile-store-dry-run").click()
+    click(driver, By.ID, "reconcile-store-dry-run")
     wait.until(EC.text_to_be_present_in_element((By.ID, "audit-record"), "App Store check: 1 differences"))
     check("3000000000000008" in driver.find_element(By.ID, "audit-record").text, "the check does not name the missing renewal")
     shot("08-app-store-check.png")
-    driver.find_element(By.ID, "reconcile-store-repair").click()
+    click(driver, By.ID, "reconcile-store-repair")
     wait.until(EC.visibility_of_element_located((By.ID, "confirm-dialog")))
-    driver.find_element(By.ID, "confirm-ok").click()
+    click(driver, By.ID, "confirm-ok")
     wait.until(EC.text_to_be_present_in_element((By.ID, "audit-record"), "App Store repair: 1 store reports submitted"))
-    driver.find_element(By.ID, "account-reload").click()
+    click(driver, By.ID, "account-reload")
     wait_for("the store report to be resolved", lambda: http("GET", f"{base}/v1/accounts/{bob}")[1].get("tier") == "premium")
-    driver.find_element(By.ID, "account-reload").click()
+    click(driver, By.ID, "account-reload")
     wait.until(EC.text_to_be_present_in_element((By.ID, "account-tier"), "premium"))
     asked = http("GET", store + "/__double/requests", key=None)[1]
     check(asked and all(request["jwt"]["valid"] for request in asked), f"the double refused a token: {asked}")
@@ -440,16 +453,16 @@ def run(options, database_url, workdir, processes, session):
 
     # 8. A named key: the console says whose it is, and the audit log records its name with the
     # name typed at sign-in beside it. Then no CSP violation, nothing left after signing out.
-    driver.find_element(By.ID, "sign-out").click()
+    click(driver, By.ID, "sign-out")
     sign_in(driver, NAMED_KEY[1], "Olivia at home")
     wait.until(EC.text_to_be_present_in_element((By.ID, "signed-in-as"), "signed in as olivia (Olivia at home)"))
     driver.get(base + "/console#/account/" + ACCOUNT)
     wait.until(EC.text_to_be_present_in_element((By.ID, "account-tier"), "free"))
-    driver.find_element(By.ID, "reconcile-dry-run").click()
+    click(driver, By.ID, "reconcile-dry-run")
     wait.until(lambda _: any(a["action"] == "reconcile_dry_run" and a["actor"] == "olivia (Olivia at home)" for a in audit_log(ACCOUNT)))
     violations = [entry["message"] for entry in driver.get_log("browser") if "Content Security Policy" in entry["message"]]
     check(not violations, f"CSP violations: {violations}")
-    driver.find_element(By.ID, "sign-out").click()
+    click(driver, By.ID, "sign-out")
     wait.until(EC.visibility_of_element_located((By.ID, "login-view")))
     check(driver.execute_script("return sessionStorage.length") == 0, "sign out left the key in session storage")
     driver.get(base + "/console#/endpoints")
@@ -514,7 +527,7 @@ def sign_in(driver, key, name):
     driver.find_element(By.ID, "login-key").send_keys(key)
     driver.find_element(By.ID, "login-actor").clear()
     driver.find_element(By.ID, "login-actor").send_keys(name)
-    driver.find_element(By.ID, "login-submit").click()
+    click(driver, By.ID, "login-submit")
 
 
 def full_height(driver):

@@ -1,5 +1,6 @@
 import Foundation
 import SyncCore
+import SyncStore
 @testable import SyncService
 import TestSupport
 import Testing
@@ -19,7 +20,7 @@ struct AppStoreAPITests {
 
     static func client(
         _ double: AppStoreDouble, keyID: String = AppStoreDouble.keyID, rate: Double = 50, attempts: Int = 4,
-        maximumRetryWait: Duration = .seconds(30), timeout: Duration = .seconds(300)
+        maximumRetryWait: Duration = .seconds(30), timeout: Duration = .seconds(300), shared: RateBuckets? = nil
     ) throws -> AppStoreServerAPI {
         let pem = try String(contentsOf: AppStoreDouble.keyFile, encoding: .utf8)
         let configuration = AppStoreAPIConfiguration(
@@ -27,7 +28,7 @@ struct AppStoreAPITests {
             privateKey: try AppStoreAPIConfiguration.privateKey(pem: pem, source: "testSigningKey.p8"), environment: .production,
             baseURL: double.baseURL, requestsPerSecond: rate, requestTimeout: timeout, maximumAttempts: attempts,
             maximumRetryWait: maximumRetryWait)
-        return AppStoreServerAPI(configuration: configuration)
+        return AppStoreServerAPI(configuration: configuration, sharedBudget: shared)
     }
 
     func signedTransaction(_ original: String, id: String? = nil, purchased: Date, expires: Date, ca: TestCertificateAuthority? = nil) throws -> String {
@@ -218,9 +219,13 @@ struct AppStoreAPITests {
         #expect(seen.filter { $0.path.hasSuffix("/t-down") }.count == 3)
 
         // A slow answer past the request timeout is no answer.
-        let impatient = try Self.client(double, attempts: 1, timeout: .seconds(1))
+        let impatient = try Self.client(double, attempts: 1, maximumRetryWait: .seconds(1), timeout: .seconds(1))
         let slow = await Self.failure { () async throws(AppStoreAPIError) in _ = try await impatient.subscriptionStatuses(transactionID: "t-slow") }
-        if case .transport? = slow {} else { Issue.record("a 5 s answer within a 1 s timeout: \(String(describing: slow))") }
+        if case .timedOut? = slow {} else { Issue.record("a 5 s answer within a 1 s timeout: \(String(describing: slow))") }
+        #expect(seen.count + 1 == (try await double.requests()).count, "a timeout is not retried at once")
+        // ... and pauses the endpoint, as a 429 does: the next call is told to come back later.
+        let next = await Self.failure { () async throws(AppStoreAPIError) in _ = try await impatient.subscriptionStatuses(transactionID: "t-after") }
+        if case .rateLimited? = next {} else { Issue.record("a call right after a timeout: \(String(describing: next))") }
     }
 
     @Test("the rate limiter keeps a process's calls to an endpoint spaced at its rate, however many ask at once")
@@ -243,6 +248,53 @@ struct AppStoreAPITests {
         // on a test clock.)
         let last = (times.last ?? 0) - started
         #expect(last >= 2.95, "the 16th request at 5/s came \(last) s after the first was asked for")
+    }
+
+    @Test("Apple's limit is per app: two serves and a reconcile, each with its own client, share one schedule through the database and together keep to the rate at the double")
+    func rateLimitSharedAcrossProcesses() async throws {
+        try await TestEnvironment.withFresh { env in
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            // Three clients as three processes have them: nothing in common but the database.
+            let clients = try (0..<3).map { _ in try Self.client(double, rate: 5, shared: RateBuckets(pool: env.pool)) }
+            let started = Date().timeIntervalSince1970
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (process, api) in clients.enumerated() {
+                    for index in 0..<6 {
+                        group.addTask { _ = try await api.subscriptionStatuses(transactionID: "t-\(process)-\(index)") }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let times = try await double.requests().map(\.time).sorted()
+            #expect(times.count == 18)
+            // One schedule, slots 200 ms apart: the 18th cannot reach the double before 3.4 s
+            // (each process alone would have sent its six within one second).
+            let last = (times.last ?? 0) - started
+            #expect(last >= 3.35, "the 18th request at 5/s for the app came \(last) s after the first was asked for")
+        }
+    }
+
+    @Test("the shared schedule: slots 1/rate apart across processes in the order asked, none past the longest wait, a pause for everyone")
+    func sharedSlots() async throws {
+        try await TestEnvironment.withFresh { env in
+            let now = Date(timeIntervalSince1970: 1_800_000_000)
+            let one = RateBuckets(pool: env.pool), two = RateBuckets(pool: env.pool)
+            var waits: [Duration?] = []
+            for index in 0..<6 {
+                waits.append(try await (index % 2 == 0 ? one : two).reserveSlot("k", ratePerSecond: 5, now: now, maximumWait: .seconds(30)))
+            }
+            #expect(waits == (0..<6).map { Duration.milliseconds(200 * $0) })
+            #expect(try await two.slotDelay("k", now: now) == .milliseconds(1_200))
+            // Past its bound a caller takes nothing; a second later the schedule has moved on.
+            #expect(try await one.reserveSlot("k", ratePerSecond: 5, now: now, maximumWait: .seconds(1)) == nil)
+            #expect(try await one.reserveSlot("k", ratePerSecond: 5, now: now.addingTimeInterval(1), maximumWait: .seconds(1)) == .milliseconds(200))
+            // A 429 seen by one process pauses the other.
+            try await one.pauseSlots("k", ratePerSecond: 5, until: now.addingTimeInterval(61), now: now.addingTimeInterval(1))
+            #expect(try await two.reserveSlot("k", ratePerSecond: 5, now: now.addingTimeInterval(1), maximumWait: .seconds(30)) == nil)
+            #expect(try await two.reserveSlot("k", ratePerSecond: 5, now: now.addingTimeInterval(61), maximumWait: .seconds(30)) == .zero)
+            // Other keys (endpoints, apps) have schedules of their own.
+            #expect(try await two.reserveSlot("other", ratePerSecond: 5, now: now, maximumWait: .zero) == .zero)
+        }
     }
 
     @Test("the limiter's slots: 1/rate apart in the order asked, none past the longest wait, none before a 429's pause")
@@ -276,13 +328,19 @@ struct AppStoreAPITests {
         #expect(settings.environment == .production)
         let configuration = try settings.configuration(bundleID: "com.example")
         #expect(configuration.baseURL == "https://api.storekit.apple.com")
-        #expect(configuration.requestsPerSecond == 50)
+        // Apple's published limits, per endpoint and app; the sandbox's are a tenth.
+        #expect(configuration.requestsPerSecond(for: "subscriptions") == 50)
+        #expect(configuration.requestsPerSecond(for: "refunds") == 10)
+        #expect(configuration.requestsPerSecond(for: "test-notification") == 1)
         #expect(!"\(configuration)".contains("PRIVATE"))
         #expect(!"\(configuration)".contains(configuration.privateKey.rawRepresentation.base64EncodedString()))
         #expect(throws: ConfigurationError.self) { try settings.configuration(bundleID: nil) }
 
         environment["SUBSYNC_APPSTORE_ENVIRONMENT"] = "sandbox"
-        #expect(try AppStoreAPISettings(environment: environment)?.configuration(bundleID: "b").requestsPerSecond == 5)
+        let sandbox = try #require(try AppStoreAPISettings(environment: environment)?.configuration(bundleID: "b"))
+        #expect(sandbox.requestsPerSecond(for: "subscriptions") == 5)
+        #expect(sandbox.requestsPerSecond(for: "refunds") == 1)
+        #expect(sandbox.requestsPerSecond(for: "test-notification") == 0.1)
         #expect(try AppStoreAPISettings(environment: environment)?.configuration(bundleID: "b").baseURL == "https://api.storekit-sandbox.apple.com")
         for (name, value) in [
             ("SUBSYNC_APPSTORE_ENVIRONMENT", "staging"), ("SUBSYNC_APPSTORE_BASE_URL", "http://store.example.com"),

@@ -19,8 +19,8 @@ struct StoreExpiryCheckTests {
         _ client: some TestClientProtocol, trust: TrustAPITests, account: String, original: String, purchased: Date, expires: Date, now: Date
     ) async throws {
         let jws = try trust.authority.sign(TrustAPITests.transaction(original: original, purchased: purchased, expires: expires, signed: now))
-        let (status, _) = try await client.sync(account: account, body: try TrustAPITests.signedBody(reportID: "\(account)-p", jws: jws))
-        #expect(status == .accepted)
+        let (status, json) = try await client.sync(account: account, body: try TrustAPITests.signedBody(reportID: "\(account)-p", jws: jws))
+        #expect(status == .accepted, "\(json)")
         #expect(trust.entitlementStatus(try await trust.settled(client, account)) == "active")
     }
 
@@ -70,7 +70,7 @@ struct StoreExpiryCheckTests {
                     api: api, verifier: trust.verifier,
                     binder: TransactionBinder(pool: env.pool, engine: ResolutionEngine(pool: env.pool, catalogue: .default), policy: .reject),
                     catalogue: .default, clock: clock, logger: env.logger)
-                #expect(await check.run().asked == 0)
+                #expect(await check.askDue().asked == 0)
                 #expect(try await double.requests().filter { $0.path == "/inApps/v1/subscriptions/t-e1" }.count == 1)
             }
             #expect(try await Self.events(env, "renewing", "entitlement.expired") == 0)
@@ -111,6 +111,104 @@ struct StoreExpiryCheckTests {
                 #expect(try await double.requests().filter { $0.path == "/inApps/v1/subscriptions/t-d1" }.count == 2)
             }
             #expect(try await env.scalar("SELECT count(*) FROM entitlements WHERE account_id = 'waiting' AND status = 'active'") == 0)
+        }
+    }
+
+    static func expired(_ env: TestEnvironment, _ account: String) async throws -> Bool {
+        try await events(env, account, "entitlement.expired") == 1
+    }
+
+    @Test("the store's answer ends the hold it answers: a subscription the store says expired, and one it does not know, lose access within seconds of the answer, not a minute later")
+    func answerEndsTheHold() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let clock = ManualClock(start: now)
+            let expires = now.addingTimeInterval(60)
+            let purchased = expires.addingTimeInterval(-30 * Self.day)
+            // The store's statuses for t-h1: expired, its last transaction the one the device sent.
+            let last = try trust.authority.sign(TrustAPITests.transaction(original: "t-h1", purchased: purchased, expires: expires, signed: now))
+            try await double.script("GET", "/inApps/v1/subscriptions/t-h1", [AppStoreDouble.Answer(json: [
+                "data": [["lastTransactions": [["status": 2, "originalTransactionId": "t-h1", "signedTransactionInfo": .string(last)]]]],
+            ])])
+            // t-h2 is not scripted: the double answers "transaction id not found".
+            let api = try AppStoreAPITests.client(double)
+            let app = env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
+            try await app.testLive { client in
+                for (account, original) in [("lapsed", "t-h1"), ("stranger", "t-h2")] {
+                    try await Self.subscribe(client, trust: trust, account: account, original: original, purchased: purchased, expires: expires, now: now)
+                }
+                // Three seconds before the end, a sweep holds both: their questions cannot be asked yet.
+                clock.advance(by: .seconds(57))
+                let heldPast = RFC3339.format(expires.addingTimeInterval(30))
+                #expect(try await clock.advancing(by: .milliseconds(1)) {
+                    try await env.scalar(
+                        "SELECT count(*) FROM account_states WHERE account_id IN ('lapsed', 'stranger') AND next_transition_at > '\(heldPast)'") == 2
+                })
+                // Past the end, both are asked and answered at once, and the next sweep applies
+                // both expiries: seconds of the clock, not the minute the hold would last.
+                clock.advance(by: .seconds(4))
+                let answered = clock.now()
+                #expect(try await clock.advancing(by: .milliseconds(1)) {
+                    let lapsed = try await Self.expired(env, "lapsed")
+                    let stranger = try await Self.expired(env, "stranger")
+                    return lapsed && stranger
+                })
+                #expect(clock.now().timeIntervalSince(answered) < 30, "applied \(clock.now().timeIntervalSince(answered)) s after the answers")
+            }
+            let questions = try await env.pool.query(
+                "SELECT original_transaction_id, outcome, attempts FROM store_expiry_checks ORDER BY 1"
+            ).map { "\(try $0.decode(String.self, at: 0)) \(try $0.decode(String.self, at: 1)) \(try $0.decode(Int.self, at: 2))" }
+            #expect(questions == ["t-h1 unchanged 1", "t-h2 unchanged 1"])
+            let asked = try await double.requests().map(\.path)
+            #expect(asked.filter { $0.hasSuffix("/t-h1") }.count == 1 && asked.filter { $0.hasSuffix("/t-h2") }.count == 1)
+        }
+    }
+
+    @Test("one slow answer holds nothing else: while the store sits on one subscription, a pass ending meanwhile is expired by the sweep, and the pass's deadline cancels the slow question so the next subscription is asked and expired; the slow one stays held, asked again later")
+    func slowAnswerHoldsNothingElse() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            // A premium pass (three months from its purchase: no store question) ends when the
+            // slow subscription does; the quick one a second later.
+            let passPurchased = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 91 * Self.day).rounded(.down))
+            let ends = try #require(ISODuration("P3M")).advance(passPurchased)
+            let now = Date(timeIntervalSince1970: (ends.timeIntervalSince1970 - 60).rounded(.down))
+            let clock = ManualClock(start: now)
+            // The store sits on t-s1 far longer than the test waits for anything.
+            try await double.script("GET", "/inApps/v1/subscriptions/t-s1", [AppStoreDouble.Answer(
+                status: 404, json: AppStoreAPITests.error(4040010, "Transaction id not found."), delay: 600)])
+            let api = try AppStoreAPITests.client(double)
+            let app = env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
+            try await app.testLive { client in
+                let purchased = ends.addingTimeInterval(-30 * Self.day)
+                try await Self.subscribe(client, trust: trust, account: "slow", original: "t-s1", purchased: purchased, expires: ends, now: now)
+                try await Self.subscribe(
+                    client, trust: trust, account: "quick", original: "t-q1", purchased: purchased, expires: ends.addingTimeInterval(1), now: now)
+                let pass = try trust.authority.sign(TrustAPITests.transaction(
+                    original: "t-p1", product: "voip.premium.pass.3m", purchased: passPurchased, expires: nil, signed: now))
+                #expect(try await client.sync(account: "pass", body: try TrustAPITests.signedBody(reportID: "pass-p", jws: pass)).status == .accepted)
+                #expect(trust.entitlementStatus(try await trust.settled(client, "pass")) == "active")
+
+                // Past all three ends. The first question (the oldest end) is t-s1's.
+                clock.advance(by: .seconds(62))
+                #expect(try await clock.advancing(by: .milliseconds(1)) {
+                    try await double.requests().contains { $0.path.hasSuffix("/t-s1") }
+                })
+                // While it is in flight, the sweep applies what needs no question.
+                #expect(try await clock.advancing(by: .milliseconds(1)) { try await Self.expired(env, "pass") })
+                #expect(try await env.scalar("SELECT count(*) FROM store_expiry_checks WHERE outcome = 'asking'") == 1)
+
+                // The pass's deadline cancels the question; the next pass asks t-q1 and its
+                // expiry is applied.
+                clock.advance(by: StoreExpiryCheck.passDuration)
+                #expect(try await clock.advancing(by: .milliseconds(1)) { try await Self.expired(env, "quick") })
+                #expect(try await env.scalar(
+                    "SELECT count(*) FROM store_expiry_checks WHERE account_id = 'slow' AND outcome = 'failed'") == 1)
+                #expect(try await !Self.expired(env, "slow"), "held: its question has no answer")
+            }
         }
     }
 }

@@ -201,8 +201,10 @@ public func buildApplication(
         )
         var storeCheck: StoreExpiryCheck?
         if let api = dependencies.appStoreAPI, let verifier = dependencies.storeKitVerifier {
-            storeCheck = StoreExpiryCheck(
+            let check = StoreExpiryCheck(
                 api: api, verifier: verifier, binder: binder, catalogue: dependencies.catalogue, clock: dependencies.clock, logger: logger)
+            storeCheck = check
+            services.append(StoreExpiryQuestions(check: check, interval: configuration.sweepInterval, clock: dependencies.clock))
         }
         services.append(
             ExpirySweeper(

@@ -37,3 +37,7 @@ extension DeliveryWorker: CustomStringConvertible {
 extension AdMobKeyRefresher: CustomStringConvertible {
     var description: String { "AdMobKeyRefresher" }
 }
+
+extension StoreExpiryQuestions: CustomStringConvertible {
+    public var description: String { "StoreExpiryQuestions" }
+}

@@ -21,13 +21,18 @@ public struct AppStoreAPIConfiguration: Sendable, CustomStringConvertible {
             }
         }
 
-        /// Apple's published limit for the endpoints subsync calls, per endpoint and second
-        /// (50 in production; a tenth of it in the sandbox).
-        public var requestsPerSecond: Double {
-            switch self {
-            case .production: 50
-            case .sandbox: 5
-            }
+        /// Apple's published limit for `endpoint` (the names ``AppStoreServerAPI`` gives its
+        /// calls), requests per second per app: production's table, a tenth of it in the sandbox
+        /// ("Identifying rate limits" in Apple's App Store Server API documentation).
+        public func requestsPerSecond(for endpoint: String) -> Double {
+            let production: Double =
+                switch endpoint {
+                case "subscriptions", "history", "notification-history": 50
+                case "refunds": 10
+                case "test-notification": 1
+                default: 1  // an endpoint without a known limit: the lowest Apple publishes
+                }
+            return self == .production ? production : production / 10
         }
     }
 
@@ -42,8 +47,8 @@ public struct AppStoreAPIConfiguration: Sendable, CustomStringConvertible {
     public var environment: Environment
     /// Where requests go: the environment's URL, or a test double's (`SUBSYNC_APPSTORE_BASE_URL`).
     public var baseURL: String
-    /// The rate limit kept per endpoint (Apple's, unless lowered).
-    public var requestsPerSecond: Double
+    /// A cap on every endpoint's rate, below Apple's published limits (`nil`: those limits).
+    public var requestsPerSecond: Double?
     /// How long one request may take, its answer included.
     public var requestTimeout: Duration
     /// Attempts per call when Apple answers with a retryable error, a 5xx or nothing (1: no retry).
@@ -63,10 +68,15 @@ public struct AppStoreAPIConfiguration: Sendable, CustomStringConvertible {
         self.privateKey = privateKey
         self.environment = environment
         self.baseURL = baseURL ?? environment.baseURL
-        self.requestsPerSecond = requestsPerSecond ?? environment.requestsPerSecond
+        self.requestsPerSecond = requestsPerSecond
         self.requestTimeout = requestTimeout
         self.maximumAttempts = max(1, maximumAttempts)
         self.maximumRetryWait = maximumRetryWait
+    }
+
+    /// The rate kept for `endpoint`: Apple's published limit, or the cap when it is lower.
+    public func requestsPerSecond(for endpoint: String) -> Double {
+        min(environment.requestsPerSecond(for: endpoint), requestsPerSecond ?? .infinity)
     }
 
     /// Parses the `.p8` file's text (a PEM PKCS #8 P-256 key, as App Store Connect gives it).

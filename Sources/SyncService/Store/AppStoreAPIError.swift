@@ -11,8 +11,11 @@ public enum AppStoreAPIError: Error, Sendable, Equatable, CustomStringConvertibl
     /// Apple asked to wait (429, `4290000`) until `until` (its `Retry-After`, a UNIX time in
     /// milliseconds), further than the call may wait on its own.
     case rateLimited(until: Date)
-    /// No answer: the connection failed or the request timed out.
+    /// No answer: the connection failed.
     case transport(String)
+    /// No answer within the request's timeout. Not retried at once: the endpoint pauses
+    /// (``AppStoreServerAPI/timeoutPause``), as after a 429, and the caller goes on.
+    case timedOut(String)
     /// An answer that is not the JSON its endpoint promises.
     case malformedAnswer(String)
     /// A request subsync refuses to send (a transaction id that is not one).
@@ -33,7 +36,7 @@ public enum AppStoreAPIError: Error, Sendable, Equatable, CustomStringConvertibl
         case .api(let status, let code, _):
             if let code, Self.retryableCodes.contains(code) { return true }
             return status >= 500 || status == 429
-        case .rateLimited, .transport: return true
+        case .rateLimited, .transport, .timedOut: return true
         case .malformedAnswer, .invalidArgument, .signingFailed: return false
         }
     }
@@ -44,6 +47,7 @@ public enum AppStoreAPIError: Error, Sendable, Equatable, CustomStringConvertibl
             "App Store Server API answered \(status)" + (code.map { " \($0)" } ?? "") + (message.map { ": \($0)" } ?? "")
         case .rateLimited(let until): "App Store Server API rate limit: retry after \(RFC3339.format(until))"
         case .transport(let reason): "App Store Server API unreachable: \(reason)"
+        case .timedOut(let reason): "App Store Server API did not answer in time: \(reason)"
         case .malformedAnswer(let reason): "App Store Server API answer not understood: \(reason)"
         case .invalidArgument(let reason): "App Store Server API request refused: \(reason)"
         case .signingFailed(let reason): "App Store Server API request could not be signed: \(reason)"

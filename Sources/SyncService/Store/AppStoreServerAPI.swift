@@ -2,13 +2,15 @@ import Curl
 import Foundation
 import Logging
 import SyncCore
+import SyncStore
 
 /// A client of the App Store Server API over the project's libcurl client (docs/STORE.md).
 ///
 /// Every request carries a fresh-enough ES256 bearer token (``AppStoreAPITokenSigner``), takes a
 /// slot of the process-wide ``AppStoreRateLimiter`` first, and is retried as Apple specifies:
 /// `429` waits for its `Retry-After` (a UNIX time in milliseconds), the retryable error codes and
-/// `5xx` and a missing answer back off exponentially, everything else is returned at once.
+/// `5xx` and a failed connection back off exponentially, a timeout pauses the endpoint for
+/// ``timeoutPause`` and is returned at once, everything else is returned at once.
 /// `4040010` (transaction not found) is an answer: `nil`. Signed fields are returned as text;
 /// callers verify them (``AppStoreAPI``).
 public final class AppStoreServerAPI: Sendable {
@@ -23,13 +25,18 @@ public final class AppStoreServerAPI: Sendable {
     static let maximumAnswerBytes = 8 << 20
     /// The first backoff; doubled per attempt.
     static let firstBackoff: Duration = .milliseconds(500)
+    /// How long an endpoint rests after a request to it timed out.
+    public static let timeoutPause: Duration = .seconds(10)
 
-    /// - Parameter curl: the libcurl client to send with; by default one of its own that connects
-    ///   to public addresses only, or anywhere when ``AppStoreAPIConfiguration/baseURL`` was
-    ///   overridden (an operator's explicit choice: a test double, a proxy).
+    /// - Parameters:
+    ///   - curl: the libcurl client to send with; by default one of its own that connects to
+    ///     public addresses only, or anywhere when ``AppStoreAPIConfiguration/baseURL`` was
+    ///     overridden (an operator's explicit choice: a test double, a proxy).
+    ///   - sharedBudget: the database's rate buckets, through which every process of the app
+    ///     shares Apple's per-app limits; `nil` keeps them in this process only.
     public init(
         configuration: AppStoreAPIConfiguration, curl: CurlClient? = nil, clock: any ServiceClock = SystemClock(),
-        logger: Logger = Logger(label: "subsync.appstore")
+        sharedBudget: RateBuckets? = nil, logger: Logger = Logger(label: "subsync.appstore")
     ) {
         self.configuration = configuration
         let overridden = configuration.baseURL != configuration.environment.baseURL
@@ -39,7 +46,9 @@ public final class AppStoreServerAPI: Sendable {
             addressGuard: overridden ? ((try? AddressGuard(allow: ["127.0.0.0/8", "::1/128"])) ?? .publicOnly) : .publicOnly,
             maximumConcurrentTransfers: 64, maximumConnectionsPerHost: 8, userAgent: "subsync-appstore/1", logger: logger))
         self.signer = AppStoreAPITokenSigner(configuration: configuration, clock: clock)
-        self.limiter = AppStoreRateLimiter(requestsPerSecond: configuration.requestsPerSecond, clock: clock)
+        self.limiter = AppStoreRateLimiter(
+            rate: { [configuration] in configuration.requestsPerSecond(for: $0) }, clock: clock,
+            shared: sharedBudget.map { ($0, "appstore:\(configuration.environment.rawValue):\(configuration.bundleID):") })
         self.clock = clock
         self.logger = logger
     }
@@ -192,14 +201,21 @@ public final class AppStoreServerAPI: Sendable {
                     url: url, method: method, headers: headers, body: body.map { [UInt8]($0) } ?? [],
                     connectTimeout: .seconds(10), totalTimeout: configuration.requestTimeout, maximumResponseBytes: Self.maximumAnswerBytes))
             } catch let error as CurlError {
+                if case .timedOut = error {
+                    // A store too slow to answer is not asked again at once (each attempt would
+                    // hold its caller for a whole timeout): the endpoint pauses, as after a 429,
+                    // and the caller goes on with other work.
+                    await limiter.pause(endpoint, for: Self.timeoutPause)
+                    throw .timedOut("\(error)")
+                }
                 lastError = .transport("\(error)")
                 guard try await backOff(after: attempt, error: lastError, endpoint: endpoint) else { throw lastError }
                 continue
             } catch let error as AppStoreAPIError {
                 throw error
             } catch {
-                // The limiter's sleep, cancelled.
-                throw .transport("cancelled")
+                // The limiter's sleep, cancelled, or the shared schedule unreadable.
+                throw .transport(error is CancellationError ? "cancelled" : "rate limit schedule: \(error)")
             }
             if (200..<300).contains(response.status) {
                 guard !response.truncated else { throw .malformedAnswer("answer larger than \(Self.maximumAnswerBytes) bytes") }

@@ -17,7 +17,7 @@ public struct ExpirySweeper: Service {
     let resolutions: WakeSignal
     /// Shared rate-limit buckets, whose full ones it forgets once a minute.
     let rateBuckets: RateBuckets?
-    /// Asks the App Store before an expiry is applied (docs/STORE.md), when configured.
+    /// Holds the expiries the App Store has not answered yet (docs/STORE.md), when configured.
     let storeCheck: StoreExpiryCheck?
     let logger: Logger
 
@@ -63,9 +63,9 @@ public struct ExpirySweeper: Service {
         } catch {
             logger.warning("could not re-queue stalled reports; will retry", metadata: ["error": "\(error)"])
         }
-        // The store first: a renewal it knows is written (and the expiry held) before any expiry
-        // is applied.
-        if let storeCheck { await storeCheck.run() }
+        // What the store has not answered yet is held first (the questions are asked apart, by
+        // StoreExpiryQuestions: this sweep never waits on the network).
+        if let storeCheck { await storeCheck.holdUnanswered() }
         do {
             while !Task.isCancelled {
                 let outcome = try await engine.resolveDueAccounts(limit: batchSize)

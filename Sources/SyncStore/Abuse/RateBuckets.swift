@@ -70,6 +70,65 @@ public struct RateBuckets: Sendable {
         return refused
     }
 
+    /// Reserves the next slot of a schedule shared by every process: slots `1 / ratePerSecond`
+    /// apart with no burst, in the order the processes ask (the row lock orders them). Returns how
+    /// long after `now` the reserved slot is, or `nil` (nothing reserved) when that is more than
+    /// `maximumWait`.
+    ///
+    /// The schedule is a bucket of one token that may go into debt: a reservation takes the token
+    /// whether or not it has come back, and the debt says how far ahead the slot lies.
+    public func reserveSlot(_ key: String, ratePerSecond: Double, now: Date, maximumWait: Duration) async throws -> Duration? {
+        let rate = max(ratePerSecond, 1e-6)
+        let rows = try await pool.preparedQuery(
+            """
+            INSERT INTO rate_buckets AS b (key, tokens, refreshed_at, rate, burst, cost, refused)
+            VALUES (\(key), 0, \(now), \(rate), 1, 1, false)
+            ON CONFLICT (key) DO UPDATE SET
+                tokens = \(unescaped: Self.refilled) - 1,
+                refreshed_at = GREATEST(b.refreshed_at, EXCLUDED.refreshed_at),
+                rate = EXCLUDED.rate, burst = 1, cost = 1, refused = false
+            WHERE \(unescaped: Self.refilled) - 1 >= \(-Self.seconds(maximumWait) * rate)
+            RETURNING tokens
+            """
+        )
+        guard let row = rows.first else { return nil }
+        return Self.duration(seconds: max(0, -(try row.decode(Double.self, at: 0))) / rate)
+    }
+
+    /// Moves the shared schedule of `key` so that no slot comes before `until` (a 429's
+    /// `Retry-After`, for every process).
+    public func pauseSlots(_ key: String, ratePerSecond: Double, until: Date, now: Date) async throws {
+        let rate = max(ratePerSecond, 1e-6)
+        try await pool.preparedQuery(
+            """
+            INSERT INTO rate_buckets AS b (key, tokens, refreshed_at, rate, burst, cost, refused)
+            VALUES (\(key), \(1 - max(0, until.timeIntervalSince(now)) * rate), \(now), \(rate), 1, 1, false)
+            ON CONFLICT (key) DO UPDATE SET
+                tokens = LEAST(\(unescaped: Self.refilled), EXCLUDED.tokens),
+                refreshed_at = GREATEST(b.refreshed_at, EXCLUDED.refreshed_at),
+                rate = EXCLUDED.rate, burst = 1, cost = 1, refused = false
+            """
+        )
+    }
+
+    /// How long after `now` the next free slot of `key` is (zero when one is free now).
+    public func slotDelay(_ key: String, now: Date) async throws -> Duration {
+        let rows = try await pool.preparedQuery("SELECT tokens, refreshed_at, rate FROM rate_buckets WHERE key = \(key)")
+        guard let row = rows.first else { return .zero }
+        let tokens = try row.decode(Double.self, at: 0), refreshed = try row.decode(Date.self, at: 1)
+        let rate = max(try row.decode(Double.self, at: 2), 1e-6)
+        let refilled = min(1, tokens + max(0, now.timeIntervalSince(refreshed)) * rate)
+        return Self.duration(seconds: max(0, 1 - refilled) / rate)
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    static func duration(seconds: Double) -> Duration {
+        .nanoseconds(Int64((min(seconds, 1e9) * 1e9).rounded()))
+    }
+
     /// Deletes the buckets that have refilled by `now` (a full bucket is the same as none).
     /// Returns how many.
     @discardableResult

@@ -11,6 +11,26 @@ public struct StoreExpiryChecks: Sendable {
         self.pool = pool
     }
 
+    /// What became of a question: open (`asking`), to be asked again (`failed`), or the store's
+    /// answer. Stored as its raw value.
+    public enum Outcome: String, Sendable, Equatable {
+        /// Claimed by a process that is asking now (or died asking: asked again later).
+        case asking
+        /// No answer (the store down, slow, or rate-limited): asked again after a while.
+        case failed
+        /// The store knew a renewal: a store report was written.
+        case renewed
+        /// The store knew a refund: a store report was written.
+        case revoked
+        /// The store agrees (or does not know the subscription): the expiry stands.
+        case unchanged
+        /// The account does not own the purchase: its answer is not the account's to take.
+        case notOwned = "not_owned"
+
+        /// Whether the store answered (every outcome but `asking` and `failed`).
+        public var isAnswer: Bool { self != .asking && self != .failed }
+    }
+
     /// An entitlement whose access ends now, from an auto-renewable subscription.
     public struct Candidate: Sendable, Equatable {
         public var accountID: String
@@ -21,24 +41,26 @@ public struct StoreExpiryChecks: Sendable {
     }
 
     /// Up to `limit` entitlements of `products` (the catalogue's auto-renewable ones) that give
-    /// access and end at or before `now` but after `now - bound`, oldest first, without an answer
-    /// for that end and not asked in the last `retryAfter` seconds (a question being asked,
-    /// `asking`, is open: a process that died asking leaves it to be asked again).
+    /// access and end at or before `now` but after `now - bound`, without an answer for that end
+    /// and not asked in the last `retryAfter` seconds (a question being asked, `asking`, is open:
+    /// a process that died asking leaves it to be asked again). Questions asked fewer times come
+    /// first, then the oldest ends: one that keeps failing (a subscription the store answers too
+    /// slowly) rotates behind the others instead of being asked first every time.
     public func due(products: [String], now: Date, bound: TimeInterval, retryAfter: TimeInterval, limit: Int) async throws -> [Candidate] {
         guard !products.isEmpty else { return [] }
         return try await pool.preparedQuery(
             """
             SELECT e.account_id, e.state->>'original_transaction_id', e.product_id, e.expires_at
             FROM entitlements e
+            LEFT JOIN store_expiry_checks c
+              ON c.account_id = e.account_id AND c.original_transaction_id = e.state->>'original_transaction_id'
+             AND c.expires_at = e.expires_at
             WHERE e.status IN ('active', 'grace_period') AND e.product_id = ANY(\(products)::text[])
               AND e.expires_at <= \(now) AND e.expires_at > \(now.addingTimeInterval(-bound))
               AND e.state->>'original_transaction_id' IS NOT NULL
-              AND NOT EXISTS (
-                  SELECT 1 FROM store_expiry_checks c
-                  WHERE c.account_id = e.account_id AND c.original_transaction_id = e.state->>'original_transaction_id'
-                    AND c.expires_at = e.expires_at
-                    AND (c.outcome NOT IN ('failed', 'asking') OR c.asked_at > \(now.addingTimeInterval(-retryAfter))))
-            ORDER BY e.expires_at
+              AND (c.account_id IS NULL
+                   OR (c.outcome IN ('failed', 'asking') AND c.asked_at <= \(now.addingTimeInterval(-retryAfter))))
+            ORDER BY coalesce(c.attempts, 0), e.expires_at
             LIMIT \(Int64(limit))
             """
         ).map { row in
@@ -65,10 +87,10 @@ public struct StoreExpiryChecks: Sendable {
     }
 
     /// Records a claimed question's outcome: `failed` (asked again later), or what the store said.
-    public func record(_ candidate: Candidate, outcome: String) async throws {
+    public func record(_ candidate: Candidate, outcome: Outcome) async throws {
         try await pool.preparedQuery(
             """
-            UPDATE store_expiry_checks SET outcome = \(String(outcome.prefix(200)))
+            UPDATE store_expiry_checks SET outcome = \(outcome.rawValue)
             WHERE account_id = \(candidate.accountID) AND original_transaction_id = \(candidate.originalTransactionID)
               AND expires_at = \(candidate.expiresAt)
             """
@@ -103,6 +125,19 @@ public struct StoreExpiryChecks: Sendable {
         for (accountID, until) in holds.sorted(by: { $0.0 < $1.0 }) {
             try await hold(accountID, until: until, now: now)
         }
+    }
+
+    /// Ends the hold an answered question kept: the account's next transition comes back to the
+    /// answered end (or stays earlier), so the sweep applies the expiry at once instead of at
+    /// the hold's end. A later resolution sets the transition anew, and an account with another
+    /// question still open is held again before the sweep applies anything.
+    public func lift(_ candidate: Candidate) async throws {
+        try await pool.preparedQuery(
+            """
+            UPDATE account_states SET next_transition_at = \(candidate.expiresAt)
+            WHERE account_id = \(candidate.accountID) AND next_transition_at > \(candidate.expiresAt)
+            """
+        )
     }
 
     /// Holds the expiry of `accountID` until `until` when it is due at `now` (a store report was

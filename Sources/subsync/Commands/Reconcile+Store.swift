@@ -26,10 +26,10 @@ extension Reconcile {
             throw ExitCodes.usage
         }
         let logger = Logger(label: "subsync.reconcile")
-        let api: AppStoreServerAPI
+        let apiConfiguration: AppStoreAPIConfiguration
         let verifier: StoreKitVerifier
         do {
-            api = AppStoreServerAPI(configuration: try settings.configuration(bundleID: bundleID), logger: logger)
+            apiConfiguration = try settings.configuration(bundleID: bundleID)
             verifier = try StoreKitVerifier(
                 rootCertificatePaths: configuration.appleRootCertificatePaths, bundleID: bundleID,
                 allowedEnvironments: configuration.storeEnvironments, appAppleID: configuration.appAppleID)
@@ -46,6 +46,9 @@ extension Reconcile {
         let started = ContinuousClock.now
         try await Operator.withPool(database, size: 2, label: "subsync.reconcile") { pool in
             let engine = ResolutionEngine(pool: pool, catalogue: catalogue)
+            // Apple's limits are per app: this command takes its slots from the schedule the
+            // running serve processes share.
+            let api = AppStoreServerAPI(configuration: apiConfiguration, sharedBudget: RateBuckets(pool: pool), logger: logger)
             let reconciler = StoreReconciler(
                 api: api, verifier: verifier, binder: TransactionBinder(pool: pool, engine: engine, policy: configuration.accountBinding),
                 catalogue: catalogue, logger: logger)

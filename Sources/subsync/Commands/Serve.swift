@@ -83,8 +83,8 @@ struct Serve: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let verifier = try storeKitVerifier(configuration, logger: logger)
-        let appStoreAPI = try appStoreServerAPI(configuration, logger: logger)
-        if appStoreAPI != nil, verifier == nil {
+        let appStoreConfiguration = try appStoreServerAPI(configuration, logger: logger)
+        if appStoreConfiguration != nil, verifier == nil {
             printError(
                 "SUBSYNC_APPSTORE_KEY_FILE is set, but the store's answers are verified like device reports: set SUBSYNC_APPLE_ROOT_CERTIFICATES and SUBSYNC_BUNDLE_ID")
             throw ExitCodes.usage
@@ -175,7 +175,8 @@ struct Serve: AsyncParsableCommand {
             metricsRegistry: registry,
             storeKitVerifier: verifier,
             adMobKeys: adMobKeys,
-            appStoreAPI: appStoreAPI
+            // Apple's limits are per app: every process of it shares one schedule (docs/STORE.md).
+            appStoreAPI: appStoreConfiguration.map { AppStoreServerAPI(configuration: $0, sharedBudget: RateBuckets(pool: pool), logger: logger) }
         )
         let app = buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
         // Services stop in reverse order: the HTTP server and workers first, the embedded
@@ -213,10 +214,10 @@ func loadCatalogue(path: String?) throws -> Catalogue {
 }
 
 extension Serve {
-    /// The App Store Server API client of the configuration (its key read and parsed now), said
-    /// out loud once: on, with its environment and key id, or off.
+    /// The App Store Server API configuration (its key read and parsed now), said out loud once:
+    /// on, with its environment and key id, or off. The client is made once the pool is.
     /// - Throws: ``ExitCodes/usage`` when a setting or the key cannot be used.
-    func appStoreServerAPI(_ configuration: ServiceConfiguration, logger: Logger) throws -> AppStoreServerAPI? {
+    func appStoreServerAPI(_ configuration: ServiceConfiguration, logger: Logger) throws -> AppStoreAPIConfiguration? {
         guard let settings = configuration.appStoreAPI else {
             logger.notice("App Store Server API off (no SUBSYNC_APPSTORE_KEY_FILE): the store is never asked (docs/STORE.md)")
             return nil
@@ -232,7 +233,7 @@ extension Serve {
             "environment": "\(apiConfiguration.environment.rawValue)", "key_id": "\(apiConfiguration.keyID)",
             "base_url": "\(apiConfiguration.baseURL)",
         ])
-        return AppStoreServerAPI(configuration: apiConfiguration, logger: logger)
+        return apiConfiguration
     }
 
     /// The StoreKit verifier of the configuration, and the signature policy said out loud.
