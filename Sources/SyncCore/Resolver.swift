@@ -181,15 +181,15 @@ public enum Resolver {
     private static func lapsedEntitlementState(
         _ entitlement: Entitlement, latest: TransactionAggregate, catalogue: Catalogue
     ) -> EntitlementState {
-        let revoked = latest.isRevoked
+        let revocation = latest.revocationInForce
+        let revoked = revocation != nil
         return EntitlementState(
             id: entitlement.id, tier: entitlement.tierID, status: revoked ? .revoked : .expired,
             productID: latest.productID,
             productKind: catalogue.products[latest.productID]?.kind ?? .autoRenewable,
             sourceTransactionID: latest.transactionID, originalTransactionID: latest.originalTransactionID,
             purchasedAt: latest.purchasedAt, expiresAt: nil, periodEndsAt: nil, gracePeriodExpiresAt: nil,
-            willRenew: false, revokedAt: revoked ? latest.latestRevokedAt : nil,
-            revocationReason: revoked ? latest.revocation?.reason : nil)
+            willRenew: false, revokedAt: revocation?.revokedAt, revocationReason: revocation?.reason)
     }
 }
 

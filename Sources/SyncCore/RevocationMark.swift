@@ -1,8 +1,9 @@
 import Foundation
 
-/// The latest revocation seen for a transaction: its time, its reason, and the key of the report
-/// that carried it (which breaks ties between reports revoking at the same instant, so that the
-/// reason is chosen by a total order and stays a join).
+/// The latest revocation of one source (the store's or the operator's) seen for a transaction:
+/// its time, its reason, and the key of the report that carried it (which breaks ties between
+/// reports revoking at the same instant, so that the reason is chosen by a total order and stays
+/// a join).
 public struct RevocationMark: Sendable, Hashable, Codable {
     /// The revocation time (`revoked_at`, or an admin revoke's command time).
     public var revokedAt: Date
@@ -14,6 +15,13 @@ public struct RevocationMark: Sendable, Hashable, Codable {
         self.revokedAt = revokedAt
         self.reason = reason
         self.sourceReport = sourceReport
+    }
+
+    /// The later of two marks in the (revoked_at, report key) order; absent counts as none.
+    static func latest(_ a: RevocationMark?, _ b: RevocationMark?) -> RevocationMark? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return b.isAfter(a) ? b : a
     }
 
     /// Whether `self` comes after `other` in the (revoked_at, report key) order.

@@ -9,14 +9,10 @@ extension TransactionAggregate {
         }
         expiresAt = latest(expiresAt, other.expiresAt)
         gracePeriodExpiresAt = latest(gracePeriodExpiresAt, other.gracePeriodExpiresAt)
-        if let theirs = other.revocation {
-            if let ours = revocation {
-                if theirs.isAfter(ours) { revocation = theirs }
-            } else {
-                revocation = theirs
-            }
-        }
-        latestReinstatedAt = latest(latestReinstatedAt, other.latestReinstatedAt)
+        storeRevocation = RevocationMark.latest(storeRevocation, other.storeRevocation)
+        storeReinstatedAt = latest(storeReinstatedAt, other.storeReinstatedAt)
+        operatorRevocation = RevocationMark.latest(operatorRevocation, other.operatorRevocation)
+        operatorReinstatedAt = latest(operatorReinstatedAt, other.operatorReinstatedAt)
         renewal = RenewalMark.latest(renewal, other.renewal)
         isUpgraded = isUpgraded || other.isUpgraded
         if other.firstObservedAt < firstObservedAt { firstObservedAt = other.firstObservedAt }
@@ -39,14 +35,10 @@ extension TransactionAggregate {
         }
         expiresAt = latest(expiresAt, report.expiresAt)
         gracePeriodExpiresAt = latest(gracePeriodExpiresAt, report.gracePeriodExpiresAt)
-        if let theirs = Self.revocationMark(of: report, key: key) {
-            if let ours = revocation {
-                if theirs.isAfter(ours) { revocation = theirs }
-            } else {
-                revocation = theirs
-            }
-        }
-        latestReinstatedAt = latest(latestReinstatedAt, Self.reinstatementTime(of: report))
+        storeRevocation = RevocationMark.latest(storeRevocation, Self.storeRevocationMark(of: report, key: key))
+        storeReinstatedAt = latest(storeReinstatedAt, Self.storeReinstatementTime(of: report))
+        operatorRevocation = RevocationMark.latest(operatorRevocation, Self.operatorRevocationMark(of: report, key: key))
+        operatorReinstatedAt = latest(operatorReinstatedAt, Self.operatorReinstatementTime(of: report))
         if let theirs = RenewalMark(report, key: key) {
             renewal = RenewalMark.latest(renewal, theirs)
         }
@@ -83,28 +75,30 @@ extension TransactionAggregate {
 
     // MARK: - Contributions of one report
 
-    /// The revocation a report contributes. Admin reports revoke only through their action, at
-    /// their command time; everyone else through `revoked_at`.
-    static func revocationMark(of report: Report, key: ReportOrderKey) -> RevocationMark? {
-        if report.trust.source == .admin {
-            guard report.trust.adminAction == .revoke else { return nil }
-            return RevocationMark(
-                revokedAt: report.trust.signedDate ?? report.observedAt,
-                reason: report.revocationReason, sourceReport: key)
-        }
-        guard let revokedAt = report.revokedAt else { return nil }
+    /// The store's revocation a report contributes: a device or store report's `revoked_at`.
+    static func storeRevocationMark(of report: Report, key: ReportOrderKey) -> RevocationMark? {
+        guard report.trust.source != .admin, let revokedAt = report.revokedAt else { return nil }
         return RevocationMark(revokedAt: revokedAt, reason: report.revocationReason, sourceReport: key)
     }
 
-    /// The reinstatement time a report contributes: a verified non-revoking report's signed date,
-    /// or an admin unrevoke's command time. Unverified device/store reports contribute nothing.
-    static func reinstatementTime(of report: Report) -> Date? {
-        if report.trust.source == .admin {
-            guard report.trust.adminAction == .unrevoke else { return nil }
-            return report.trust.signedDate ?? report.observedAt
-        }
-        guard report.trust.isVerified, report.revokedAt == nil else { return nil }
+    /// The store's reinstatement a report contributes: a verified device or store report without
+    /// `revoked_at`, at its signed date. Unverified reports contribute nothing.
+    static func storeReinstatementTime(of report: Report) -> Date? {
+        guard report.trust.source != .admin, report.trust.isVerified, report.revokedAt == nil else { return nil }
         return report.trust.signedDate
+    }
+
+    /// The operator's revocation an admin `revoke` contributes, at its command time.
+    static func operatorRevocationMark(of report: Report, key: ReportOrderKey) -> RevocationMark? {
+        guard report.trust.effectiveAdminAction == .revoke else { return nil }
+        return RevocationMark(
+            revokedAt: report.trust.signedDate ?? report.observedAt, reason: report.revocationReason, sourceReport: key)
+    }
+
+    /// The operator's reinstatement an admin `unrevoke` contributes, at its command time.
+    static func operatorReinstatementTime(of report: Report) -> Date? {
+        guard report.trust.effectiveAdminAction == .unrevoke else { return nil }
+        return report.trust.signedDate ?? report.observedAt
     }
 
     private mutating func adoptDescriptiveFields(of other: TransactionAggregate) {

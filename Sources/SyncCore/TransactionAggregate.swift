@@ -6,14 +6,18 @@ import Foundation
 /// order, duplicates or batching:
 ///
 /// - ``expiresAt``, ``gracePeriodExpiresAt``: the latest reported (last-expiry-wins).
-/// - ``revocation``: the latest revocation (by time, then by report order key). Device and store
-///   reports revoke through `revoked_at`; admin reports only through ``AdminAction/revoke`` at
-///   their command time (an admin report's own `revoked_at` is ignored).
-/// - ``latestReinstatedAt``: the latest reinstatement: a *verified* report without `revoked_at`
-///   contributes its `signed_date` (Apple's REFUND_REVERSED); an admin ``AdminAction/unrevoke``
-///   contributes its command time. Unverified reports never contribute, so no stale or forged
-///   device report can un-revoke a transaction.
-/// - ``isRevoked`` = a revocation exists and no reinstatement is strictly later than it.
+/// - Revocations come from two sources, kept apart (docs/RESOLUTION.md, "Revocation: the store's
+///   and the operator's"):
+///   - the store's: ``storeRevocation``, the latest `revoked_at` of a device or store report (by
+///     time, then by report order key), and ``storeReinstatedAt``, the latest `signed_date` of a
+///     *verified* device or store report without `revoked_at` (Apple's REFUND_REVERSED).
+///     Unverified reports never reinstate, so no stale or forged device report un-revokes.
+///   - the operator's: ``operatorRevocation``, the latest ``AdminAction/revoke`` at its command
+///     time, and ``operatorReinstatedAt``, the latest ``AdminAction/unrevoke`` (an admin report's
+///     own `revoked_at` is ignored).
+/// - ``isRevoked``: the store's revocation stands (no later reinstatement of either source) or the
+///   operator's stands (no later operator unrevoke). A signed store word can never lift what an
+///   operator decided; an operator's unrevoke lifts both.
 /// - ``isUpgraded``: or (sticky).
 /// - Descriptive fields (product, original transaction, purchase date, auto-renew, billing retry,
 ///   environment) come from the ``representative`` report: the greatest by ``ReportOrderKey``.
@@ -35,10 +39,14 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
     public var expiresAt: Date?
     /// Latest reported `grace_period_expires_at`.
     public var gracePeriodExpiresAt: Date?
-    /// The latest revocation, if any report revoked the transaction.
-    public var revocation: RevocationMark?
-    /// The latest reinstatement time (verified refund reversal or admin unrevoke).
-    public var latestReinstatedAt: Date?
+    /// The store's latest revocation (a device or store report's `revoked_at`), reinstated or not.
+    public var storeRevocation: RevocationMark?
+    /// The store's latest reinstatement: the signed date of a verified report without `revoked_at`.
+    public var storeReinstatedAt: Date?
+    /// The operator's latest revoke, lifted or not.
+    public var operatorRevocation: RevocationMark?
+    /// The command time of the operator's latest unrevoke.
+    public var operatorReinstatedAt: Date?
     /// Sticky: once a report says upgraded, the transaction stays upgraded.
     public var isUpgraded: Bool
     /// From the representative report.
@@ -59,7 +67,8 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
     /// Every field as given: an aggregate read back from storage.
     public init(
         transactionID: String, originalTransactionID: String, productID: String, purchasedAt: Date, expiresAt: Date?,
-        gracePeriodExpiresAt: Date?, revocation: RevocationMark?, latestReinstatedAt: Date?, isUpgraded: Bool,
+        gracePeriodExpiresAt: Date?, storeRevocation: RevocationMark?, storeReinstatedAt: Date?,
+        operatorRevocation: RevocationMark? = nil, operatorReinstatedAt: Date? = nil, isUpgraded: Bool,
         willAutoRenew: Bool?, inBillingRetry: Bool, environment: StoreEnvironment?, representative: ReportOrderKey,
         firstObservedAt: Date, lastObservedAt: Date, renewal: RenewalMark? = nil
     ) {
@@ -69,8 +78,10 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
         self.purchasedAt = purchasedAt
         self.expiresAt = expiresAt
         self.gracePeriodExpiresAt = gracePeriodExpiresAt
-        self.revocation = revocation
-        self.latestReinstatedAt = latestReinstatedAt
+        self.storeRevocation = storeRevocation
+        self.storeReinstatedAt = storeReinstatedAt
+        self.operatorRevocation = operatorRevocation
+        self.operatorReinstatedAt = operatorReinstatedAt
         self.isUpgraded = isUpgraded
         self.willAutoRenew = willAutoRenew
         self.inBillingRetry = inBillingRetry
@@ -96,21 +107,58 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
         representative = ReportOrderKey(report)
         firstObservedAt = report.observedAt
         lastObservedAt = report.observedAt
-        revocation = Self.revocationMark(of: report, key: representative)
-        latestReinstatedAt = Self.reinstatementTime(of: report)
+        storeRevocation = Self.storeRevocationMark(of: report, key: representative)
+        storeReinstatedAt = Self.storeReinstatementTime(of: report)
+        operatorRevocation = Self.operatorRevocationMark(of: report, key: representative)
+        operatorReinstatedAt = Self.operatorReinstatementTime(of: report)
         renewal = RenewalMark(report, key: representative)
     }
 
-    /// Whether the transaction is revoked: some revocation exists and no reinstatement is later
-    /// than the latest one.
-    public var isRevoked: Bool {
-        guard let revocation else { return false }
-        guard let latestReinstatedAt else { return true }
-        return latestReinstatedAt <= revocation.revokedAt
+    /// Whether the transaction is revoked: the store's revocation or the operator's stands.
+    public var isRevoked: Bool { isRevokedByStore || isRevokedByOperator }
+
+    /// Whether the store's revocation stands: neither the store nor an operator reinstated the
+    /// transaction after it.
+    public var isRevokedByStore: Bool {
+        guard let storeRevocation else { return false }
+        return !Self.lifts(storeReinstatedAt, storeRevocation) && !Self.lifts(operatorReinstatedAt, storeRevocation)
     }
 
-    /// The latest revocation time, whether or not it was later reversed.
-    public var latestRevokedAt: Date? { revocation?.revokedAt }
+    /// Whether the operator's revocation stands: no operator unrevoke is later. Nothing the store
+    /// or a device signs lifts it.
+    public var isRevokedByOperator: Bool {
+        guard let operatorRevocation else { return false }
+        return !Self.lifts(operatorReinstatedAt, operatorRevocation)
+    }
+
+    /// Whether the store's own word is "revoked": its revocation against its own reinstatements,
+    /// whatever an operator decided (what reconciling against the store compares).
+    public var storeSaysRevoked: Bool {
+        guard let storeRevocation else { return false }
+        return !Self.lifts(storeReinstatedAt, storeRevocation)
+    }
+
+    /// The revocation in force, the later of the two sources' when both stand; `nil` when not
+    /// revoked. Its time and reason are what the resolved state shows.
+    public var revocationInForce: RevocationMark? {
+        let byStore = isRevokedByStore ? storeRevocation : nil
+        let byOperator = isRevokedByOperator ? operatorRevocation : nil
+        guard let byStore else { return byOperator }
+        guard let byOperator else { return byStore }
+        return byOperator.isAfter(byStore) ? byOperator : byStore
+    }
+
+    /// The latest revocation time of either source, whether or not it was later lifted.
+    public var latestRevokedAt: Date? { latest(storeRevocation?.revokedAt, operatorRevocation?.revokedAt) }
+
+    /// The latest reinstatement time of either source.
+    public var latestReinstatedAt: Date? { latest(storeReinstatedAt, operatorReinstatedAt) }
+
+    /// Whether a reinstatement at `reinstatedAt` lifts `revocation` (strictly later only).
+    private static func lifts(_ reinstatedAt: Date?, _ revocation: RevocationMark) -> Bool {
+        guard let reinstatedAt else { return false }
+        return reinstatedAt > revocation.revokedAt
+    }
 
     enum CodingKeys: String, CodingKey {
         case transactionID = "transaction_id"
@@ -119,8 +167,10 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
         case purchasedAt = "purchased_at"
         case expiresAt = "expires_at"
         case gracePeriodExpiresAt = "grace_period_expires_at"
-        case revocation
-        case latestReinstatedAt = "latest_reinstated_at"
+        case storeRevocation = "revocation"
+        case storeReinstatedAt = "latest_reinstated_at"
+        case operatorRevocation = "operator_revocation"
+        case operatorReinstatedAt = "operator_reinstated_at"
         case isUpgraded = "is_upgraded"
         case willAutoRenew = "will_auto_renew"
         case inBillingRetry = "in_billing_retry"

@@ -115,6 +115,51 @@ import TestSupport
         }
     }
 
+    @Test func onlyAnOperatorLiftsAnOperatorRevocation() async {
+        await propertyCheck(count: 300, input: specs, productIndices, Gen.uint64().array(of: 1...20)) {
+            specs, indices, extraSpecs in
+            let products = RandomReports.products(indices)
+            let reports = RandomReports.reports(specs, products: products)
+            let before = TransactionAggregate.aggregate(reports)
+            // Late reports of the store and of devices, verified or not, signed up to 2099 and
+            // revoking nothing: what a user re-syncing a fresh JWS, or the store re-signing the
+            // transaction, sends after an operator's revoke.
+            let late = RandomReports.reports(extraSpecs, products: products).map { report -> Report in
+                var report = report
+                report.revokedAt = nil
+                let signed = utc(2099, 1, 1)
+                switch report.trust.source {
+                case .admin, .store: report.trust = .verified(signedDate: signed, source: .store)
+                case .device: report.trust = ReportTrust(source: .device, isVerified: report.trust.isVerified, signedDate: signed)
+                }
+                return report
+            }
+            let after = TransactionAggregate.aggregate(reports + late)
+            for aggregate in before where aggregate.isRevokedByOperator {
+                let later = after.first { $0.transactionID == aggregate.transactionID }
+                #expect(later?.isRevokedByOperator == true, "transaction \(aggregate.transactionID): the store lifted the operator's revocation")
+                #expect(later?.isRevoked == true)
+            }
+            for now in RandomReports.probeTimes {
+                let state = Resolver.resolve(transactions: after, catalogue: .default, now: now)
+                for entitlement in state.entitlements where entitlement.isActive {
+                    let source = after.first { $0.transactionID == entitlement.sourceTransactionID }
+                    #expect(source?.isRevokedByOperator == false)
+                }
+            }
+            // An operator's unrevoke later than every revocation lifts them all, in any order.
+            let unrevokes = reports.map { report -> Report in
+                var unrevoke = report
+                unrevoke.reportID = "unrevoke-\(report.reportID)"
+                unrevoke.revokedAt = nil
+                unrevoke.trust = .admin(.unrevoke, at: utc(2099, 6, 1))
+                return unrevoke
+            }
+            let lifted = TransactionAggregate.aggregate((reports + late + unrevokes).reversed())
+            #expect(lifted.allSatisfy { !$0.isRevoked })
+        }
+    }
+
     @Test func addingReportsNeverMovesAnExpiryEarlier() async {
         await propertyCheck(count: 300, input: specs, productIndices) { specs, indices in
             let products = RandomReports.products(indices)
@@ -180,6 +225,8 @@ import TestSupport
         var revoked = 0
         var reinstated = 0
         var upgraded = 0
+        var operatorHeld = 0
+        var operatorLiftedStore = 0
         var statuses = Set<EntitlementStatus>()
         var tiers = Set<String>()
         for _ in 0..<400 {
@@ -187,7 +234,14 @@ import TestSupport
             let specs = (0..<Int.random(in: 1...30, using: &rng)).map { _ in rng.next() }
             let aggregates = TransactionAggregate.aggregate(RandomReports.reports(specs, products: products))
             revoked += aggregates.filter(\.isRevoked).count
-            reinstated += aggregates.filter { $0.revocation != nil && !$0.isRevoked }.count
+            reinstated += aggregates.filter { $0.latestRevokedAt != nil && !$0.isRevoked }.count
+            // The shape of the attack: the store signed a reinstatement after the operator's
+            // revoke, which stands; and an operator's unrevoke lifting the store's revocation.
+            operatorHeld += aggregates.filter { aggregate in
+                guard let revocation = aggregate.operatorRevocation, let store = aggregate.storeReinstatedAt else { return false }
+                return aggregate.isRevokedByOperator && store > revocation.revokedAt
+            }.count
+            operatorLiftedStore += aggregates.filter { $0.storeSaysRevoked && !$0.isRevokedByStore }.count
             upgraded += aggregates.filter(\.isUpgraded).count
             for now in RandomReports.probeTimes {
                 let state = Resolver.resolve(transactions: aggregates, catalogue: .default, now: now)
@@ -198,6 +252,8 @@ import TestSupport
         #expect(revoked > 50)
         #expect(reinstated > 20)
         #expect(upgraded > 50)
+        #expect(operatorHeld > 10)
+        #expect(operatorLiftedStore > 10)
         #expect(statuses == Set(EntitlementStatus.allCases))
         #expect(tiers == Set(Catalogue.default.tiers.map(\.id)))
     }

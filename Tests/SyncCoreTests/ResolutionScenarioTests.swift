@@ -121,6 +121,53 @@ import Testing
         #expect(forged.validationErrors().map(\.field) == ["admin_action"])
     }
 
+    @Test func operatorRevocationIsLiftedOnlyByAnOperator() {
+        let purchase = report(
+            "a", transaction: "t1", product: ProductID.premiumMonthly, purchased: jan1, expires: feb1,
+            observed: utc(2025, 1, 2), trust: .verified(signedDate: utc(2025, 1, 1)))
+        var adminRevoke = purchase
+        adminRevoke.reportID = "admin-1"
+        adminRevoke.trust = .admin(.revoke, at: utc(2025, 1, 5))
+        // The user toggles auto-renew: Apple signs the transaction again, after the revoke.
+        var resigned = purchase
+        resigned.reportID = "b"
+        resigned.observedAt = utc(2025, 1, 6)
+        resigned.trust = .verified(signedDate: utc(2025, 1, 6))
+        // The store's notification of it, signed later still.
+        var notification = resigned
+        notification.reportID = "asn:1"
+        notification.trust = .verified(signedDate: utc(2025, 1, 7), source: .store)
+        let now = utc(2025, 1, 10)
+        for reports in [[purchase, adminRevoke, resigned, notification], [notification, resigned, adminRevoke, purchase]] {
+            let premium = resolve(reports, at: now).entitlement("premium")
+            #expect(premium?.status == .revoked)
+            #expect(premium?.revokedAt == utc(2025, 1, 5))
+        }
+        // The store's refund and its reversal come and go; the operator's revocation stays.
+        let refund = report(
+            "c", transaction: "t1", product: ProductID.premiumMonthly, purchased: jan1, expires: feb1,
+            revoked: utc(2025, 1, 3), reason: .developerIssue, observed: utc(2025, 1, 3),
+            trust: .verified(signedDate: utc(2025, 1, 3), source: .store))
+        #expect(resolve([purchase, refund, resigned], at: now).entitlement("premium")?.status == .active)
+        #expect(resolve([purchase, refund, adminRevoke, resigned], at: now).entitlement("premium")?.status == .revoked)
+
+        // Only the operator's unrevoke, later than the revoke, lifts it.
+        var adminUnrevoke = purchase
+        adminUnrevoke.reportID = "admin-2"
+        adminUnrevoke.trust = .admin(.unrevoke, at: utc(2025, 1, 8))
+        #expect(resolve([adminUnrevoke, notification, adminRevoke, purchase], at: now).entitlement("premium")?.status == .active)
+        var earlyUnrevoke = adminUnrevoke
+        earlyUnrevoke.trust = .admin(.unrevoke, at: utc(2025, 1, 4))
+        #expect(resolve([earlyUnrevoke, notification, adminRevoke, purchase], at: now).entitlement("premium")?.status == .revoked)
+        // An operator's unrevoke also lifts a store refund that is not later; a later refund revokes again.
+        #expect(resolve([purchase, refund, adminUnrevoke], at: now).entitlement("premium")?.status == .active)
+        var laterRefund = refund
+        laterRefund.reportID = "d"
+        laterRefund.revokedAt = utc(2025, 1, 9)
+        laterRefund.trust = .verified(signedDate: utc(2025, 1, 9), source: .store)
+        #expect(resolve([purchase, adminRevoke, adminUnrevoke, laterRefund], at: now).entitlement("premium")?.status == .revoked)
+    }
+
     @Test func nonRenewingPassesBoughtOnTwoDevicesStack() {
         // A 3-month pass on the iPhone, then (before it ends) a 6-month pass on the iPad.
         let threeMonths = report(

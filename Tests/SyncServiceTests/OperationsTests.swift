@@ -106,7 +106,7 @@ struct ReconcileTests {
             let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
             let stored = try await env.pool.query("SELECT aggregate FROM transactions WHERE account_id = 'cat'")
             var flipped = try stored[0].decode(JSONColumn<TransactionAggregate>.self, at: 0).value
-            flipped.revocation = nil
+            flipped.storeRevocation = nil
             let tampered = TransactionLedger([flipped])
             _ = try await env.pool.withTransaction { connection in
                 try await engine.resolve(accounts: ["cat"], replacingAggregatesWith: ["cat": tampered], origin: .worker, on: connection)

@@ -116,6 +116,75 @@ struct StoreReconcileCommandTests {
         }
     }
 
+    /// The settings that point `subsync` at the store double, with `trust`'s root as the trusted one.
+    static func storeSettings(_ double: AppStoreDouble, trust: TrustAPITests, roots: URL) throws -> [String: String] {
+        try trust.authority.root.serializeAsPEM().pemString.write(to: roots, atomically: true, encoding: .utf8)
+        return [
+            "SUBSYNC_APPSTORE_KEY_FILE": AppStoreDouble.keyFile.path, "SUBSYNC_APPSTORE_KEY_ID": AppStoreDouble.keyID,
+            "SUBSYNC_APPSTORE_ISSUER_ID": AppStoreDouble.issuerID, "SUBSYNC_APPSTORE_BASE_URL": double.baseURL,
+            "SUBSYNC_APPLE_ROOT_CERTIFICATES": roots.path, "SUBSYNC_BUNDLE_ID": TrustAPITests.bundleID,
+        ]
+    }
+
+    @Test("an operator's revoke is not drift against the store: --repair writes what the store says (signed after the revoke) and the transaction stays revoked until the operator's unrevoke")
+    func operatorRevokeSurvivesRepair() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let day: TimeInterval = 86_400
+            let purchase = TrustAPITests.transaction(
+                original: "t-f1", purchased: now.addingTimeInterval(-5 * day), expires: now.addingTimeInterval(25 * day),
+                signed: now.addingTimeInterval(-5 * day))
+            let report = try await trust.verifier.verifyTransaction(try trust.authority.sign(purchase))
+                .report(reportID: "d1", deviceID: "phone", observedAt: now.addingTimeInterval(-5 * day))
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            _ = try await TransactionBinder(pool: env.pool, engine: engine, policy: .reject).submit(
+                accountID: "fraud", device: DeviceInfo(id: "phone"), reports: [report],
+                claims: [PurchaseClaim(originalTransactionID: "t-f1", appAccountToken: nil)])
+            #expect(try await engine.resolvePendingBatch(limit: 10).reportsResolved == 1)
+            let admin = AdminOverride(pool: env.pool, catalogue: .default)
+            let revoked = try await admin.apply(.revoke, transactionID: "t-f1", accountID: "fraud", actor: "ops", reason: "fraud")
+            #expect(revoked.revoked)
+            let status = "SELECT count(*) FROM entitlements WHERE account_id = 'fraud' AND status = "
+            #expect(try await env.scalar(status + "'revoked'") == 1)
+
+            // The store, asked after the revoke, signs the transaction afresh (no refund) and its
+            // renewal info says auto-renew is on, which the device never said: a difference.
+            let later = Date().addingTimeInterval(1)
+            var resigned = purchase
+            resigned.signedDate = later
+            let signed = try trust.authority.sign(resigned)
+            try await double.script("GET", "/inApps/v2/history/t-f1", [AppStoreDouble.Answer(json: [
+                "hasMore": false, "revision": "x", "signedTransactions": [.string(signed)],
+            ])])
+            let renewal = try trust.renewalInfo(original: "t-f1", autoRenew: true, billingRetry: false, grace: nil, signed: later)
+            try await double.script("GET", "/inApps/v1/subscriptions/t-f1", [AppStoreDouble.Answer(json: [
+                "data": [["subscriptionGroupIdentifier": "g", "lastTransactions": [[
+                    "status": 1, "originalTransactionId": "t-f1", "signedTransactionInfo": .string(signed), "signedRenewalInfo": .string(renewal),
+                ]]]],
+            ])])
+            let roots = FileManager.default.temporaryDirectory.appendingPathComponent("store-reconcile-\(UUID().uuidString).pem")
+            defer { try? FileManager.default.removeItem(at: roots) }
+            let settings = try Self.storeSettings(double, trust: trust, roots: roots)
+
+            let dry = try await Command.run(["reconcile", "--against-store", "--account", "fraud", "--dry-run", "--json"], env: env, extra: settings)
+            let fields = ((dry.object["differences"] as? [[String: Any]]) ?? []).compactMap { $0["field"] as? String }
+            #expect(fields.contains("transactions.will_auto_renew"), "\(dry.stdout) \(dry.stderr)")
+            #expect(!fields.contains("transactions.revoked_at"), "the operator's revoke is not the store's to repair: \(fields)")
+
+            let repair = try await Command.run(["reconcile", "--against-store", "--account", "fraud"], env: env, extra: settings)
+            #expect(repair.status == 0, "\(repair.stderr)")
+            #expect(repair.stdout.contains("1 store reports submitted"), "\(repair.stdout)")
+            #expect(try await engine.resolvePendingBatch(limit: 10).reportsResolved == 1)
+            #expect(try await env.scalar(status + "'revoked'") == 1, "the store's later signature lifted the operator's revoke")
+
+            let lifted = try await admin.apply(.unrevoke, transactionID: "t-f1", accountID: "fraud", actor: "ops", reason: "cleared")
+            #expect(lifted.recorded && !lifted.revoked)
+            #expect(try await env.scalar(status + "'active'") == 1)
+        }
+    }
+
     @Test("the console's action: POST /v1/admin/accounts/{id}/reconcile-store checks (dry run by default) and repairs, audited; admin only; 404 without the API")
     func adminRoute() async throws {
         try await TestEnvironment.withFresh { env in

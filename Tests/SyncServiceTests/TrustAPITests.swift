@@ -303,6 +303,102 @@ struct TrustAPITests {
         }
     }
 
+    // MARK: - An operator's revocation
+
+    /// A premium purchase of `account` (original `original`) synced by the user's own device,
+    /// revoked by an operator through the admin API; returns the device's token and the purchase.
+    func operatorRevokedPurchase(
+        _ client: some TestClientProtocol, env: TestEnvironment, account: String, original: String, now: Date
+    ) async throws -> (token: String, transaction: JWSTransactionPayload) {
+        let token = try await env.token(for: account)
+        let purchase = Self.transaction(
+            original: original, purchased: now.addingTimeInterval(-86_400), expires: now.addingTimeInterval(86_400 * 29),
+            signed: now.addingTimeInterval(-600))
+        let (status, json) = try await client.sync(
+            account: account, body: try Self.signedBody(reportID: "\(original)-d1", jws: try authority.sign(purchase)), credential: token)
+        #expect(status == .accepted)
+        #expect((json["account"] as? [String: Any])?["tier"] as? String == "premium")
+        let revoke = try await client.postJSON(
+            "/v1/admin/accounts/\(account)/revoke",
+            body: try JSONSerialization.data(withJSONObject: ["transaction_id": original, "reason": "fraud", "actor": "ops"]))
+        #expect(revoke.status == .ok)
+        #expect(revoke.json["revoked"] as? Bool == true)
+        #expect(entitlementStatus(try await settled(client, account)) == "revoked")
+        return (token, purchase)
+    }
+
+    /// The operator's unrevoke of `original`, after which the account is premium again.
+    func operatorUnrevokes(_ client: some TestClientProtocol, account: String, original: String) async throws {
+        let unrevoke = try await client.postJSON(
+            "/v1/admin/accounts/\(account)/unrevoke",
+            body: try JSONSerialization.data(withJSONObject: ["transaction_id": original, "reason": "cleared", "actor": "ops"]))
+        #expect(unrevoke.status == .ok)
+        #expect(unrevoke.json["recorded"] as? Bool == true)
+        #expect(unrevoke.json["revoked"] as? Bool == false)
+        let restored = try await settled(client, account)
+        #expect(entitlementStatus(restored) == "active")
+        #expect(restored["tier"] as? String == "premium")
+    }
+
+    @Test("an operator's revoke stands when the user syncs the same purchase signed afresh afterwards; only the operator's unrevoke lifts it")
+    func operatorRevokeOutlivesResignedReport() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier)
+            try await app.test(.router) { client in
+                let (token, purchase) = try await operatorRevokedPurchase(client, env: env, account: "acct-fraud", original: "7000", now: Date())
+                // The user toggles auto-renew (or calls AppStore.sync()): StoreKit hands the app
+                // the transaction signed after the revoke, and the app syncs it.
+                var resigned = purchase
+                resigned.signedDate = Date().addingTimeInterval(1)
+                let (status, json) = try await client.sync(
+                    account: "acct-fraud", body: try Self.signedBody(reportID: "7000-d2", jws: try authority.sign(resigned)), credential: token)
+                #expect(status == .accepted)
+                #expect(json["accepted"] as? Int == 1, "a new report: \(json)")
+                let after = try await settled(client, "acct-fraud")
+                #expect(entitlementStatus(after) == "revoked")
+                #expect(after["tier"] as? String == "free")
+
+                try await operatorUnrevokes(client, account: "acct-fraud", original: "7000")
+            }
+        }
+    }
+
+    @Test("an operator's revoke stands against later App Store notifications without a revocation, a refund's reversal included")
+    func operatorRevokeOutlivesNotifications() async throws {
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier)
+            try await app.test(.router) { client in
+                let (_, purchase) = try await operatorRevokedPurchase(client, env: env, account: "acct-fraud", original: "7100", now: Date())
+                // The user turns auto-renew off: Apple notifies with the transaction signed anew.
+                let later = Date().addingTimeInterval(1)
+                var resigned = purchase
+                resigned.signedDate = later
+                let renewal = try notification(
+                    "DID_CHANGE_RENEWAL_STATUS", transaction: resigned, signed: later,
+                    renewal: ["originalTransactionId": "7100", "autoRenewStatus": 0, "environment": "Production",
+                              "signedDate": (later.timeIntervalSince1970 * 1000).rounded()])
+                let answer = try await client.postJSON("/v1/notifications/apple", body: renewal, credential: nil)
+                #expect(answer.json["status"] as? String == "applied")
+                #expect(entitlementStatus(try await settled(client, "acct-fraud")) == "revoked")
+
+                // The store refunds and reverses its refund: that lifts the store's revocation only.
+                var refunded = purchase
+                refunded.signedDate = later.addingTimeInterval(1)
+                refunded.revocationDate = later.addingTimeInterval(1)
+                refunded.revocationReason = 0
+                let refund = try notification("REFUND", transaction: refunded, signed: later.addingTimeInterval(1))
+                #expect(try await client.postJSON("/v1/notifications/apple", body: refund, credential: nil).json["status"] as? String == "applied")
+                var reversed = purchase
+                reversed.signedDate = later.addingTimeInterval(2)
+                let reversal = try notification("REFUND_REVERSED", transaction: reversed, signed: later.addingTimeInterval(2))
+                #expect(try await client.postJSON("/v1/notifications/apple", body: reversal, credential: nil).json["status"] as? String == "applied")
+                #expect(entitlementStatus(try await settled(client, "acct-fraud")) == "revoked")
+
+                try await operatorUnrevokes(client, account: "acct-fraud", original: "7100")
+            }
+        }
+    }
+
     @Test("notifications: token lookup, renewal info, unmatched purchases, TEST, and bad signatures")
     func notificationRouting() async throws {
         try await TestEnvironment.withFresh { env in

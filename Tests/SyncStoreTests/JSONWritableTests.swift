@@ -127,12 +127,16 @@ import TestSupport
         var aggregate = TransactionAggregate(report)
         aggregate.representative = orderKey(&rng)
         aggregate.lastObservedAt = date(&rng)
-        aggregate.latestReinstatedAt = maybe(&rng, date)
-        aggregate.revocation = maybe(&rng) { rng in
-            RevocationMark(revokedAt: date(&rng), reason: maybe(&rng) { pick(&$0, RevocationReason.self) }, sourceReport: orderKey(&rng))
-        }
+        aggregate.storeReinstatedAt = maybe(&rng, date)
+        aggregate.storeRevocation = maybe(&rng, revocation)
+        aggregate.operatorReinstatedAt = maybe(&rng, date)
+        aggregate.operatorRevocation = maybe(&rng, revocation)
         aggregate.renewal = maybe(&rng, renewal)
         return aggregate
+    }
+
+    static func revocation(_ rng: inout SeededGenerator) -> RevocationMark {
+        RevocationMark(revokedAt: date(&rng), reason: maybe(&rng) { pick(&$0, RevocationReason.self) }, sourceReport: orderKey(&rng))
     }
 
     static func event(_ rng: inout SeededGenerator, state: AccountState) -> Event {

@@ -62,8 +62,12 @@ public enum UsageTimeline {
         var changes: [Date] = []
         for aggregate in tiered {
             changes.append(aggregate.purchasedAt)
-            if let revoked = aggregate.latestRevokedAt { changes.append(revoked) }
-            if let reinstated = aggregate.latestReinstatedAt { changes.append(reinstated) }
+            for change in [
+                aggregate.storeRevocation?.revokedAt, aggregate.storeReinstatedAt, aggregate.operatorRevocation?.revokedAt,
+                aggregate.operatorReinstatedAt,
+            ] {
+                if let change { changes.append(change) }
+            }
         }
         changes.sort()
 
@@ -140,8 +144,10 @@ public enum UsageTimeline {
         var view: [TransactionAggregate] = []
         view.reserveCapacity(transactions.count)
         for var aggregate in transactions where aggregate.purchasedAt <= t {
-            if let revocation = aggregate.revocation, revocation.revokedAt > t { aggregate.revocation = nil }
-            if let reinstated = aggregate.latestReinstatedAt, reinstated > t { aggregate.latestReinstatedAt = nil }
+            if let revocation = aggregate.storeRevocation, revocation.revokedAt > t { aggregate.storeRevocation = nil }
+            if let reinstated = aggregate.storeReinstatedAt, reinstated > t { aggregate.storeReinstatedAt = nil }
+            if let revocation = aggregate.operatorRevocation, revocation.revokedAt > t { aggregate.operatorRevocation = nil }
+            if let reinstated = aggregate.operatorReinstatedAt, reinstated > t { aggregate.operatorReinstatedAt = nil }
             if aggregate.isUpgraded, let replaced = replacements[aggregate.transactionID], replaced > t {
                 aggregate.isUpgraded = false
             }

@@ -137,9 +137,11 @@ public struct StoreReconciler: Sendable {
         if let expires = store.expiresAt, stored.expiresAt.map({ abs($0.timeIntervalSince(expires)) >= 0.001 }) ?? true {
             differences.append(difference("transactions.expires_at", stored.expiresAt.map(RFC3339.format), RFC3339.format(expires)))
         }
-        if (store.revokedAt != nil) != stored.isRevoked {
+        // The store's word against the store's word: an operator's revoke or unrevoke is not the
+        // store's to undo, so it is neither a difference nor repaired.
+        if (store.revokedAt != nil) != stored.storeSaysRevoked {
             differences.append(difference(
-                "transactions.revoked_at", stored.latestRevokedAt.map(RFC3339.format) ?? (stored.isRevoked ? "revoked" : nil),
+                "transactions.revoked_at", stored.storeRevocation.map { RFC3339.format($0.revokedAt) },
                 store.revokedAt.map(RFC3339.format)))
         }
         let storedRenews = renewal.flatMap { $0.isSigned ? $0.willAutoRenew : nil } ?? stored.willAutoRenew

@@ -6,7 +6,8 @@ extension TransactionAggregate: JSONReadable {
     /// What the synthesized `init(from:)` decodes: optionals absent or `null` are `nil`.
     public init(json reader: inout JSONReader) throws {
         var transactionID: String?, originalTransactionID: String?, productID: String?, purchasedAt: Date?
-        var expiresAt: Date?, gracePeriodExpiresAt: Date?, revocation: RevocationMark?, latestReinstatedAt: Date?
+        var expiresAt: Date?, gracePeriodExpiresAt: Date?, storeRevocation: RevocationMark?, storeReinstatedAt: Date?
+        var operatorRevocation: RevocationMark?, operatorReinstatedAt: Date?
         var isUpgraded: Bool?, willAutoRenew: Bool?, inBillingRetry: Bool?, environment: StoreEnvironment?
         var representative: ReportOrderKey?, firstObservedAt: Date?, lastObservedAt: Date?
         var renewal: RenewalMark?
@@ -24,9 +25,13 @@ extension TransactionAggregate: JSONReadable {
             } else if key == "grace_period_expires_at" {
                 gracePeriodExpiresAt = r.null() ? nil : try r.date()
             } else if key == "revocation" {
-                revocation = r.null() ? nil : try RevocationMark(json: &r)
+                storeRevocation = r.null() ? nil : try RevocationMark(json: &r)
             } else if key == "latest_reinstated_at" {
-                latestReinstatedAt = r.null() ? nil : try r.date()
+                storeReinstatedAt = r.null() ? nil : try r.date()
+            } else if key == "operator_revocation" {
+                operatorRevocation = r.null() ? nil : try RevocationMark(json: &r)
+            } else if key == "operator_reinstated_at" {
+                operatorReinstatedAt = r.null() ? nil : try r.date()
             } else if key == "is_upgraded" {
                 isUpgraded = try r.bool()
             } else if key == "will_auto_renew" {
@@ -52,8 +57,9 @@ extension TransactionAggregate: JSONReadable {
         else { throw reader.error("a transaction aggregate without all of its members") }
         self.init(
             transactionID: transactionID, originalTransactionID: originalTransactionID, productID: productID,
-            purchasedAt: purchasedAt, expiresAt: expiresAt, gracePeriodExpiresAt: gracePeriodExpiresAt, revocation: revocation,
-            latestReinstatedAt: latestReinstatedAt, isUpgraded: isUpgraded, willAutoRenew: willAutoRenew,
+            purchasedAt: purchasedAt, expiresAt: expiresAt, gracePeriodExpiresAt: gracePeriodExpiresAt,
+            storeRevocation: storeRevocation, storeReinstatedAt: storeReinstatedAt, operatorRevocation: operatorRevocation,
+            operatorReinstatedAt: operatorReinstatedAt, isUpgraded: isUpgraded, willAutoRenew: willAutoRenew,
             inBillingRetry: inBillingRetry, environment: environment, representative: representative,
             firstObservedAt: firstObservedAt, lastObservedAt: lastObservedAt, renewal: renewal)
     }

@@ -25,9 +25,17 @@ extension TransactionAggregate: JSONWritable {
             w.bool(isUpgraded)
             w.key("last_observed_at")
             w.date(lastObservedAt)
-            if let latestReinstatedAt {
+            if let storeReinstatedAt {
                 w.key("latest_reinstated_at")
-                w.date(latestReinstatedAt)
+                w.date(storeReinstatedAt)
+            }
+            if let operatorReinstatedAt {
+                w.key("operator_reinstated_at")
+                w.date(operatorReinstatedAt)
+            }
+            if let operatorRevocation {
+                w.key("operator_revocation")
+                operatorRevocation.write(to: &w)
             }
             w.key("original_transaction_id")
             w.string(originalTransactionID)
@@ -52,18 +60,9 @@ extension TransactionAggregate: JSONWritable {
             }
             w.key("representative")
             representative.write(to: &w)
-            if let revocation {
+            if let storeRevocation {
                 w.key("revocation")
-                w.object { w in
-                    if let reason = revocation.reason {
-                        w.key("reason")
-                        w.string(reason.rawValue)
-                    }
-                    w.key("revoked_at")
-                    w.date(revocation.revokedAt)
-                    w.key("source_report")
-                    revocation.sourceReport.write(to: &w)
-                }
+                storeRevocation.write(to: &w)
             }
             w.key("transaction_id")
             w.string(transactionID)
@@ -89,6 +88,22 @@ extension ReportOrderKey {
                 w.key("signed_date")
                 w.date(signedDate)
             }
+        }
+    }
+}
+
+extension RevocationMark {
+    /// The bytes of the synthesized `encode(to:)`.
+    func write(to writer: inout JSONWriter) {
+        writer.object { w in
+            if let reason {
+                w.key("reason")
+                w.string(reason.rawValue)
+            }
+            w.key("revoked_at")
+            w.date(revokedAt)
+            w.key("source_report")
+            sourceReport.write(to: &w)
         }
     }
 }

@@ -53,7 +53,8 @@ public struct AdminOverride: Sendable {
         public var accountID: String
         public var transactionID: String
         public var action: AdminAction
-        /// False when the transaction already was in the requested state: nothing was written.
+        /// False when there was nothing to change (already revoked by an operator, or not
+        /// revoked): nothing was written.
         public var recorded: Bool
         /// The admin report's id, when one was recorded.
         public var reportID: String?
@@ -76,9 +77,11 @@ public struct AdminOverride: Sendable {
     }
 
     /// Records `action` on `transactionID` (in `accountID`, or the one account that has it) and
-    /// resolves the account. Revoking a revoked transaction or unrevoking one that is not revoked
-    /// records nothing: a pre-emptive unrevoke would otherwise silently cancel a refund that a
-    /// device reports later with an earlier `revoked_at`.
+    /// resolves the account. Revoking a transaction an operator's revocation already holds, or
+    /// unrevoking one that is not revoked, records nothing: a pre-emptive unrevoke would otherwise
+    /// silently cancel a refund that a device reports later with an earlier `revoked_at`. A
+    /// transaction only the store revoked is revoked again as the operator's decision, which the
+    /// store's refund reversal does not lift.
     public func apply(
         _ action: AdminAction, transactionID: String, accountID: String?, actor: String, reason: String?
     ) async throws -> Result {
@@ -95,7 +98,10 @@ public struct AdminOverride: Sendable {
             var result = Result(
                 accountID: accountID, transactionID: transactionID, action: action, recorded: false, reportID: nil,
                 revoked: aggregate.isRevoked, eventsWritten: 0, actor: actor, reason: reason, at: at)
-            guard aggregate.isRevoked != (action == .revoke) else { return result }
+            switch action {
+            case .revoke: guard !aggregate.isRevokedByOperator else { return result }
+            case .unrevoke: guard aggregate.isRevoked else { return result }
+            }
 
             let report = Report(
                 reportID: "admin-" + UUID().uuidString.lowercased(), deviceID: "admin", observedAt: at,

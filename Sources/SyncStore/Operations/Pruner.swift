@@ -6,12 +6,12 @@ import SyncCore
 /// `subsync reconcile` recomputes.
 ///
 /// **The rule.** Every field of a transaction's aggregate is a join over its reports: a maximum
-/// (latest expiry, latest grace end, latest reinstatement, latest observation, the revocation
-/// latest by (time, report key), the representative greatest by its order key, the renewal
+/// (latest expiry, latest grace end, the store's and the operator's latest reinstatement, latest
+/// observation, each source's revocation latest by (time, report key), the representative greatest by its order key, the renewal
 /// details greatest by theirs), a minimum (first observation) or an "or" (upgraded). For each
 /// such field one report attains the value: its *witness*. The join of any set of reports that
 /// contains every witness equals the join of all of them, so deleting anything but the
-/// witnesses (at most nine reports per transaction)
+/// witnesses (at most eleven reports per transaction)
 /// leaves every aggregate, hence every resolved state, exactly as recomputed before. New reports
 /// arriving meanwhile only join on top (the join is monotone), and each batch holds the workers'
 /// account locks, so concurrent workers and reconciliation see either the old or the new set.
@@ -131,11 +131,14 @@ public struct Pruner: Sendable {
         func keepFirst(where matches: (TransactionAggregate) -> Bool) {
             if let id = singles.filter({ matches($0.1) }).map(\.0).min() { needed.insert(id) }
         }
-        if let revocation = aggregate.revocation { needed.insert(revocation.sourceReport.reportID) }
+        for revocation in [aggregate.storeRevocation, aggregate.operatorRevocation] {
+            if let revocation { needed.insert(revocation.sourceReport.reportID) }
+        }
         if let renewal = aggregate.renewal { needed.insert(renewal.sourceReport.reportID) }
         if let expiry = aggregate.expiresAt { keepFirst { $0.expiresAt == expiry } }
         if let grace = aggregate.gracePeriodExpiresAt { keepFirst { $0.gracePeriodExpiresAt == grace } }
-        if let reinstated = aggregate.latestReinstatedAt { keepFirst { $0.latestReinstatedAt == reinstated } }
+        if let reinstated = aggregate.storeReinstatedAt { keepFirst { $0.storeReinstatedAt == reinstated } }
+        if let reinstated = aggregate.operatorReinstatedAt { keepFirst { $0.operatorReinstatedAt == reinstated } }
         if aggregate.isUpgraded { keepFirst { $0.isUpgraded } }
         keepFirst { $0.firstObservedAt == aggregate.firstObservedAt }
         keepFirst { $0.lastObservedAt == aggregate.lastObservedAt }

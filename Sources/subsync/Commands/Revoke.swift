@@ -30,7 +30,7 @@ struct OverrideOptions: ParsableArguments {
         if json {
             try printJSON(result)
         } else if !result.recorded {
-            print("transaction \(result.transactionID) of \(result.accountID) is \(result.revoked ? "already revoked" : "not revoked"); nothing recorded")
+            print("transaction \(result.transactionID) of \(result.accountID) is \(result.revoked ? "already revoked by an operator" : "not revoked"); nothing recorded")
         } else {
             print("\(action.rawValue)d transaction \(result.transactionID) of \(result.accountID) as \(result.actor) (report \(result.reportID ?? "-")); \(result.eventsWritten) events written")
             if action == .unrevoke && result.revoked {
@@ -48,7 +48,9 @@ struct Revoke: AsyncParsableCommand {
             Records an admin report (source 'admin', action revoke, at now; who: --actor or \
             $USER; why: --reason) with the transaction's current descriptive fields, and resolves \
             the account at once: state, events (origin 'admin') and webhook deliveries in the same \
-            transaction. Revoking a revoked transaction records nothing. Undo with `subsync unrevoke`.
+            transaction. Only an operator's unrevoke lifts it: no report the store or a device signs \
+            later does. Revoking a transaction an operator already revoked records nothing. Undo \
+            with `subsync unrevoke`.
 
             Exit codes: 0 done (or nothing to do); 64 bad usage, or the transaction id exists in \
             several accounts (pass --account); 66 no such transaction; 69 database unavailable.
@@ -70,9 +72,9 @@ struct Unrevoke: AsyncParsableCommand {
         commandName: "unrevoke",
         abstract: "Lift a transaction's revocation by operator decision (recorded as an audited admin report).",
         discussion: """
-            The one way back from a revocation besides a verified refund reversal (docs/RESOLUTION.md). \
-            Lifts every revocation dated up to now; a later revocation (a new refund) revokes \
-            again. Unrevoking a transaction that is not revoked records nothing, so that no \
+            The one way back from an operator's revocation, and besides a verified refund reversal \
+            from the store's (docs/RESOLUTION.md). Lifts every revocation dated up to now, the \
+            operator's and the store's; a later revocation (a new refund) revokes again. Unrevoking a transaction that is not revoked records nothing, so that no \
             pre-emptive unrevoke can cancel a refund a device reports late.
 
             Exit codes: as for revoke.
