@@ -101,6 +101,10 @@ struct StoreReconcileCommandTests {
             out = try await Command.run(["reconcile", "--against-store", "--account", "drifted"], env: env, extra: settings)
             #expect(out.status == 0, "\(out.stderr)")
             #expect(out.stdout.contains("1 store reports submitted"), "\(out.stdout)")
+            // Again before a worker resolved it: the same store report, stored already; nothing new.
+            out = try await Command.run(["reconcile", "--against-store", "--account", "drifted"], env: env, extra: settings)
+            #expect(out.status == 0, "\(out.stderr)")
+            #expect(out.stdout.contains("0 store reports submitted, 1 already stored by an earlier run"), "\(out.stdout)")
             #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'drifted' AND source = 'store' AND transaction_id = 't-r2'") == 1)
             #expect(try await engine.resolvePendingBatch(limit: 10).reportsResolved == 1)
             #expect(try await env.scalar("SELECT count(*) FROM entitlements WHERE account_id = 'drifted' AND status = 'active'") == 1)
@@ -182,6 +186,65 @@ struct StoreReconcileCommandTests {
             let lifted = try await admin.apply(.unrevoke, transactionID: "t-f1", accountID: "fraud", actor: "ops", reason: "cleared")
             #expect(lifted.recorded && !lifted.revoked)
             #expect(try await env.scalar(status + "'active'") == 1)
+        }
+    }
+
+    @Test("a repair whose store report id another report holds (a device's, stored before such ids were refused) is said: not repaired, exit 65")
+    func preTakenReportID() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let day: TimeInterval = 86_400
+            let purchase = TrustAPITests.transaction(
+                original: "t-p1", purchased: now.addingTimeInterval(-5 * day), expires: now.addingTimeInterval(25 * day),
+                signed: now.addingTimeInterval(-5 * day))
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            let binder = TransactionBinder(pool: env.pool, engine: engine, policy: .reject)
+            let bought = try await trust.verifier.verifyTransaction(try trust.authority.sign(purchase))
+                .report(reportID: "d1", deviceID: "phone", observedAt: now.addingTimeInterval(-5 * day))
+            _ = try await binder.submit(
+                accountID: "victim", device: DeviceInfo(id: "phone"), reports: [bought],
+                claims: [PurchaseClaim(originalTransactionID: "t-p1", appAccountToken: nil)])
+
+            // The refund the store has and subsync missed, and the id its store report takes.
+            var refunded = purchase
+            refunded.signedDate = now
+            refunded.revocationDate = now.addingTimeInterval(-3_600)
+            refunded.revocationReason = 0
+            let refund = try trust.authority.sign(refunded)
+            let answers = StoreAnswers(api: try AppStoreAPITests.client(double), verifier: trust.verifier, binder: binder)
+            let storeID = try #require(try await answers.report(transaction: refund, renewal: nil, originals: ["t-p1"])?.reportID)
+            // A device synced a spare pre-refund copy under that id (every fact of its name is the
+            // device's to know), before the service refused such ids.
+            var spare = purchase
+            spare.signedDate = now.addingTimeInterval(-4 * day)
+            let squatted = try await trust.verifier.verifyTransaction(try trust.authority.sign(spare))
+                .report(reportID: storeID, deviceID: "phone", observedAt: now.addingTimeInterval(-4 * day))
+            #expect(try await ReportInbox(pool: env.pool).submit(accountID: "victim", device: DeviceInfo(id: "phone"), reports: [squatted]).accepted == [storeID])
+            #expect(try await engine.resolvePendingBatch(limit: 10).reportsResolved == 2)
+
+            try await double.script("GET", "/inApps/v2/history/t-p1", [AppStoreDouble.Answer(json: [
+                "hasMore": false, "revision": "x", "signedTransactions": [.string(refund)],
+            ])])
+            let roots = FileManager.default.temporaryDirectory.appendingPathComponent("store-reconcile-\(UUID().uuidString).pem")
+            defer { try? FileManager.default.removeItem(at: roots) }
+            let settings = try Self.storeSettings(double, trust: trust, roots: roots)
+
+            let out = try await Command.run(["reconcile", "--against-store", "--account", "victim"], env: env, extra: settings)
+            #expect(out.status == 65, "a repair that wrote nothing is not a success: \(out.stdout) \(out.stderr)")
+            #expect(out.stderr.contains("victim: not repaired: store report \(storeID) was not written"), "\(out.stderr)")
+            #expect(out.stdout.contains("1 differences in 1 accounts found, 0 store reports submitted, 1 NOT written"), "\(out.stdout)")
+            #expect(!out.stdout.contains("repaired"), "\(out.stdout)")
+            let json = try await Command.run(["reconcile", "--against-store", "--account", "victim", "--json"], env: env, extra: settings)
+            #expect(json.status == 65)
+            let summary = json.object["summary"] as? [String: Any]
+            #expect(summary?["store_reports_submitted"] as? Int == 0, "\(json.stdout)")
+            #expect(summary?["store_report_ids_taken"] as? Int == 1, "\(json.stdout)")
+            #expect(summary?["accounts_repaired"] as? Int == 0, "\(json.stdout)")
+            // What is stored says so too: the refund was not applied.
+            #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'victim' AND source = 'store'") == 0)
+            #expect(try await env.scalar("SELECT count(*) FROM entitlements WHERE account_id = 'victim' AND status = 'active'") == 1)
         }
     }
 

@@ -37,12 +37,14 @@ extension AdminController {
                 at: clock.now(), actor: actor, action: dryRun ? "reconcile_store_dry_run" : "reconcile_store", accountID: accountID,
                 reason: reason,
                 outcome: "\(outcome.differences.count) difference(s) with the App Store"
-                    + (dryRun ? "" : "; \(outcome.reportsSubmitted) store report(s) submitted"))
+                    + (dryRun ? "" : "; \(outcome.reportsSubmitted) store report(s) submitted")
+                    + (outcome.reportIDsTaken.isEmpty ? "" : "; \(outcome.reportIDsTaken.count) not written, another report holds the id"))
             logger.notice("operator reconciled an account against the App Store", metadata: [
                 "account": "\(accountID)", "actor": "\(actor)", "dry_run": "\(dryRun)", "differences": "\(outcome.differences.count)",
             ])
             return try JSONResponse.make(StoreReconcileAnswer(
                 accountID: accountID, dryRun: dryRun, differences: outcome.differences, reportsSubmitted: outcome.reportsSubmitted,
+                reportsAlreadyStored: outcome.reportsAlreadyStored, reportIDsTaken: outcome.reportIDsTaken,
                 unverified: outcome.unverified, unknownToStore: outcome.unknownToStore, actor: actor, at: audit.at, audit: audit))
         }
     }
@@ -54,6 +56,10 @@ extension AdminController {
         var differences: [Difference]
         /// Store reports written for the workers to resolve (0 in a dry run).
         var reportsSubmitted: Int
+        /// Store reports an earlier repair wrote already.
+        var reportsAlreadyStored: Int
+        /// Store reports not written: another report of the account holds the id.
+        var reportIDsTaken: [String]
         /// Signed answers that did not verify (ignored).
         var unverified: Int
         /// Original transactions the store does not know.
@@ -67,6 +73,8 @@ extension AdminController {
             case dryRun = "dry_run"
             case differences
             case reportsSubmitted = "reports_submitted"
+            case reportsAlreadyStored = "reports_already_stored"
+            case reportIDsTaken = "report_ids_taken"
             case unverified
             case unknownToStore = "unknown_to_store"
             case actor, at, audit

@@ -180,7 +180,7 @@ struct NotificationController: Sendable {
         var report: Report
         do {
             report = try transaction.report(
-                reportID: "asn:" + notificationUUID.uuidString.lowercased(), deviceID: deviceID, observedAt: observedAt, source: .store)
+                reportID: ReportNamespace.notification + notificationUUID.uuidString.lowercased(), deviceID: deviceID, observedAt: observedAt, source: .store)
         } catch {
             throw error.refusal(at: "signedTransactionInfo")
         }

@@ -52,7 +52,7 @@ struct StoreAnswers: Sendable {
         }
         // Named by the facts, not by Apple's signing time (new on every answer): asking again,
         // from any process, stores nothing new until the store says something new.
-        report.reportID = "store:\(id):" + Self.factsDigest(of: report)
+        report.reportID = ReportNamespace.store + "\(id):" + Self.factsDigest(of: report)
         try report.validate()
         return report
     }
@@ -83,11 +83,23 @@ struct StoreAnswers: Sendable {
         return HexText.lowercase(SHA256.hash(data: Data(facts.joined(separator: "\u{1F}").utf8)).prefix(8))
     }
 
+    /// What ``ingest(_:accountID:)`` wrote, by report id.
+    struct Ingested: Sendable, Equatable {
+        /// Stored now: the workers resolve them.
+        var submitted: [String] = []
+        /// Stored before as the store's own report (an earlier run, not resolved yet or unable to
+        /// change what is stored): nothing new.
+        var alreadyStored: [String] = []
+        /// Held by a report that is not the store's (a device's, sent under the store's id before
+        /// such ids were refused): the store's report was not written and changes nothing.
+        var taken: [String] = []
+    }
+
     /// Writes `reports` (all of one purchase's account) to `accountID` when it owns each purchase,
     /// checked under the purchase's binding lock, so neither a binding nor a transfer happens here;
-    /// returns how many were new.
-    func ingest(_ reports: [Report], accountID: String) async throws -> Int {
-        guard !reports.isEmpty else { return 0 }
+    /// says which were written, which were there already, and which ids another report holds.
+    func ingest(_ reports: [Report], accountID: String) async throws -> Ingested {
+        guard !reports.isEmpty else { return Ingested() }
         let originals = Set(reports.map(\.originalTransactionID)).sorted()
         return try await binder.pool.withTransaction { connection in
             try await binder.lockPurchases(originals, on: connection)
@@ -96,7 +108,13 @@ struct StoreAnswers: Sendable {
                 guard owner == accountID else { throw NotOwned(originalTransactionID: original, owner: owner) }
             }
             let claims = originals.map { PurchaseClaim(originalTransactionID: $0, appAccountToken: nil) }
-            return try await binder.submit(accountID: accountID, device: nil, reports: reports, claims: claims, on: connection).submission.accepted.count
+            let submission = try await binder.submit(accountID: accountID, device: nil, reports: reports, claims: claims, on: connection).submission
+            let holders = try await ReportInbox(pool: binder.pool).sources(accountID: accountID, reportIDs: submission.duplicates, on: connection)
+            var ingested = Ingested(submitted: submission.accepted)
+            for id in submission.duplicates {
+                if holders[id] == .store { ingested.alreadyStored.append(id) } else { ingested.taken.append(id) }
+            }
+            return ingested
         }
     }
 }

@@ -204,7 +204,12 @@ public struct StoreExpiryCheck: Sendable {
             // Renewal details win by signing time: named by this answer, so a statement the store
             // made before (and something else since) is not a duplicate. Asked once per period.
             let named = report.renewal == nil ? report : (try? StoreAnswers.answerNamed(report)) ?? report
-            _ = try await answers.ingest([named], accountID: candidate.accountID)
+            let ingested = try await answers.ingest([named], accountID: candidate.accountID)
+            if !ingested.taken.isEmpty {
+                logger.error("the App Store's answer before an expiry was not written: another report holds its id", metadata: [
+                    "account_id": "\(candidate.accountID)", "report_id": "\(named.reportID)",
+                ])
+            }
             let outcome: Outcome = report.revokedAt != nil ? .revoked : renewed ? .renewed : .unchanged
             logger.info("the App Store answered before an expiry", metadata: [
                 "account_id": "\(candidate.accountID)", "transaction_id": "\(report.transactionID)", "outcome": "\(outcome.rawValue)",

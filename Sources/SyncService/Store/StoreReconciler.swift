@@ -35,6 +35,11 @@ public struct StoreReconciler: Sendable {
         public var differences: [Difference] = []
         /// Store reports written (a repair); the workers resolve them.
         public var reportsSubmitted = 0
+        /// Store reports a repair found stored already as the store's (an earlier run's): nothing new.
+        public var reportsAlreadyStored = 0
+        /// Ids of store reports a repair could not write because another report (a device's) holds
+        /// the id: those differences are not repaired.
+        public var reportIDsTaken: [String] = []
         /// Signed fields that did not verify (nothing was done with them).
         public var unverified = 0
         /// Original transactions the store does not know (`4040010`).
@@ -99,10 +104,19 @@ public struct StoreReconciler: Sendable {
             repairs.append(descriptive ? (try? StoreAnswers.answerNamed(report)) ?? report : report)
         }
         if repair, !repairs.isEmpty {
-            outcome.reportsSubmitted = try await answers.ingest(repairs, accountID: accountID)
+            let ingested = try await answers.ingest(repairs, accountID: accountID)
+            outcome.reportsSubmitted = ingested.submitted.count
+            outcome.reportsAlreadyStored = ingested.alreadyStored.count
+            outcome.reportIDsTaken = ingested.taken
             logger.notice("reconcile against the store submitted reports", metadata: [
                 "account_id": "\(accountID)", "reports": "\(outcome.reportsSubmitted)",
+                "already_stored": "\(outcome.reportsAlreadyStored)",
             ])
+            if !ingested.taken.isEmpty {
+                logger.error("reconcile against the store could not write reports: another report holds their ids", metadata: [
+                    "account_id": "\(accountID)", "report_ids": "\(ingested.taken.joined(separator: ", "))",
+                ])
+            }
         }
         return outcome
     }

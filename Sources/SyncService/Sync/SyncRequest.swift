@@ -168,6 +168,12 @@ extension SyncRequest {
             ] {
                 try TextField.check(value, field: "reports[\(index)].\(field)")
             }
+            if let prefix = ReportNamespace.reservedPrefix(of: payload.reportID) {
+                throw APIError(
+                    .badRequest, code: "reserved_report_id",
+                    message: "reports[\(index)].report_id starts with '\(prefix)', where the service writes its own reports "
+                        + "(\(ReportNamespace.reserved.joined(separator: ", "))); nothing was stored")
+            }
             for (field, signed) in [("signed_transaction", payload.signedTransaction), ("signed_renewal_info", payload.signedRenewalInfo)] {
                 if let signed, signed.utf8.count > SyncLimits.maximumSignedTransactionBytes {
                     throw APIError(.unprocessableContent, code: "invalid_report",

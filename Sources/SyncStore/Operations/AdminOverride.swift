@@ -104,7 +104,7 @@ public struct AdminOverride: Sendable {
             }
 
             let report = Report(
-                reportID: "admin-" + UUID().uuidString.lowercased(), deviceID: "admin", observedAt: at,
+                reportID: ReportNamespace.admin + UUID().uuidString.lowercased(), deviceID: "admin", observedAt: at,
                 productID: aggregate.productID, originalTransactionID: aggregate.originalTransactionID,
                 transactionID: transactionID, purchasedAt: aggregate.purchasedAt, expiresAt: aggregate.expiresAt,
                 gracePeriodExpiresAt: aggregate.gracePeriodExpiresAt, revocationReason: action == .revoke ? .other : nil,

@@ -219,6 +219,19 @@ public struct ReportInbox: Sendable {
         ]
     }
 
+    /// The source of each report of `accountID` stored under one of `reportIDs`, on the caller's
+    /// connection: who holds an id that an insert found taken.
+    public func sources(accountID: String, reportIDs: [String], on connection: Connection) async throws -> [String: ReportSource] {
+        guard !reportIDs.isEmpty else { return [:] }
+        var sources: [String: ReportSource] = [:]
+        for row in try await connection.preparedQuery(
+            "SELECT report_id, source FROM reports WHERE account_id = \(accountID) AND report_id = ANY(\(reportIDs)::text[])"
+        ) {
+            sources[try row.decode(String.self, at: 0)] = ReportSource(rawValue: try row.decode(String.self, at: 1))
+        }
+        return sources
+    }
+
     /// How many of `reportIDs` of `accountID` are still waiting to be resolved.
     public func pendingCount(accountID: String, reportIDs: [String]) async throws -> Int {
         let rows = try await pool.preparedQuery(

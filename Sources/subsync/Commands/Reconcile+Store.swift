@@ -41,6 +41,8 @@ extension Reconcile {
         let output = DifferenceOutput(json: json)
         var summary = Summary(dryRun: dryRun)
         summary.storeReportsSubmitted = 0
+        summary.storeReportsAlreadyStored = 0
+        summary.storeReportIDsTaken = 0
         summary.unverified = 0
         summary.accountsFailed = 0
         let started = ContinuousClock.now
@@ -83,6 +85,7 @@ extension Reconcile {
         try output.end(summary)
         if !summary.complete { throw ExitCodes.interrupted }
         if (summary.accountsFailed ?? 0) > 0 { throw ExitCodes.unavailable }
+        if (summary.storeReportIDsTaken ?? 0) > 0 { throw ExitCodes.dataError }
         if dryRun && summary.differences > 0 { throw ExitCodes.drift }
     }
 
@@ -108,6 +111,11 @@ extension Reconcile {
         if outcome.reportsSubmitted > 0 {
             summary.accountsRepaired += 1
             summary.storeReportsSubmitted = (summary.storeReportsSubmitted ?? 0) + outcome.reportsSubmitted
+        }
+        summary.storeReportsAlreadyStored = (summary.storeReportsAlreadyStored ?? 0) + outcome.reportsAlreadyStored
+        summary.storeReportIDsTaken = (summary.storeReportIDsTaken ?? 0) + outcome.reportIDsTaken.count
+        for id in outcome.reportIDsTaken {
+            printError("\(accountID): not repaired: store report \(id) was not written, another report of the account (not the store's) holds that id")
         }
         for original in outcome.unknownToStore {
             printError("\(accountID): the App Store does not know transaction \(original)")

@@ -29,7 +29,10 @@ struct Reconcile: AsyncParsableCommand {
             progress is saved after every batch, and --resume goes on from there.
 
             Exit codes: 0 no drift (or drift repaired); 2 drift found with --dry-run; 64 bad \
-            usage; 66 unknown account; 69 database unavailable; 130 interrupted (resumable).
+            usage; 65 with --against-store, a store report not written because another report \
+            holds its id (said on stderr; that difference is not repaired); 66 unknown account; \
+            69 database unavailable (with --against-store also: accounts the store could not be \
+            asked about); 130 interrupted (resumable).
 
             Examples:
               subsync reconcile --account acct-42 --dry-run
@@ -76,6 +79,10 @@ struct Reconcile: AsyncParsableCommand {
         var seconds = 0.0
         /// With --against-store: store reports written for the workers to resolve.
         var storeReportsSubmitted: Int?
+        /// With --against-store: store reports an earlier run wrote already (nothing new written).
+        var storeReportsAlreadyStored: Int?
+        /// With --against-store: store reports not written because another report holds the id.
+        var storeReportIDsTaken: Int?
         /// With --against-store: signed fields from the store that did not verify.
         var unverified: Int?
         /// With --against-store: accounts the store could not be asked about (said on stderr).
@@ -92,6 +99,8 @@ struct Reconcile: AsyncParsableCommand {
             case resumedFrom = "resumed_from"
             case seconds
             case storeReportsSubmitted = "store_reports_submitted"
+            case storeReportsAlreadyStored = "store_reports_already_stored"
+            case storeReportIDsTaken = "store_report_ids_taken"
             case unverified
             case accountsFailed = "accounts_failed"
         }
@@ -232,13 +241,25 @@ final class DifferenceOutput {
             print(first ? "]," : "\n],")
             print("\"summary\": \(try Operator.compactJSON(summary))}")
         } else {
-            let verb = summary.dryRun ? "found" : "repaired"
+            // Against the store, a repair is what it submitted, said apart from the differences.
+            let againstStore = summary.storeReportsSubmitted != nil
+            let verb = summary.dryRun || againstStore ? "found" : "repaired"
             let drift = summary.differences == 0
                 ? "no drift"
                 : "\(summary.differences) differences in \(summary.accountsWithDrift) accounts \(verb)"
             var line = "reconcile: \(summary.accountsChecked) accounts checked, \(drift)"
-            if !summary.dryRun && summary.accountsRepaired > 0 {
-                line += summary.storeReportsSubmitted.map { ", \($0) store reports submitted" } ?? ", \(summary.eventsWritten) events written"
+            if let submitted = summary.storeReportsSubmitted {
+                if !summary.dryRun && summary.differences > 0 {
+                    line += ", \(submitted) store reports submitted"
+                    if let already = summary.storeReportsAlreadyStored, already > 0 {
+                        line += ", \(already) already stored by an earlier run (nothing new)"
+                    }
+                    if let taken = summary.storeReportIDsTaken, taken > 0 {
+                        line += ", \(taken) NOT written: another report holds their id (see above)"
+                    }
+                }
+            } else if !summary.dryRun && summary.accountsRepaired > 0 {
+                line += ", \(summary.eventsWritten) events written"
             }
             if let unverified = summary.unverified, unverified > 0 { line += ", \(unverified) signed answers did not verify (ignored)" }
             if let failed = summary.accountsFailed, failed > 0 { line += ", \(failed) accounts could not be checked (see above)" }
