@@ -136,7 +136,9 @@ public struct StoreExpiryCheck: Sendable {
                 try await checks.record(candidate, outcome: answer)
                 if answer == .unchanged || answer == .notOwned {
                     // The expiry stands: applied by the next sweep, not at the hold's end.
-                    try await checks.lift(candidate)
+                    try await checks.lift(
+                        candidate, products: products, now: clock.now(), horizon: clock.now().addingTimeInterval(Self.lookahead),
+                        bound: Self.bound)
                 }
                 if stopPass { break }
                 if answer == .failed, await api.isPaused("subscriptions") { break }

@@ -78,14 +78,14 @@ public struct RateBuckets: Sendable {
     /// The schedule is a bucket of one token that may go into debt: a reservation takes the token
     /// whether or not it has come back, and the debt says how far ahead the slot lies.
     public func reserveSlot(_ key: String, ratePerSecond: Double, now: Date, maximumWait: Duration) async throws -> Duration? {
-        let rate = max(ratePerSecond, 1e-6)
+        let rate = Self.usableRate(ratePerSecond)
         let rows = try await pool.preparedQuery(
             """
             INSERT INTO rate_buckets AS b (key, tokens, refreshed_at, rate, burst, cost, refused)
             VALUES (\(key), 0, \(now), \(rate), 1, 1, false)
             ON CONFLICT (key) DO UPDATE SET
                 tokens = \(unescaped: Self.refilled) - 1,
-                refreshed_at = GREATEST(b.refreshed_at, EXCLUDED.refreshed_at),
+                refreshed_at = \(unescaped: Self.slotRefreshed),
                 rate = EXCLUDED.rate, burst = 1, cost = 1, refused = false
             WHERE \(unescaped: Self.refilled) - 1 >= \(-Self.seconds(maximumWait) * rate)
             RETURNING tokens
@@ -98,14 +98,14 @@ public struct RateBuckets: Sendable {
     /// Moves the shared schedule of `key` so that no slot comes before `until` (a 429's
     /// `Retry-After`, for every process).
     public func pauseSlots(_ key: String, ratePerSecond: Double, until: Date, now: Date) async throws {
-        let rate = max(ratePerSecond, 1e-6)
+        let rate = Self.usableRate(ratePerSecond)
         try await pool.preparedQuery(
             """
             INSERT INTO rate_buckets AS b (key, tokens, refreshed_at, rate, burst, cost, refused)
             VALUES (\(key), \(1 - max(0, until.timeIntervalSince(now)) * rate), \(now), \(rate), 1, 1, false)
             ON CONFLICT (key) DO UPDATE SET
                 tokens = LEAST(\(unescaped: Self.refilled), EXCLUDED.tokens),
-                refreshed_at = GREATEST(b.refreshed_at, EXCLUDED.refreshed_at),
+                refreshed_at = \(unescaped: Self.slotRefreshed),
                 rate = EXCLUDED.rate, burst = 1, cost = 1, refused = false
             """
         )
@@ -116,9 +116,20 @@ public struct RateBuckets: Sendable {
         let rows = try await pool.preparedQuery("SELECT tokens, refreshed_at, rate FROM rate_buckets WHERE key = \(key)")
         guard let row = rows.first else { return .zero }
         let tokens = try row.decode(Double.self, at: 0), refreshed = try row.decode(Date.self, at: 1)
-        let rate = max(try row.decode(Double.self, at: 2), 1e-6)
+        let rate = Self.usableRate(try row.decode(Double.self, at: 2))
         let refilled = min(1, tokens + max(0, now.timeIntervalSince(refreshed)) * rate)
         return Self.duration(seconds: max(0, 1 - refilled) / rate)
+    }
+
+    /// A slot row's time after a reservation: the later of the row's and the caller's, but never
+    /// more than a minute past the caller's, so one process whose clock runs ahead cannot stop
+    /// every other from regaining slots for as long as its clock is wrong.
+    private static let slotRefreshed =
+        "LEAST(GREATEST(b.refreshed_at, EXCLUDED.refreshed_at), EXCLUDED.refreshed_at + interval '1 minute')"
+
+    /// A rate that is a positive number (anything else is one a second, not a trap).
+    static func usableRate(_ rate: Double) -> Double {
+        rate.isFinite && rate > 0 ? max(rate, 1e-6) : 1
     }
 
     static func seconds(_ duration: Duration) -> Double {
@@ -126,7 +137,7 @@ public struct RateBuckets: Sendable {
     }
 
     static func duration(seconds: Double) -> Duration {
-        .nanoseconds(Int64((min(seconds, 1e9) * 1e9).rounded()))
+        seconds.isFinite ? .nanoseconds(Int64((min(max(seconds, 0), 1e9) * 1e9).rounded())) : .seconds(1_000_000_000)
     }
 
     /// Deletes the buckets that have refilled by `now` (a full bucket is the same as none).

@@ -129,13 +129,27 @@ public struct StoreExpiryChecks: Sendable {
 
     /// Ends the hold an answered question kept: the account's next transition comes back to the
     /// answered end (or stays earlier), so the sweep applies the expiry at once instead of at
-    /// the hold's end. A later resolution sets the transition anew, and an account with another
-    /// question still open is held again before the sweep applies anything.
-    public func lift(_ candidate: Candidate) async throws {
+    /// the hold's end. Only when nothing else holds the account: no other end of `products` due
+    /// by `horizon` (and within `bound` of `now`) without an answer that lets it expire (not
+    /// asked yet, being asked, failed, or renewed or revoked and waiting for the workers), and no
+    /// report waiting in the inbox. Otherwise the hold runs out as it would have.
+    public func lift(_ candidate: Candidate, products: [String], now: Date, horizon: Date, bound: TimeInterval) async throws {
         try await pool.preparedQuery(
             """
             UPDATE account_states SET next_transition_at = \(candidate.expiresAt)
             WHERE account_id = \(candidate.accountID) AND next_transition_at > \(candidate.expiresAt)
+              AND NOT EXISTS (
+                  SELECT 1 FROM entitlements e
+                  LEFT JOIN store_expiry_checks c
+                    ON c.account_id = e.account_id AND c.original_transaction_id = e.state->>'original_transaction_id'
+                   AND c.expires_at = e.expires_at
+                  WHERE e.account_id = \(candidate.accountID) AND e.status IN ('active', 'grace_period')
+                    AND e.product_id = ANY(\(products)::text[])
+                    AND e.expires_at <= \(horizon) AND e.expires_at > \(now.addingTimeInterval(-bound))
+                    AND NOT (e.state->>'original_transaction_id' IS NOT DISTINCT FROM \(candidate.originalTransactionID)
+                             AND e.expires_at = \(candidate.expiresAt))
+                    AND (c.account_id IS NULL OR c.outcome NOT IN ('unchanged', 'not_owned')))
+              AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.account_id = \(candidate.accountID) AND r.status = 'pending')
             """
         )
     }
