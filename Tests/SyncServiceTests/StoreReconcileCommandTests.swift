@@ -296,4 +296,151 @@ struct StoreReconcileCommandTests {
             }
         }
     }
+
+    static func deviceReported(_ first: JWSTransactionPayload, account: String, trust: TrustAPITests, env: TestEnvironment) async throws {
+        let report = try await trust.verifier.verifyTransaction(try trust.authority.sign(first))
+            .report(reportID: "\(account)-d1", deviceID: "phone", observedAt: first.signedDate)
+        let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+        _ = try await TransactionBinder(pool: env.pool, engine: engine, policy: .reject).submit(
+            accountID: account, device: DeviceInfo(id: "phone"), reports: [report],
+            claims: [PurchaseClaim(originalTransactionID: report.originalTransactionID, appAccountToken: nil)])
+        #expect(try await engine.resolvePendingBatch(limit: 10).reportsResolved == 1)
+    }
+
+    /// The store's history of `original` is `transactions`, signed by `trust`.
+    static func history(_ double: AppStoreDouble, _ original: String, _ transactions: [JWSTransactionPayload], trust: TrustAPITests) async throws {
+        try await double.script("GET", "/inApps/v2/history/\(original)", [AppStoreDouble.Answer(json: [
+            "hasMore": false, "signedTransactions": .array(try transactions.map { .string(try trust.authority.sign($0)) }),
+        ])])
+    }
+
+    static func entitlementStatus(_ env: TestEnvironment, _ account: String, _ entitlement: String) async throws -> String? {
+        try await env.pool.query(
+            "SELECT status FROM entitlements WHERE account_id = \(account) AND entitlement_id = \(entitlement)"
+        ).first?.decode(String.self, at: 0)
+    }
+
+    @Test("store answers about one transaction that differ only in isUpgraded, revocationReason or productId are named apart")
+    func answerNamesCoverEveryFactTheJoinReads() async throws {
+        let trust = try TrustAPITests()
+        let now = Date(timeIntervalSince1970: 1_780_000_000)
+        var plain = TrustAPITests.transaction(
+            original: "t-n1", id: "t-n2", product: "voip.basic.monthly", purchased: now.addingTimeInterval(-86_400),
+            expires: now.addingTimeInterval(29 * 86_400), signed: now, revoked: now.addingTimeInterval(-3_600))
+        plain.revocationReason = 0
+        var upgraded = plain
+        upgraded.isUpgraded = true
+        var reason = plain
+        reason.revocationReason = 1
+        var product = plain
+        product.productId = "voip.premium.monthly"
+        var names: [String] = []
+        for payload in [plain, upgraded, reason, product] {
+            // Made as StoreAnswers makes them: from the verified JWS, source store, signed at another
+            // moment each time (the signing time is not in the name).
+            var signed = payload
+            signed.signedDate = now.addingTimeInterval(Double(names.count) * 60)
+            let report = try await trust.verifier.verifyTransaction(try trust.authority.sign(signed))
+                .report(reportID: "store", deviceID: NotificationController.deviceID, observedAt: signed.signedDate, source: .store)
+            names.append("store:t-n2:" + StoreAnswers.factsDigest(of: report))
+        }
+        #expect(Set(names).count == 4, "\(names)")
+        // The same facts signed later keep their name: asking again stores nothing new.
+        var again = plain
+        again.signedDate = now.addingTimeInterval(3_600)
+        let report = try await trust.verifier.verifyTransaction(try trust.authority.sign(again))
+            .report(reportID: "store", deviceID: NotificationController.deviceID, observedAt: again.signedDate, source: .store)
+        #expect("store:t-n2:" + StoreAnswers.factsDigest(of: report) == names[0])
+    }
+
+    @Test("an upgrade the store reports after it repaired the same transaction: the upgraded-away answer is stored, not taken for the earlier one, and its entitlement ends")
+    func upgradeAfterRepair() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let day: TimeInterval = 86_400
+            // Basic monthly: the first period a device reported, its renewal only the store knows.
+            let first = TrustAPITests.transaction(
+                original: "t-u1", product: "voip.basic.monthly", purchased: now.addingTimeInterval(-40 * day),
+                expires: now.addingTimeInterval(-10 * day), signed: now.addingTimeInterval(-40 * day))
+            let renewal = TrustAPITests.transaction(
+                original: "t-u1", id: "t-u2", product: "voip.basic.monthly", purchased: now.addingTimeInterval(-10 * day),
+                expires: now.addingTimeInterval(20 * day), signed: now.addingTimeInterval(-10 * day))
+            try await Self.deviceReported(first, account: "upgrader", trust: trust, env: env)
+            let roots = FileManager.default.temporaryDirectory.appendingPathComponent("store-upgrade-\(UUID().uuidString).pem")
+            defer { try? FileManager.default.removeItem(at: roots) }
+            let settings = try Self.storeSettings(double, trust: trust, roots: roots)
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+
+            try await Self.history(double, "t-u1", [first, renewal], trust: trust)
+            var out = try await Command.run(["reconcile", "--against-store", "--account", "upgrader"], env: env, extra: settings)
+            #expect(out.status == 0, "\(out.stderr)")
+            #expect(out.stdout.contains("1 store reports submitted"), "\(out.stdout)")
+            _ = try await engine.resolvePendingBatch(limit: 10)
+            #expect(try await Self.entitlementStatus(env, "upgrader", "basic") == "active")
+
+            // The user upgrades to premium: the store now says the basic renewal was upgraded away
+            // (signed again, every other fact as before) and has the premium transaction.
+            var upgraded = renewal
+            upgraded.isUpgraded = true
+            upgraded.signedDate = now.addingTimeInterval(-60)
+            let premium = TrustAPITests.transaction(
+                original: "t-u1", id: "t-u3", product: "voip.premium.monthly", purchased: now.addingTimeInterval(-60),
+                expires: now.addingTimeInterval(30 * day), signed: now.addingTimeInterval(-60))
+            try await Self.history(double, "t-u1", [first, upgraded, premium], trust: trust)
+            out = try await Command.run(["reconcile", "--against-store", "--account", "upgrader", "--dry-run", "--json"], env: env, extra: settings)
+            #expect(out.status == 2, "\(out.stderr)")
+            let differences = ((out.object["differences"] as? [[String: Any]]) ?? []).map {
+                "\($0["transaction_id"] as? String ?? "") \($0["field"] as? String ?? "")"
+            }
+            #expect(differences == ["t-u2 transactions.is_upgraded", "t-u3 transactions.row"], "\(differences)")
+            out = try await Command.run(["reconcile", "--against-store", "--account", "upgrader"], env: env, extra: settings)
+            #expect(out.status == 0, "\(out.stderr)")
+            #expect(out.stdout.contains("2 store reports submitted"), "\(out.stdout)")
+            _ = try await engine.resolvePendingBatch(limit: 10)
+            #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'upgrader' AND transaction_id = 't-u2' AND is_upgraded") == 1)
+            #expect(try await Self.entitlementStatus(env, "upgrader", "basic") == "expired", "the upgraded-away entitlement still grants")
+            #expect(try await Self.entitlementStatus(env, "upgrader", "premium") == "active")
+            out = try await Command.run(["reconcile", "--against-store", "--account", "upgrader", "--dry-run"], env: env, extra: settings)
+            #expect(out.status == 0, "\(out.stdout)")
+        }
+    }
+
+    @Test("a refund the store reverses after it repaired the same transaction before the refund: the reversal is stored and reinstates")
+    func refundReversedAfterRepair() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let (first, renewal) = Self.renewedSubscription(original: "t-v1", renewalID: "t-v2", now: now)
+            try await Self.deviceReported(first, account: "reversed", trust: trust, env: env)
+            let roots = FileManager.default.temporaryDirectory.appendingPathComponent("store-reversal-\(UUID().uuidString).pem")
+            defer { try? FileManager.default.removeItem(at: roots) }
+            let settings = try Self.storeSettings(double, trust: trust, roots: roots)
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            func repair(_ history: [JWSTransactionPayload]) async throws -> String {
+                try await Self.history(double, "t-v1", history, trust: trust)
+                let out = try await Command.run(["reconcile", "--against-store", "--account", "reversed"], env: env, extra: settings)
+                #expect(out.status == 0, "\(out.stderr)")
+                _ = try await engine.resolvePendingBatch(limit: 10)
+                return out.stdout
+            }
+
+            // The renewal, repaired from the store; then refunded; then the refund reversed.
+            #expect(try await repair([first, renewal]).contains("1 store reports submitted"))
+            #expect(try await Self.entitlementStatus(env, "reversed", "premium") == "active")
+            var refunded = renewal
+            refunded.revocationDate = now.addingTimeInterval(-3_600)
+            refunded.revocationReason = 0
+            refunded.signedDate = now.addingTimeInterval(-3_600)
+            #expect(try await repair([first, refunded]).contains("1 store reports submitted"))
+            #expect(try await Self.entitlementStatus(env, "reversed", "premium") == "revoked")
+            var reinstated = renewal
+            reinstated.signedDate = now.addingTimeInterval(-60)
+            let stdout = try await repair([first, reinstated])
+            #expect(stdout.contains("1 store reports submitted"), "\(stdout)")
+            #expect(try await Self.entitlementStatus(env, "reversed", "premium") == "active", "the reversal was taken for the store's word before the refund")
+        }
+    }
 }

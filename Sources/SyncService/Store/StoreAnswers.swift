@@ -70,17 +70,12 @@ struct StoreAnswers: Sendable {
         return named
     }
 
-    /// 16 hex digits of the SHA-256 of everything the store's answer says of the transaction
-    /// (its times, auto-renew, billing retry and renewal details, not the signing times).
+    /// 16 hex digits of the SHA-256 of every fact of the answer that the per-transaction join
+    /// reads (``Report/joinFacts``; not the signing times): two answers that differ in anything
+    /// the join would take from them (an upgrade, a revocation's reason, the product) never share
+    /// a name, and the later is never dropped as a duplicate of the earlier.
     static func factsDigest(of report: Report) -> String {
-        func time(_ date: Date?) -> String { date.map { String(AppStoreServerAPI.milliseconds($0)) } ?? "-" }
-        let facts = [
-            time(report.expiresAt), time(report.revokedAt), time(report.gracePeriodExpiresAt),
-            report.willAutoRenew.map { $0 ? "1" : "0" } ?? "-", report.inBillingRetry ? "1" : "0",
-            report.renewal?.expirationReason?.rawValue ?? "-", report.renewal?.renewalProductID ?? "-",
-            report.renewal?.priceIncreaseStatus?.rawValue ?? "-", time(report.renewal?.renewalDate),
-        ]
-        return HexText.lowercase(SHA256.hash(data: Data(facts.joined(separator: "\u{1F}").utf8)).prefix(8))
+        HexText.lowercase(SHA256.hash(data: Data(report.joinFacts.joined(separator: "\u{1F}").utf8)).prefix(8))
     }
 
     /// What ``ingest(_:accountID:)`` wrote, by report id.

@@ -98,8 +98,13 @@ public struct StoreReconciler: Sendable {
                 report, storedByID[report.transactionID], renewal: renewals[report.originalTransactionID], accountID: accountID)
             guard !differences.isEmpty else { continue }
             outcome.differences += differences
-            // What wins by signing time is repaired by this answer, whatever was said before.
-            let descriptive = differences.contains { $0.field == "transactions.will_auto_renew" || $0.field.hasPrefix("renewal.") }
+            // What wins by signing time is repaired by this answer, whatever was said before: so
+            // is a refund reversed, which reinstates as of the answer's signing time (under its
+            // facts alone it would be the store's earlier word from before the refund).
+            let descriptive = differences.contains {
+                $0.field == "transactions.will_auto_renew" || $0.field.hasPrefix("renewal.")
+                    || ($0.field == "transactions.revoked_at" && report.revokedAt == nil)
+            }
             // (A transaction id too long for the answer's name keeps the fact-named id.)
             repairs.append(descriptive ? (try? StoreAnswers.answerNamed(report)) ?? report : report)
         }
@@ -157,6 +162,17 @@ public struct StoreReconciler: Sendable {
             differences.append(difference(
                 "transactions.revoked_at", stored.storeRevocation.map { RFC3339.format($0.revokedAt) },
                 store.revokedAt.map(RFC3339.format)))
+        }
+        if store.revokedAt != nil, stored.isRevoked, let reason = store.revocationReason, stored.revocation?.reason != reason {
+            differences.append(difference("transactions.revocation_reason", stored.revocation?.reason?.rawValue, reason.rawValue))
+        }
+        // Sticky in the join: a store saying "not upgraded" of an upgraded transaction changes
+        // nothing, and stays a difference, like an earlier expiry.
+        if store.isUpgraded != stored.isUpgraded {
+            differences.append(difference("transactions.is_upgraded", String(stored.isUpgraded), String(store.isUpgraded)))
+        }
+        if store.productID != stored.productID {
+            differences.append(difference("transactions.product_id", stored.productID, store.productID))
         }
         let storedRenews = renewal.flatMap { $0.isSigned ? $0.willAutoRenew : nil } ?? stored.willAutoRenew
         if let renews = store.willAutoRenew, storedRenews != renews {
