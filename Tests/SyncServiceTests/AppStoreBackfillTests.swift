@@ -125,4 +125,36 @@ struct AppStoreBackfillTests {
             #expect(try await env.scalar("SELECT count(*) FROM store_notifications") == 0)
         }
     }
+
+    @Test("a notification in the production API's history that is of the sandbox (and its transaction too) is refused and changes nothing, though the verifier accepts both")
+    func notificationOfAnotherEnvironmentIsRefused() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            // A staging server: both environments accepted, so that only the API's environment refuses.
+            let both = try StoreKitVerifier(
+                rootCertificates: [trust.authority.root], bundleID: TrustAPITests.bundleID, allowedEnvironments: [.production, .sandbox])
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let clock = ManualClock(start: now)
+            let purchased = now.addingTimeInterval(-86_400)
+            let expires = now.addingTimeInterval(29 * 86_400)
+            let first = TrustAPITests.transaction(original: "t-sbx", purchased: purchased, expires: expires, signed: purchased)
+            try await StoreReconcileCommandTests.deviceReported(first, account: "sandboxed", trust: trust, env: env)
+            let body = try trust.notification("REFUND", transaction: TrustAPITests.transaction(
+                original: "t-sbx", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-60),
+                revoked: now.addingTimeInterval(-120), environment: "Sandbox"), signed: now.addingTimeInterval(-60), environment: "Sandbox")
+            let signedPayload = try #require((try JSONSerialization.jsonObject(with: body) as? [String: Any])?["signedPayload"] as? String)
+            try await double.script("POST", "/inApps/v1/notifications/history", [
+                AppStoreDouble.Answer(json: ["hasMore": false, "notificationHistory": [["signedPayload": .string(signedPayload)]]]),
+            ])
+            let backfill = NotificationBackfill(
+                api: try AppStoreAPITests.client(double, attempts: 1), notifications: Self.notifications(env, verifier: both),
+                checkpoints: StoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger)
+            let outcome = await backfill.runOnce()
+            #expect(outcome.completed)
+            #expect(outcome.refused == 2 && outcome.applied == 0, "\(outcome)")
+            #expect(try await env.scalar("SELECT count(*) FROM store_notifications") == 0)
+            #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'sandboxed' AND source = 'store'") == 0)
+        }
+    }
 }

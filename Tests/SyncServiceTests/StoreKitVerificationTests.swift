@@ -352,6 +352,7 @@ struct StoreKitVerificationTests {
             (.badSignature, "bad_signature"), (.untrustedChain(""), "untrusted_chain"), (.wrongBundle(nil), "wrong_bundle"),
             (.wrongEnvironment(nil), "wrong_environment"), (.certificateExpired, "certificate_expired"),
             (.malformed(""), "malformed"), (.unsupportedAlgorithm(nil), "unsupported_algorithm"), (.wrongApp(nil), "wrong_app"),
+            (.environmentMismatch(nil, nil), "environment_mismatch"),
         ]
         for (error, code) in cases { #expect(error.code == code) }
     }

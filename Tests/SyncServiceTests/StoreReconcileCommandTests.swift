@@ -443,4 +443,40 @@ struct StoreReconcileCommandTests {
             #expect(try await Self.entitlementStatus(env, "reversed", "premium") == "active", "the reversal was taken for the store's word before the refund")
         }
     }
+
+    @Test("an App Store Server API answer whose renewal info is of another environment than its transaction (and the API) is ignored, counted and logged, and changes nothing")
+    func answerOfMixedEnvironmentsIsIgnored() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let day: TimeInterval = 86_400
+            let transaction = TrustAPITests.transaction(
+                original: "t-x1", purchased: now.addingTimeInterval(-day), expires: now.addingTimeInterval(29 * day), signed: now.addingTimeInterval(-day))
+            try await Self.deviceReported(transaction, account: "mixed", trust: trust, env: env)
+            // The production API answers with the production transaction and sandbox renewal info
+            // saying auto-renew is off.
+            let sandboxRenewal = try trust.renewalInfo(original: "t-x1", autoRenew: false, billingRetry: false, grace: nil, signed: now, environment: "Sandbox")
+            try await double.script("GET", "/inApps/v1/subscriptions/t-x1", [AppStoreDouble.Answer(json: [
+                "data": [["lastTransactions": [[
+                    "status": 1, "originalTransactionId": "t-x1", "signedTransactionInfo": .string(try trust.authority.sign(transaction)),
+                    "signedRenewalInfo": .string(sandboxRenewal),
+                ]]]],
+            ])])
+            try await Self.history(double, "t-x1", [transaction], trust: trust)
+            let roots = FileManager.default.temporaryDirectory.appendingPathComponent("store-mixed-\(UUID().uuidString).pem")
+            defer { try? FileManager.default.removeItem(at: roots) }
+            // Both environments accepted (a staging server), so that only the cross-check refuses.
+            var settings = try Self.storeSettings(double, trust: trust, roots: roots)
+            settings["SUBSYNC_STORE_ENVIRONMENTS"] = "production,sandbox"
+
+            let out = try await Command.run(["reconcile", "--against-store", "--account", "mixed"], env: env, extra: settings)
+            #expect(out.status == 0, "\(out.stdout) \(out.stderr)")
+            #expect(out.stdout.contains("no drift"), "\(out.stdout)")
+            #expect(out.stderr.contains("environment_mismatch"), "\(out.stderr)")
+            let json = try await Command.run(["reconcile", "--against-store", "--account", "mixed", "--dry-run", "--json"], env: env, extra: settings)
+            #expect((json.object["summary"] as? [String: Any])?["unverified"] as? Int == 1)
+            #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'mixed' AND source = 'store'") == 0)
+        }
+    }
 }

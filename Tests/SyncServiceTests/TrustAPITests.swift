@@ -52,11 +52,14 @@ struct TrustAPITests {
     }
 
     /// Signed renewal info of `original` (Apple's JWSRenewalInfoDecodedPayload fields).
-    func renewalInfo(original: String, autoRenew: Bool, billingRetry: Bool, grace: Date?, signed: Date, ca: TestCertificateAuthority? = nil) throws -> String {
+    func renewalInfo(
+        original: String, autoRenew: Bool, billingRetry: Bool, grace: Date?, signed: Date, ca: TestCertificateAuthority? = nil,
+        environment: String = "Production"
+    ) throws -> String {
         var payload: [String: Any] = [
             "originalTransactionId": original, "autoRenewProductId": "voip.premium.monthly", "productId": "voip.premium.monthly",
             "autoRenewStatus": autoRenew ? 1 : 0, "isInBillingRetryPeriod": billingRetry,
-            "environment": "Production", "signedDate": (signed.timeIntervalSince1970 * 1000).rounded(),
+            "environment": environment, "signedDate": (signed.timeIntervalSince1970 * 1000).rounded(),
         ]
         if let grace { payload["gracePeriodExpiresDate"] = (grace.timeIntervalSince1970 * 1000).rounded() }
         let signer = ca ?? authority
@@ -74,9 +77,10 @@ struct TrustAPITests {
 
     /// A signed App Store Server Notification V2 carrying `transaction` (and optional renewal info).
     func notification(
-        _ type: String, uuid: UUID = UUID(), transaction: JWSTransactionPayload?, signed: Date, renewal: [String: Any]? = nil
+        _ type: String, uuid: UUID = UUID(), transaction: JWSTransactionPayload?, signed: Date, renewal: [String: Any]? = nil,
+        environment: String = "Production"
     ) throws -> Data {
-        var data: [String: Any] = ["bundleId": Self.bundleID, "environment": "Production"]
+        var data: [String: Any] = ["bundleId": Self.bundleID, "environment": environment]
         if let transaction { data["signedTransactionInfo"] = try authority.sign(transaction) }
         if let renewal {
             data["signedRenewalInfo"] = try authority.sign(
@@ -648,6 +652,54 @@ struct TrustAPITests {
             // Stored in microseconds: compare within a millisecond, StoreKit's resolution.
             #expect(stored.last.map { $0.0 && abs(($0.1 ?? .distantPast).timeIntervalSince(grace)) < 0.001 && $0.2 == true } == true,
                     "g2: from the renewal info: \(String(describing: stored.last))")
+        }
+    }
+
+    @Test("signed payloads that go together must be of one environment: Sandbox renewal info beside a Production transaction on /sync, a notification whose transaction or renewal info is of another environment than its own, are refused (environment_mismatch) and store nothing")
+    func environmentsMustAgree() async throws {
+        try await TestEnvironment.withFresh { env in
+            // Both environments accepted (as on a staging server), so that only the cross-check refuses.
+            let both = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: Self.bundleID, allowedEnvironments: [.production, .sandbox])
+            let app = env.application(requireSigned: true, verifier: both)
+            let now = Date()
+            let production = Self.transaction(
+                original: "9100", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(30 * 86_400), signed: now.addingTimeInterval(-30))
+            let sandboxRenewal = try renewalInfo(original: "9100", autoRenew: true, billingRetry: false, grace: nil, signed: now, environment: "Sandbox")
+            let productionRenewal = try renewalInfo(original: "9100", autoRenew: true, billingRetry: false, grace: nil, signed: now)
+            // A Sandbox notification carrying a Production transaction (a refund of it), and a
+            // Production one carrying Sandbox renewal info (auto-renew off).
+            var refunded = production
+            refunded.revocationDate = now
+            refunded.revocationReason = 0
+            let mismatched = [
+                try notification("REFUND", transaction: refunded, signed: now, environment: "Sandbox"),
+                try notification("DID_CHANGE_RENEWAL_STATUS", transaction: production, signed: now, renewal: [
+                    "originalTransactionId": "9100", "autoRenewStatus": 0, "environment": "Sandbox",
+                    "signedDate": (now.timeIntervalSince1970 * 1000).rounded(),
+                ]),
+            ]
+            try await app.test(.router) { client in
+                let (mixed, mixedJSON) = try await client.sync(
+                    account: "acct-env", body: try Self.signedBody(reportID: "e1", jws: try authority.sign(production), renewal: sandboxRenewal))
+                #expect(mixed == .unprocessableContent)
+                #expect(mixedJSON.errorCode == "environment_mismatch")
+                #expect(mixedJSON.errorMessage == #"reports[0].signed_renewal_info: environment "Sandbox" is not that of the payload it goes with ("production")"#)
+                #expect(try await env.count("reports", accountID: "acct-env") == 0)
+                // Of one environment, the same is accepted.
+                let (same, _) = try await client.sync(
+                    account: "acct-env", body: try Self.signedBody(reportID: "e2", jws: try authority.sign(production), renewal: productionRenewal))
+                #expect(same == .accepted)
+
+                for body in mismatched {
+                    let (status, json) = try await client.postJSON("/v1/notifications/apple", body: body, credential: nil)
+                    #expect(status == .unprocessableContent)
+                    #expect(json.errorCode == "environment_mismatch")
+                }
+                #expect(try await env.scalar("SELECT count(*) FROM store_notifications") == 0)
+                #expect(try await env.count("reports", accountID: "acct-env") == 1)
+                let state = try await settled(client, "acct-env")
+                #expect(entitlementStatus(state) == "active")
+            }
         }
     }
 

@@ -69,13 +69,14 @@ struct NotificationController: Sendable {
         } catch {
             throw APIError(.badRequest, code: "invalid_request", message: "the body must be a JSON object with a string signedPayload")
         }
-        return try await handle(signedPayload: signedPayload)
+        return try await handle(signedPayload: signedPayload, environment: nil)
     }
 
     /// Handles one signed notification, from Apple's POST or from Get Notification History (the
     /// backfill, ``NotificationBackfill``): the same checks, the same deduplication by
-    /// `notificationUUID`, the same report.
-    func handle(signedPayload: String) async throws -> Answer {
+    /// `notificationUUID`, the same report. `environment`: the App Store Server API's, which a
+    /// notification from its history must be of.
+    func handle(signedPayload: String, environment: StoreEnvironment?) async throws -> Answer {
         guard signedPayload.utf8.count <= Self.maximumBodyBytes else {
             throw APIError(.contentTooLarge, code: "body_too_large", message: "signedPayload is larger than \(Self.maximumBodyBytes) bytes")
         }
@@ -88,6 +89,9 @@ struct NotificationController: Sendable {
                 message: "App Store notifications need SUBSYNC_APPLE_ROOT_CERTIFICATES and SUBSYNC_BUNDLE_ID on this server")
         }
         let notification = try await verified { try await verifier.verifyNotification(signedPayload) }
+        if let environment {
+            try await verified { try StoreKitVerificationError.requireSameEnvironment(notification, as: environment) }
+        }
         guard let notificationUUID = UUID(uuidString: notification.notificationUUID) else {
             throw APIError(.unprocessableContent, code: "malformed", message: "notificationUUID is not a UUID")
         }
@@ -102,9 +106,14 @@ struct NotificationController: Sendable {
             return answer
         }
         let transaction = try await verified { try await verifier.verifyTransaction(transactionJWS) }
+        // What the notification carries is of its environment: a sandbox transaction inside a
+        // production notification (or the other way round) is refused like a bad signature.
+        try await verified { try StoreKitVerificationError.requireSameEnvironment(notification, as: transaction.environment) }
         var renewal: JWSRenewalInfoPayload?
         if let renewalJWS = notification.data?.signedRenewalInfo {
-            renewal = try await verified { try await verifier.verifyRenewalInfo(renewalJWS) }
+            let info = try await verified { try await verifier.verifyRenewalInfo(renewalJWS) as JWSRenewalInfoPayload }
+            try await verified { try StoreKitVerificationError.requireSameEnvironment(info, as: transaction.environment) }
+            renewal = info
         }
         let report = try Self.report(notification: notification, transaction: transaction, renewal: renewal, notificationUUID: notificationUUID)
         record.originalTransactionID = report.originalTransactionID

@@ -45,6 +45,13 @@ public struct AppStoreAPIConfiguration: Sendable, CustomStringConvertible {
     /// The in-app purchase key (`.p8`, P-256).
     public var privateKey: P256.Signing.PrivateKey
     public var environment: Environment
+    /// ``environment`` as StoreKit payloads name it: every signed answer must be of it.
+    public var storeEnvironment: StoreEnvironment {
+        switch environment {
+        case .production: .production
+        case .sandbox: .sandbox
+        }
+    }
     /// Where requests go: the environment's URL, or a test double's (`SUBSYNC_APPSTORE_BASE_URL`).
     public var baseURL: String
     /// A cap on every endpoint's rate, below Apple's published limits (`nil`: those limits).

@@ -121,7 +121,7 @@ public struct NotificationBackfill: Service {
             for item in page.notificationHistory {
                 outcome.notifications += 1
                 do {
-                    let answer = try await notifications.handle(signedPayload: item.signedPayload)
+                    let answer = try await notifications.handle(signedPayload: item.signedPayload, environment: api.configuration.storeEnvironment)
                     if answer.status == "applied" { outcome.applied += 1 }
                 } catch let error as APIError where error.status.code < 500 {
                     // A notification that does not verify or make a report changes nothing:

@@ -24,23 +24,19 @@ struct StoreAnswers: Sendable {
     }
 
     /// The environment the API answers for, which every signed transaction must carry.
-    var environment: StoreEnvironment {
-        switch api.configuration.environment {
-        case .production: .production
-        case .sandbox: .sandbox
-        }
-    }
+    var environment: StoreEnvironment { api.configuration.storeEnvironment }
 
     /// The store report a signed transaction (with its signed renewal info) makes when it is of
     /// one of `originals`; `nil` when it is of another purchase. Throws when a signature, the
-    /// environment, the renewal's purchase or the report does not check out.
+    /// environment (the transaction's and the renewal info's must be the API's), the renewal's
+    /// purchase or the report does not check out.
     func report(transaction jws: String, renewal: String?, originals: Set<String>) async throws -> Report? {
         let transaction = try await verifier.verifyTransaction(jws)
         guard let original = transaction.payload.originalTransactionId, originals.contains(original),
             let id = transaction.payload.transactionId
         else { return nil }
         guard transaction.environment == environment else {
-            throw StoreKitVerificationError.wrongEnvironment(transaction.environment.rawValue)
+            throw StoreKitVerificationError.environmentMismatch(transaction.environment.rawValue, environment.rawValue)
         }
         var report = try transaction.report(reportID: "store", deviceID: NotificationController.deviceID, observedAt: transaction.signedDate, source: .store)
         if let renewal {
@@ -48,6 +44,8 @@ struct StoreAnswers: Sendable {
             guard info.originalTransactionId == original else {
                 throw StoreKitVerificationError.malformed("the renewal info is of another purchase")
             }
+            // Of the transaction's environment, so of the API's too.
+            try StoreKitVerificationError.requireSameEnvironment(info, as: transaction.environment)
             report.apply(info)
         }
         // Named by the facts, not by Apple's signing time (new on every answer): asking again,

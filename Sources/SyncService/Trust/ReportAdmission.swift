@@ -52,6 +52,13 @@ struct ReportAdmission: Sendable {
                             .unprocessableContent, code: "invalid_report",
                             message: "reports[\(index)].signed_renewal_info is for another purchase than its signed_transaction")
                     }
+                    do {
+                        try StoreKitVerificationError.requireSameEnvironment(renewal, as: verified.environment)
+                    } catch {
+                        throw error.refused(
+                            at: "reports[\(index)].signed_renewal_info", logger: logger, "signed payload refused",
+                            metadata: ["field": "reports[\(index)].signed_renewal_info", "report_index": "\(index)"])
+                    }
                     report.apply(renewal)
                 }
                 admitted.claims.append(
@@ -150,6 +157,8 @@ extension StoreKitVerificationError {
         case .malformed: "not a well-formed StoreKit JWS"
         case .unsupportedAlgorithm: "only ES256 is accepted"
         case .wrongApp: "signed for another app (app Apple id)"
+        case .environmentMismatch(let environment, let expected):
+            "environment \(Self.quoted(environment)) is not that of the payload it goes with (\(Self.quoted(expected)))"
         }
     }
 }

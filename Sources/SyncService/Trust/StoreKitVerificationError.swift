@@ -1,3 +1,5 @@
+import SyncCore
+
 /// Why a StoreKit 2 JWS (a signed transaction, renewal info or App Store Server Notification) was
 /// rejected by ``StoreKitVerifier``. Each case has a stable ``code`` for API responses and logs.
 public enum StoreKitVerificationError: Error, Sendable, Equatable, Hashable {
@@ -20,6 +22,21 @@ public enum StoreKitVerificationError: Error, Sendable, Equatable, Hashable {
     case unsupportedAlgorithm(String?)
     /// The payload's app Apple id is not the configured one.
     case wrongApp(Int64?)
+    /// Signed payloads that go together (a renewal info and its transaction, a notification and
+    /// the transaction or renewal info inside it, an App Store Server API answer and the API)
+    /// name different environments: this payload's, then the one it goes with.
+    case environmentMismatch(String?, String?)
+
+    /// Refuses `payload`'s environment unless it is `expected`, the environment of what it goes
+    /// with (already checked against the configuration).
+    static func requireSameEnvironment(
+        _ payload: some StoreKitSignedPayload, as expected: StoreEnvironment
+    ) throws(StoreKitVerificationError) {
+        let raw = payload.signedEnvironment
+        guard raw.flatMap({ StoreEnvironment(rawValue: $0.lowercased()) }) == expected else {
+            throw .environmentMismatch(raw, expected.rawValue)
+        }
+    }
 
     /// The stable machine-readable code of the error.
     public var code: String {
@@ -32,6 +49,7 @@ public enum StoreKitVerificationError: Error, Sendable, Equatable, Hashable {
         case .malformed: "malformed"
         case .unsupportedAlgorithm: "unsupported_algorithm"
         case .wrongApp: "wrong_app"
+        case .environmentMismatch: "environment_mismatch"
         }
     }
 }
@@ -48,6 +66,7 @@ extension StoreKitVerificationError: CustomStringConvertible {
         case .wrongEnvironment(let environment): "\(code): \(Self.quoted(environment))"
         case .unsupportedAlgorithm(let alg): "\(code): \(Self.quoted(alg))"
         case .wrongApp(let app): "\(code): \(app.map(String.init) ?? "none")"
+        case .environmentMismatch(let environment, let expected): "\(code): \(Self.quoted(environment)), not \(Self.quoted(expected))"
         }
     }
 
