@@ -118,8 +118,11 @@ struct AppStoreBackfillTests {
                 checkpoints: StoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger)
             let outcome = await backfill.runOnce()
             #expect(outcome.leased)
-            #expect(outcome.pages == 1)
-            #expect(outcome.refused == 1)
+            // Both windows of the first run fail on their second page (the store answers the same
+            // for each): the second failure ends the run.
+            #expect(outcome.pages == 2)
+            #expect(outcome.refused == 2)
+            #expect(outcome.failed == 2)
             #expect(!outcome.completed)
             #expect(try await env.scalar("SELECT count(*) FROM store_backfill WHERE checkpoint IS NULL AND last_error LIKE '%500%'") == 1)
             #expect(try await env.scalar("SELECT count(*) FROM store_notifications") == 0)
@@ -155,6 +158,90 @@ struct AppStoreBackfillTests {
             #expect(outcome.refused == 2 && outcome.applied == 0, "\(outcome)")
             #expect(try await env.scalar("SELECT count(*) FROM store_notifications") == 0)
             #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'sandboxed' AND source = 'store'") == 0)
+        }
+    }
+
+    @Test("a store whose paginationTokens go round in a circle (A, B, A, B, ...) is refused at the first token seen again, after a few pages")
+    func cyclingTokensAreRefused() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let clock = ManualClock()
+            let empty: JSONValue = []
+            try await double.script("POST", "/inApps/v1/notifications/history", query: [:], [
+                AppStoreDouble.Answer(json: ["hasMore": true, "paginationToken": "A", "notificationHistory": empty]),
+            ])
+            try await double.script("POST", "/inApps/v1/notifications/history", query: ["paginationToken": "A"], [
+                AppStoreDouble.Answer(json: ["hasMore": true, "paginationToken": "B", "notificationHistory": empty]),
+            ])
+            try await double.script("POST", "/inApps/v1/notifications/history", query: ["paginationToken": "B"], [
+                AppStoreDouble.Answer(json: ["hasMore": true, "paginationToken": "A", "notificationHistory": empty]),
+            ])
+            // A bound of 50 pages a window keeps the test short; the store gets nowhere near it.
+            let backfill = NotificationBackfill(
+                api: try AppStoreAPITests.client(double, attempts: 1), notifications: Self.notifications(env, verifier: trust.verifier),
+                checkpoints: StoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger,
+                maximumPages: 50)
+            let outcome = await backfill.runOnce()
+            #expect(outcome.leased && !outcome.completed)
+            // The first run has two windows (a day back, then the overlap to now): the first, the A
+            // and the B page of each, and no more.
+            let asked = try await double.requests()
+            #expect(asked.count == 6, "\(asked.map(\.query))")
+            #expect(asked.map { $0.query["paginationToken"] ?? "-" } == ["-", "A", "B", "-", "A", "B"])
+            #expect(outcome.failed == 2)
+            #expect(try await env.scalar("SELECT count(*) FROM store_backfill WHERE checkpoint IS NULL AND last_error LIKE '%paginationToken%'") == 1)
+        }
+    }
+
+    @Test("a window that always fails holds the checkpoint, not the windows after it: they are read (a refund in them applied) at once, and after three such runs the window is skipped, said and recorded")
+    func failingWindowDoesNotHoldLaterOnes() async throws {
+        try await TestEnvironment.withFresh { env in
+            let trust = try TrustAPITests()
+            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let now = Date()
+            let clock = ManualClock(start: now)
+            let purchased = now.addingTimeInterval(-86_400)
+            let expires = now.addingTimeInterval(29 * 86_400)
+            let first = TrustAPITests.transaction(original: "t-stuck", purchased: purchased, expires: expires, signed: purchased)
+            try await StoreReconcileCommandTests.deviceReported(first, account: "stuck", trust: trust, env: env)
+            // A refund in the last window (the last ten minutes), whose notification was lost.
+            let body = try trust.notification("REFUND", transaction: TrustAPITests.transaction(
+                original: "t-stuck", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-60),
+                revoked: now.addingTimeInterval(-120)), signed: now.addingTimeInterval(-60))
+            let signedPayload = try #require((try JSONSerialization.jsonObject(with: body) as? [String: Any])?["signedPayload"] as? String)
+            // Every run asks the first window (a day back) and then the last: the first always fails.
+            let failing = AppStoreDouble.Answer(status: 500, json: AppStoreAPITests.error(5000000, "An unknown error occurred."))
+            let refund = AppStoreDouble.Answer(json: ["hasMore": false, "notificationHistory": [["signedPayload": .string(signedPayload)]]])
+            try await double.script("POST", "/inApps/v1/notifications/history", [failing, refund, failing, refund, failing, refund])
+            let backfill = NotificationBackfill(
+                api: try AppStoreAPITests.client(double, attempts: 1), notifications: Self.notifications(env, verifier: trust.verifier),
+                checkpoints: StoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger)
+
+            // The first run: the refund is applied although the window before it failed.
+            var outcome = await backfill.runOnce()
+            #expect(outcome.failed == 1 && outcome.applied == 1 && outcome.skipped == 0 && !outcome.completed)
+            #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'stuck' AND source = 'store' AND revoked_at IS NOT NULL") == 1)
+            #expect(try await env.scalar("SELECT count(*) FROM store_backfill WHERE checkpoint IS NULL AND last_error LIKE 'window [%500%'") == 1)
+            // The second: the same (the refund a duplicate now).
+            outcome = await backfill.runOnce()
+            #expect(outcome.failed == 1 && outcome.applied == 0 && outcome.skipped == 0)
+            #expect(try await env.scalar("SELECT count(*) FROM store_backfill WHERE checkpoint IS NULL") == 1)
+            // The third: given up on, said in last_error, and the checkpoint moves past it to now.
+            outcome = await backfill.runOnce()
+            #expect(outcome.failed == 1 && outcome.skipped == 1)
+            let checkpoint = try await env.pool.query("SELECT checkpoint, last_error FROM store_backfill")[0]
+            #expect(try checkpoint.decode(Date?.self, at: 0).map { abs($0.timeIntervalSince(now)) < 0.001 } == true)
+            #expect(try checkpoint.decode(String?.self, at: 1)?.hasPrefix("skipped window [") == true)
+            // The next run starts from there: the skipped window is not asked again.
+            let before = try await double.requests().count
+            clock.advance(by: .seconds(3_600))
+            outcome = await backfill.runOnce()
+            #expect(outcome.completed)
+            let next = try await double.requests().dropFirst(before)
+            #expect(next.count == 1)
+            let window = try #require(try JSONSerialization.jsonObject(with: Data((next.first?.body ?? "").utf8)) as? [String: Int64])
+            #expect(window["startDate"] == AppStoreServerAPI.milliseconds(now.addingTimeInterval(-600)))
         }
     }
 }

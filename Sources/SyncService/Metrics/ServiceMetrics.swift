@@ -38,6 +38,11 @@ enum ServiceMetrics {
     static func bindingConflicts(_ outcome: String) -> Counter {
         Counter(label: "subsync_binding_conflicts_total", dimensions: [("outcome", outcome)])
     }
+    /// Windows of the App Store notification backfill, by outcome: `read` through, `failed` (the
+    /// checkpoint waits at the first), `skipped` (failed run after run while later ones read).
+    static func backfillWindows(_ outcome: String) -> Counter {
+        Counter(label: "subsync_appstore_backfill_windows_total", dimensions: [("outcome", outcome)])
+    }
     /// App Store Server Notifications handled, by status (applied, duplicate, unmatched, ignored).
     static func storeNotifications(_ status: String) -> Counter {
         Counter(label: "subsync_store_notifications_total", dimensions: [("status", status)])
