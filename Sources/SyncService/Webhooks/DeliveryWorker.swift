@@ -96,14 +96,15 @@ public struct DeliveryWorker: Service {
 
     /// Claims, sends and records one batch; returns how many deliveries it attempted.
     func deliverBatch() async throws -> Int {
+        let claimedAt = clock.now()
         let claim = try await store.claim(
-            limit: configuration.batchSize, lease: configuration.effectiveLease, partition: configuration.partition, now: clock.now())
+            limit: configuration.batchSize, lease: configuration.effectiveLease, partition: configuration.partition, now: claimedAt)
         for hold in claim.held {
             // Only this endpoint waits; the rest of the claim goes out.
             ServiceMetrics.deliveriesHeldForSecret.increment(by: hold.deliveries)
             logger.error("a webhook endpoint's secret cannot be opened: its deliveries are held, the others go out", metadata: [
                 "endpoint_id": "\(hold.endpointID.uuidString.lowercased())", "deliveries": "\(hold.deliveries)",
-                "held_seconds": "\(Int(DeliveryStore.secretHold))", "error": "\(hold.error)",
+                "held_seconds": "\(Int(hold.until.timeIntervalSince(claimedAt).rounded()))", "error": "\(hold.error)",
                 "fix": "put the key back in SUBSYNC_SECRET_KEYS and run subsync endpoints reseal, or rotate the endpoint's secret",
             ])
         }

@@ -82,7 +82,7 @@ public struct DeliveryStore: Sendable {
         public var held: [SecretHold]
     }
 
-    /// Deliveries of one endpoint that a claim held back for ``secretHold`` seconds instead of
+    /// Deliveries of one endpoint that a claim held back for about ``secretHold`` seconds instead of
     /// sending: its stored secret (or the previous one, while that still signs) cannot be opened
     /// with `SUBSYNC_SECRET_KEYS` (the key that sealed it was removed before `subsync endpoints
     /// reseal`). Only that endpoint waits; the claim's other deliveries go out. No attempt is
@@ -92,12 +92,24 @@ public struct DeliveryStore: Sendable {
         public var deliveries: Int
         /// Why the secret does not open (names the key id, never a secret).
         public var error: String
+        /// When they are due again (``heldUntil(claimedAt:leasedUntil:)``).
+        public var until: Date
     }
 
-    /// How long a delivery whose endpoint's secret cannot be opened waits, after its claim's
-    /// lease would have ended, before it is claimed (and tried) again. Past the lease, never on
-    /// it: `record` lets go of what waits exactly for a lease.
+    /// How long a delivery whose endpoint's secret cannot be opened waits after its claim before
+    /// it is claimed (and tried) again: a minute, so that deliveries resume within about a minute
+    /// of the key's return (see ``heldUntil(claimedAt:leasedUntil:)``).
     public static let secretHold: TimeInterval = 60
+
+    /// When the deliveries a claim at `now` held are due again: ``secretHold`` after it, unless
+    /// that is within a second of the claim's lease's end, then a second past that end. Never on
+    /// it: `record` lets go of what waits exactly for a lease, so they would be claimed, and held,
+    /// again at once. Before the lease's end is fine: the hold ends their lease, and nothing of
+    /// their streams is left in the claim.
+    public static func heldUntil(claimedAt now: Date, leasedUntil: Date) -> Date {
+        let until = now.addingTimeInterval(secretHold)
+        return abs(until.timeIntervalSince(leasedUntil)) < 1 ? leasedUntil.addingTimeInterval(1) : until
+    }
 
     /// ``claimDue(limit:lease:partition:now:)``, with what it held back.
     public func claim(limit: Int, lease: TimeInterval, partition: (index: Int, count: Int) = (0, 1), now: Date = Date()) async throws -> Claim {
@@ -225,9 +237,10 @@ public struct DeliveryStore: Sendable {
         Self.markStreamEnds(&all, limit: limit)
         guard !unreadable.isEmpty else { return Claim(deliveries: all, held: []) }
         let held = all.filter { unreadable[$0.endpointID] != nil }
+        let until = Self.heldUntil(claimedAt: now, leasedUntil: leasedUntil)
         try await pool.preparedQuery(
             """
-            UPDATE deliveries d SET leased_until = NULL, next_attempt_at = \(leasedUntil.addingTimeInterval(Self.secretHold))
+            UPDATE deliveries d SET leased_until = NULL, next_attempt_at = \(until)
             FROM unnest(\(held.map(\.accountID))::text[], \(held.map(\.deliveryID))::bigint[]) AS v(account_id, delivery_id)
             WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id AND d.leased_until = \(leasedUntil)
             """
@@ -236,7 +249,7 @@ public struct DeliveryStore: Sendable {
         return Claim(
             deliveries: all.filter { unreadable[$0.endpointID] == nil },
             held: counts.keys.sorted { $0.uuidString < $1.uuidString }.map {
-                SecretHold(endpointID: $0, deliveries: counts[$0] ?? 0, error: unreadable[$0] ?? "")
+                SecretHold(endpointID: $0, deliveries: counts[$0] ?? 0, error: unreadable[$0] ?? "", until: until)
             })
     }
 
