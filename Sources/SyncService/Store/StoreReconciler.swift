@@ -163,8 +163,8 @@ public struct StoreReconciler: Sendable {
                 "transactions.revoked_at", stored.storeRevocation.map { RFC3339.format($0.revokedAt) },
                 store.revokedAt.map(RFC3339.format)))
         }
-        if store.revokedAt != nil, stored.isRevoked, let reason = store.revocationReason, stored.revocation?.reason != reason {
-            differences.append(difference("transactions.revocation_reason", stored.revocation?.reason?.rawValue, reason.rawValue))
+        if store.revokedAt != nil, stored.storeSaysRevoked, let reason = store.revocationReason, stored.storeRevocation?.reason != reason {
+            differences.append(difference("transactions.revocation_reason", stored.storeRevocation?.reason?.rawValue, reason.rawValue))
         }
         // Sticky in the join: a store saying "not upgraded" of an upgraded transaction changes
         // nothing, and stays a difference, like an earlier expiry.
