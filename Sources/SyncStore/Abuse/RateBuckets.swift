@@ -85,7 +85,11 @@ public struct RateBuckets: Sendable {
             VALUES (\(key), 0, \(now), \(rate), 1, 1, false)
             ON CONFLICT (key) DO UPDATE SET
                 tokens = \(unescaped: Self.refilled) - 1,
-                refreshed_at = \(unescaped: Self.slotRefreshed),
+                -- The later of the row's time and the caller's, but never more than a minute past
+                -- the caller's (a parameter: Citus refuses a timestamp plus an interval on a column
+                -- in a distributed upsert), so one process whose clock runs ahead cannot stop the
+                -- others from regaining slots for as long as its clock is wrong.
+                refreshed_at = LEAST(GREATEST(b.refreshed_at, EXCLUDED.refreshed_at), \(now.addingTimeInterval(60))),
                 rate = EXCLUDED.rate, burst = 1, cost = 1, refused = false
             WHERE \(unescaped: Self.refilled) - 1 >= \(-Self.seconds(maximumWait) * rate)
             RETURNING tokens
@@ -105,7 +109,11 @@ public struct RateBuckets: Sendable {
             VALUES (\(key), \(1 - max(0, until.timeIntervalSince(now)) * rate), \(now), \(rate), 1, 1, false)
             ON CONFLICT (key) DO UPDATE SET
                 tokens = LEAST(\(unescaped: Self.refilled), EXCLUDED.tokens),
-                refreshed_at = \(unescaped: Self.slotRefreshed),
+                -- The later of the row's time and the caller's, but never more than a minute past
+                -- the caller's (a parameter: Citus refuses a timestamp plus an interval on a column
+                -- in a distributed upsert), so one process whose clock runs ahead cannot stop the
+                -- others from regaining slots for as long as its clock is wrong.
+                refreshed_at = LEAST(GREATEST(b.refreshed_at, EXCLUDED.refreshed_at), \(now.addingTimeInterval(60))),
                 rate = EXCLUDED.rate, burst = 1, cost = 1, refused = false
             """
         )
@@ -120,12 +128,6 @@ public struct RateBuckets: Sendable {
         let refilled = min(1, tokens + max(0, now.timeIntervalSince(refreshed)) * rate)
         return Self.duration(seconds: max(0, 1 - refilled) / rate)
     }
-
-    /// A slot row's time after a reservation: the later of the row's and the caller's, but never
-    /// more than a minute past the caller's, so one process whose clock runs ahead cannot stop
-    /// every other from regaining slots for as long as its clock is wrong.
-    private static let slotRefreshed =
-        "LEAST(GREATEST(b.refreshed_at, EXCLUDED.refreshed_at), EXCLUDED.refreshed_at + interval '1 minute')"
 
     /// A rate that is a positive number (anything else is one a second, not a trap).
     static func usableRate(_ rate: Double) -> Double {
