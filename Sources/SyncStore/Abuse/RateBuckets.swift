@@ -109,10 +109,7 @@ public struct RateBuckets: Sendable {
             VALUES (\(key), \(1 - max(0, until.timeIntervalSince(now)) * rate), \(now), \(rate), 1, 1, false)
             ON CONFLICT (key) DO UPDATE SET
                 tokens = LEAST(\(unescaped: Self.refilled), EXCLUDED.tokens),
-                -- The later of the row's time and the caller's, but never more than a minute past
-                -- the caller's (a parameter: Citus refuses a timestamp plus an interval on a column
-                -- in a distributed upsert), so one process whose clock runs ahead cannot stop the
-                -- others from regaining slots for as long as its clock is wrong.
+                -- Capped a minute past the caller's clock, as in reserveSlot.
                 refreshed_at = LEAST(GREATEST(b.refreshed_at, EXCLUDED.refreshed_at), \(now.addingTimeInterval(60))),
                 rate = EXCLUDED.rate, burst = 1, cost = 1, refused = false
             """
