@@ -76,6 +76,9 @@ struct ServeCommandTests {
         let httpPort = freeTCPPort()
         let process = try await Self.serveOnTestDatabase(port: httpPort, [
             "SUBSYNC_HTTP_MAX_CONNECTIONS": "64", "SUBSYNC_HTTP_HEAD_TIMEOUT_SECONDS": "2",
+            // One source may take the whole bound here: this test is about the bound itself
+            // (the per-source share: oneHostCannotTakeEveryConnection).
+            "SUBSYNC_HTTP_MAX_CONNECTIONS_PER_SOURCE": "64",
             // The idle timeout (which every trickled byte starts again) is out of the way: only
             // the head timeout can close these.
             "SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS": "600",
@@ -97,7 +100,8 @@ struct ServeCommandTests {
             try await Task.sleep(for: .milliseconds(250))
         }
         let result = try await trickled
-        let stats = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Int], "\(result.output)")
+        let stats = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.output)")
+            .compactMapValues { $0 as? Int }
         #expect(served, "a normal client was not served while the slow ones trickled")
         // 64 accepted, plus the listening socket and the normal client's, plus at most one
         // accept batch: the limit is checked before each read of the listening socket, and one
@@ -112,6 +116,67 @@ struct ServeCommandTests {
         #expect((stats["closed_by_server"] ?? 0) >= 150, "\(stats)")
         process.terminate()
         #expect(await waitForExit(process, seconds: 300))
+    }
+
+    @Test("one host holding sockets open with a probe every few seconds takes only its share of the connections: another host is served, and probes past their limit are refused and closed")
+    func oneHostCannotTakeEveryConnection() async throws {
+        let httpPort = freeTCPPort()
+        // The attack of issue #60 item 4: as many sockets as the bound, each sending GET /healthz
+        // every second (well inside the head timeout), from one address.
+        let process = try await Self.serveOnTestDatabase(port: httpPort, [
+            "SUBSYNC_HTTP_MAX_CONNECTIONS": "16", "SUBSYNC_HTTP_MAX_CONNECTIONS_PER_SOURCE": "4",
+            "SUBSYNC_HTTP_HEAD_TIMEOUT_SECONDS": "10", "SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS": "600",
+            "SUBSYNC_RATE_LIMIT_PROBES": "100/s,burst=200",
+        ])
+        defer { if process.isRunning { process.terminate() } }
+        let script = TestPackage.file("scripts/trickle-clients.py")
+        let python = try TestPackage.python()
+        async let held = runProcess(python, [script.path, String(httpPort), "--mode", "probe", "--connections", "16", "--seconds", "25", "--interval", "1"])
+        // Once the holder's sockets are in, a second host (127.0.0.2 on loopback) is answered.
+        var most = 0
+        var otherHost = 0
+        let until = ContinuousClock.now + .seconds(20)
+        try await Task.sleep(for: .seconds(3))
+        while ContinuousClock.now < until {
+            most = max(most, connectionsHeld(by: process.processIdentifier, port: httpPort))
+            if otherHost != 200 {
+                let answer = try await runProcess("/usr/bin/curl", [
+                    "-s", "-o", "/dev/null", "-w", "%{http_code}", "--interface", "127.0.0.2", "--max-time", "5",
+                    "http://127.0.0.1:\(httpPort)/healthz"])
+                otherHost = Int(answer.stdout) ?? 0
+            }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        let result = try await held
+        let stats = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.output)")
+        let answers = stats["answers"] as? [String: Int] ?? [:]
+        #expect(otherHost == 200, "a second host was not served while one host held its sockets: \(otherHost)")
+        // The holder keeps 4 (its share) and goes on being answered on them; the other 12 were
+        // closed as they opened. Without the share, all 16 stay and nobody else gets in.
+        #expect(stats["open_at_end"] as? Int == 4, "\(stats)")
+        #expect(stats["closed_by_server"] as? Int == 12, "\(stats)")
+        #expect((answers["200"] ?? 0) >= 4 * 10, "\(stats)")
+        #expect(most <= 4 + 2, "serve held \(most) connections on its port")
+        process.terminate()
+        #expect(await waitForExit(process, seconds: 300))
+
+        // Probes past their limit: 429, then the connection is closed, so probing cannot hold it.
+        let limitedPort = freeTCPPort()
+        let limited = try await Self.serveOnTestDatabase(port: limitedPort, ["SUBSYNC_RATE_LIMIT_PROBES": "1/m,burst=3"])
+        defer { if limited.isRunning { limited.terminate() } }
+        // serveOnTestDatabase's /readyz poll took from the same bucket; the rest runs out here.
+        let probes = try await runProcess(python, [
+            script.path, String(limitedPort), "--mode", "probe", "--connections", "1", "--seconds", "6", "--interval", "0.5"])
+        let probeStats = try #require(try JSONSerialization.jsonObject(with: Data(probes.stdout.utf8)) as? [String: Any], "\(probes.output)")
+        let probeAnswers = probeStats["answers"] as? [String: Int] ?? [:]
+        #expect(probeAnswers["429"] == 1, "\(probeStats)")
+        #expect(probeStats["closed_by_server"] as? Int == 1, "\(probeStats)")
+        #expect(probeStats["open_at_end"] as? Int == 0, "\(probeStats)")
+        let refused = try await runProcess("/usr/bin/curl", ["-s", "-i", "http://127.0.0.1:\(limitedPort)/healthz"])
+        #expect(refused.stdout.contains("429") && refused.stdout.lowercased().contains("retry-after"), "\(refused.stdout)")
+        #expect(refused.stdout.contains("\"code\":\"rate_limited\""), "\(refused.stdout)")
+        limited.terminate()
+        #expect(await waitForExit(limited, seconds: 300))
     }
 
     @Test("slow bodies and clients that stop reading: each request is cut off at the request timeout, so neither holds a connection")

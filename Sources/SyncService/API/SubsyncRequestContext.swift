@@ -26,6 +26,12 @@ public struct SubsyncRequestContext: RequestContext, RemoteAddressRequestContext
     func clientAddress(of request: Request, trusting proxies: TrustedProxies) -> String {
         proxies.clientAddress(peer: remoteAddress?.ipAddress, headers: request.headers)
     }
+
+    /// Stops reading the connection: the answer being prepared is still written, then
+    /// Hummingbird finds no next request and closes the connection.
+    func closeAfterAnswer() {
+        channel.close(mode: .input, promise: nil)
+    }
 }
 
 /// Whether a handler has started reading a request's body (set once, read by ``ErrorMiddleware``

@@ -5,17 +5,35 @@ import NIOConcurrencyHelpers
 import SyncCore
 
 /// `GET /healthz` (the process is up) and `GET /readyz` (the database answers).
+///
+/// Neither takes a credential, so both are limited per source address (`limiter`,
+/// `SUBSYNC_RATE_LIMIT_PROBES`): a refused probe is answered 429 and its connection closed, so
+/// sockets kept open by probing cannot hold connection slots (docs/SECURITY.md, "One host cannot
+/// take every connection").
 struct HealthController: Sendable {
     let pool: ConnectionPool
     let clock: any ServiceClock
+    let limiter: RateLimiter?
+    let proxies: TrustedProxies
 
-    func addRoutes(to router: Router<some RequestContext>) {
-        router.get("healthz") { _, _ in
-            Self.json(["status": "ok"])
+    func addRoutes(to router: Router<SubsyncRequestContext>) {
+        router.get("healthz") { request, context in
+            try await admit(request, context)
+            return Self.json(["status": "ok"])
         }
-        router.get("readyz") { _, _ in
-            try await ready()
+        router.get("readyz") { request, context in
+            try await admit(request, context)
+            return try await ready()
         }
+    }
+
+    /// Refuses a probe over its source's limit with 429, closing the connection after the answer.
+    private func admit(_ request: Request, _ context: SubsyncRequestContext) async throws {
+        guard let limiter, let wait = await limiter.take(context.clientAddress(of: request, trusting: proxies)) else { return }
+        var refusal = APIError.rateLimited(retryAfter: wait, what: "health probes from this address")
+        refusal.headers[.connection] = "close"
+        context.closeAfterAnswer()
+        throw refusal
     }
 
     private func ready() async throws -> Response {
