@@ -886,7 +886,8 @@ CREATE TABLE public.usage_totals (
     entries bigint DEFAULT 0 NOT NULL,
     final boolean DEFAULT false NOT NULL,
     allowance bigint,
-    tier text
+    tier text,
+    transfers bigint DEFAULT 0 NOT NULL
 );
 
 --

@@ -25,8 +25,11 @@ public struct WebhookUsage: Sendable, Hashable, Codable {
     public var fromRewards: Int
     /// Units of ``used`` taken from credits.
     public var fromCredits: Int
-    /// Units used beyond allowance, rewards and credits.
+    /// Units billed: those used beyond allowance, rewards and credits, plus ``reclaimedUnits``.
     public var overageUnits: Int
+    /// Units of minute packs that moved to another account after they were spent in this period:
+    /// part of ``overageUnits`` (0 from a service that does not send it).
+    public var reclaimedUnits: Int
     /// ``overageUnits`` times the meter's price, as a decimal string; `nil` without a price.
     public var overageAmount: String?
     /// The currency of ``overageAmount``.
@@ -48,8 +51,9 @@ public struct WebhookUsage: Sendable, Hashable, Codable {
         meter: String, unit: String, periodStart: Date, periodEnd: Date, allowance: WebhookLimit, used: Int,
         fromAllowance: Int, fromRewards: Int, fromCredits: Int, overageUnits: Int, overageAmount: String?,
         currency: String?, available: Int? = nil, rewards: Int? = nil, credits: Int? = nil,
-        threshold: Int? = nil, revision: Int? = nil
+        threshold: Int? = nil, revision: Int? = nil, reclaimedUnits: Int = 0
     ) {
+        self.reclaimedUnits = reclaimedUnits
         self.meter = meter
         self.unit = unit
         self.periodStart = periodStart
@@ -78,6 +82,7 @@ public struct WebhookUsage: Sendable, Hashable, Codable {
         case fromRewards = "from_rewards"
         case fromCredits = "from_credits"
         case overageUnits = "overage_units"
+        case reclaimedUnits = "reclaimed_units"
         case overageAmount = "overage_amount"
     }
 
@@ -98,6 +103,7 @@ public struct WebhookUsage: Sendable, Hashable, Codable {
         fromRewards = try c.decode(Int.self, forKey: .fromRewards)
         fromCredits = try c.decode(Int.self, forKey: .fromCredits)
         overageUnits = try c.decode(Int.self, forKey: .overageUnits)
+        reclaimedUnits = try c.decodeIfPresent(Int.self, forKey: .reclaimedUnits) ?? 0
         overageAmount = try c.decodeIfPresent(String.self, forKey: .overageAmount)
         currency = try c.decodeIfPresent(String.self, forKey: .currency)
         available = try c.decodeIfPresent(Int.self, forKey: .available)
@@ -120,6 +126,7 @@ public struct WebhookUsage: Sendable, Hashable, Codable {
         try c.encode(fromRewards, forKey: .fromRewards)
         try c.encode(fromCredits, forKey: .fromCredits)
         try c.encode(overageUnits, forKey: .overageUnits)
+        try c.encode(reclaimedUnits, forKey: .reclaimedUnits)
         try c.encode(overageAmount, forKey: .overageAmount)
         try c.encode(currency, forKey: .currency)
         try c.encode(available, forKey: .available)

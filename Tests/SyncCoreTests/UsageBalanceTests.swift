@@ -7,7 +7,7 @@ import TestSupport
 /// Random but meaningful ledgers of one meter: three monthly periods (two of them overlapping, as
 /// when a subscription takes over from a calendar month), upgrades (a second allowance entry for
 /// a period), usage from several devices including times outside every period, credits, refunds,
-/// refunds reversed, rewards and operator adjustments. Ids come from small pools so duplicates happen often.
+/// refunds reversed, packs moved to another account, rewards and operator adjustments. Ids come from small pools so duplicates happen often.
 enum RandomLedger {
     static let base = utc(2026, 1, 1)
     static let periods: [UsagePeriod] = [
@@ -39,6 +39,10 @@ enum RandomLedger {
             // A refund of the pack reversed: its units back, after the refund.
             return UsageEntry(id: "credit_restored:t\(key / 10 % 4)#\(key / 40 % 2)", meter: "minutes", kind: .creditRestored, units: 100,
                               at: utc(2026, 1, 9 + Int(key / 10 % 4) * 9 + Int(key / 40 % 2) * 3))
+        case 7:
+            // The pack moved to another account (binding policy transfer), after it came.
+            return UsageEntry(id: "credit_transferred:t\(key / 10 % 4)", meter: "minutes", kind: .creditRevoked, units: 100,
+                              at: utc(2026, 1, 10 + Int(key / 10 % 4) * 9))
         case 4:
             return UsageEntry(id: "reward:admob:\(key / 10)", meter: "minutes", kind: .reward, units: 5 + bits(5, 10), at: at)
         case 5:
@@ -133,12 +137,13 @@ enum RandomLedger {
             let periods = balance.periods + (balance.unallocated.map { [$0] } ?? [])
             #expect(periods.reduce(0) { $0 + $1.used } == used)
             for period in periods {
-                #expect(period.used == period.fromAllowance + period.fromRewards + period.fromCredits + period.overage)
-                #expect(min(period.fromAllowance, period.fromRewards, period.fromCredits, period.overage) >= 0)
+                #expect(period.used + period.reclaimed == period.fromAllowance + period.fromRewards + period.fromCredits + period.overage)
+                #expect(min(period.fromAllowance, period.fromRewards, period.fromCredits, period.overage, period.reclaimed) >= 0)
+                #expect(period.reclaimed <= period.overage)
                 #expect(LimitValue.limited(period.fromAllowance) <= period.allowance)
                 // Rewards and credits are only spent once the allowance is gone.
                 if period.fromRewards + period.fromCredits > 0 { #expect(period.allowanceLeft == 0) }
-                if period.fromCredits > 0 || period.overage > 0 { #expect(period.allowanceLeft ?? 1 == 0) }
+                if period.fromCredits > 0 || period.overage > period.reclaimed { #expect(period.allowanceLeft ?? 1 == 0) }
             }
             #expect(balance.rewards >= 0)
             #expect(balance.rewards + periods.reduce(0) { $0 + $1.fromRewards } == rewarded)
@@ -160,6 +165,57 @@ enum RandomLedger {
                 #expect(zip(credited.periods, before.periods).allSatisfy { $0.overage <= $1.overage })
             }
         }
+    }
+
+    /// Issue #60 item 3: a pack that comes and moves on to another account mints nothing. Against
+    /// the same ledger without it, the account's overage less its credits is the same (what was
+    /// spent of the pack is billed, what was not goes with it), and a move that nothing follows
+    /// leaves the credit pool in no more debt than it would be in without the pack.
+    @Test func aPackThatMovesAwayMintsNothing() async {
+        await propertyCheck(count: 400, input: specs, Gen.int(in: -15...80), Gen.int(in: 0...60)) { specs, arrival, stay in
+            let entries = specs.map(RandomLedger.entry)
+            let bought = RandomLedger.base.addingTimeInterval(Double(arrival) * 86_400)
+            let pack = UsageEntry(id: "credit:moving", meter: "minutes", kind: .credit, units: 100, at: bought)
+            let moved = UsageEntry(
+                id: "credit_transferred:moving", meter: "minutes", kind: .creditRevoked, units: 100,
+                at: bought.addingTimeInterval(Double(stay) * 86_400 + 3_600))
+            for now in RandomLedger.probeTimes {
+                let without = UsageBalance.compute(meter: "minutes", entries: entries, now: now)
+                let with = UsageBalance.compute(meter: "minutes", entries: entries + [pack, moved], now: now)
+                func billed(_ balance: UsageBalance) -> Int {
+                    (balance.periods + (balance.unallocated.map { [$0] } ?? [])).reduce(0) { $0 + $1.overage }
+                }
+                #expect(billed(with) - with.credits == billed(without) - without.credits, "at \(now)")
+                // When nothing follows the move, it leaves no debt the account would not have
+                // had anyway. (A later refund can: the pool is one, so credits that covered the
+                // moved pack's spent units are gone when their own pack is refunded.)
+                let last = entries.map(\.at).max() ?? bought
+                let movedLast = UsageEntry(
+                    id: "credit_transferred:moving", meter: "minutes", kind: .creditRevoked, units: 100,
+                    at: max(moved.at, last.addingTimeInterval(1)))
+                let withLast = UsageBalance.compute(meter: "minutes", entries: entries + [pack, movedLast], now: now)
+                #expect(withLast.credits >= min(without.credits, 0), "at \(now): \(withLast.credits) against \(without.credits)")
+                #expect(billed(withLast) - withLast.credits == billed(without) - without.credits, "at \(now)")
+            }
+        }
+    }
+
+    @Test func aSpentPackThatMovesIsBilledWhereItWasSpent() {
+        let allowance = UsageEntry(id: "a", meter: "minutes", kind: .allowance, units: 100, at: utc(2026, 1, 1), periodEnd: utc(2026, 2, 1))
+        let pack = UsageEntry(id: "credit:p", meter: "minutes", kind: .credit, units: 100, at: utc(2026, 1, 2))
+        let calls = UsageEntry(id: "usage:phone:1", meter: "minutes", kind: .usage, units: 170, at: utc(2026, 1, 3))
+        let moved = UsageEntry(id: "credit_transferred:p", meter: "minutes", kind: .creditRevoked, units: 100, at: utc(2026, 1, 4))
+        let balance = UsageBalance.compute(meter: "minutes", entries: [allowance, pack, calls, moved], now: utc(2026, 1, 5))
+        // 100 from the allowance, 70 from the pack; the pack leaves: its 30 unspent go with it, its
+        // 70 spent are billed here. A refund of the same pack leaves a debt instead.
+        #expect(balance.current?.fromCredits == 70)
+        #expect(balance.current?.reclaimed == 70)
+        #expect(balance.current?.overage == 70)
+        #expect(balance.credits == 0)
+        let refund = UsageEntry(id: "credit_revoked:p", meter: "minutes", kind: .creditRevoked, units: 100, at: utc(2026, 1, 4))
+        let refunded = UsageBalance.compute(meter: "minutes", entries: [allowance, pack, calls, refund], now: utc(2026, 1, 5))
+        #expect(refunded.current?.overage == 0)
+        #expect(refunded.credits == -70)
     }
 
     @Test func twoDifferentEntriesClaimingOneIDGiveTheSameBalanceInEitherOrder() {

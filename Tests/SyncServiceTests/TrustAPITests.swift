@@ -1084,6 +1084,57 @@ struct TrustAPITests {
         }
     }
 
+    @Test("a minute pack spent in one account and moved on, twice, yields its units once: what was spent of it is billed where it was spent")
+    func spentPackMovedTwiceMintsNothing() async throws {
+        // Issue #60 item 3: a modified client keeps a pack's JWS and syncs it into account after
+        // account, spending it in each before it moves on.
+        try await TestEnvironment.withFresh { env in
+            let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
+            let jws = try signedPack("8500", purchased: Date().addingTimeInterval(-60), signed: Date())
+            let ledger = UsageLedger(pool: env.pool, catalogue: .default)
+            let accounts = ["spend-a", "spend-b", "spend-c"]
+            try await app.test(.router) { client in
+                for (index, account) in accounts.enumerated() {
+                    _ = try await client.sync(account: account, body: try Self.signedBody(reportID: "s-\(index)", jws: jws))
+                    _ = try await settled(client, account)
+                    if index > 0 { _ = try await settled(client, accounts[index - 1]) }
+                    #expect(try await ledger.balances(of: account, now: Date()).first?.credits == 100, "\(account) has the pack")
+                    guard index < 2 else { continue }
+                    // 200 minutes: the free tier's 100, then the pack's 100.
+                    let used = try await client.postJSON(
+                        "/v1/accounts/\(account)/usage", body: try UsageAPITests.usageBody(device: "phone", [("call", 200, Date())]))
+                    #expect(used.status.code / 100 == 2 && used.json["accepted"] as? Int == 1, "\(used.json)")
+                }
+                var spentUnbilled = 0
+                for account in accounts {
+                    let balance = try #require(try await ledger.balances(of: account, now: Date()).first)
+                    let periods = balance.periods + (balance.unallocated.map { [$0] } ?? [])
+                    let fromCredits = periods.reduce(0) { $0 + $1.fromCredits }
+                    let reclaimed = periods.reduce(0) { $0 + $1.reclaimed }
+                    spentUnbilled += fromCredits - reclaimed
+                    if account == "spend-c" {
+                        #expect(balance.credits == 100 && reclaimed == 0, "\(balance)")
+                    } else {
+                        // The pack's 100 were spent here, then left: billed as overage, no debt left.
+                        #expect(fromCredits == 100 && reclaimed == 100, "\(account): \(balance)")
+                        #expect(periods.reduce(0) { $0 + $1.overage } == 100, "\(account): \(balance)")
+                        #expect(balance.credits == 0, "\(account): \(balance)")
+                        // What the account is shown and billed: GET /usage.
+                        let usage = try await client.getJSON("/v1/accounts/\(account)/usage").json
+                        let meters = usage["meters"] as? [[String: Any]] ?? []
+                        let minutes = try #require(
+                            meters.lazy.compactMap { $0["balance"] as? [String: Any] }.first { $0["meter"] as? String == "minutes" }, "\(usage)")
+                        #expect(minutes["overage_units"] as? Int == 100 && minutes["reclaimed_units"] as? Int == 100, "\(minutes)")
+                    }
+                }
+                // In all, the pack gave at most its 100 units: none spent unbilled, 100 left in C.
+                #expect(spentUnbilled <= 0)
+                let reconciled = try await Reconciler(pool: env.pool, catalogue: .default).reconcile(accounts: accounts, repair: false)
+                #expect(reconciled.accountsWithDrift == 0, "\(reconciled.differences)")
+            }
+        }
+    }
+
     @Test("a refunded minute pack that moves to another account is not taken back from the old one a second time")
     func transferredRefundedPackIsNotDebitedTwice() async throws {
         try await TestEnvironment.withFresh { env in

@@ -19,6 +19,11 @@ import Foundation
 ///    adjustments) are taken from the credit pool *after* the period's usage, so a refunded pack
 ///    takes its units back even when they were spent: the credit pool can be negative, is never
 ///    spent from then, and is repaid by later credits.
+/// 5. A pack that moved to another account (``UsageSums/transfers``) takes from the credit pool,
+///    after the debits, what the pool still has of it (never below zero); the rest of its units
+///    were spent here and are **reclaimed**: billed as that period's overage. So moving a pack
+///    never mints units: it leaves `overage − credits` exactly as if the pack had never been here,
+///    and the move itself never takes the credit pool below zero.
 public struct UsageBalance: Sendable, Hashable, Codable {
     /// One allowance period's totals.
     public struct Period: Sendable, Hashable, Codable {
@@ -30,8 +35,12 @@ public struct UsageBalance: Sendable, Hashable, Codable {
         public var fromAllowance: Int
         public var fromRewards: Int
         public var fromCredits: Int
-        /// Units used beyond allowance, rewards and credits.
+        /// Units billed: those used beyond allowance, rewards and credits, plus ``reclaimed``.
         public var overage: Int
+        /// Units of packs that moved to another account in this period after they were spent
+        /// here (part of ``overage``): `used + reclaimed = fromAllowance + fromRewards +
+        /// fromCredits + overage`.
+        public var reclaimed: Int = 0
 
         /// What is left of the allowance (`nil`: unlimited).
         public var allowanceLeft: Int? {
@@ -46,7 +55,7 @@ public struct UsageBalance: Sendable, Hashable, Codable {
             case fromAllowance = "from_allowance"
             case fromRewards = "from_rewards"
             case fromCredits = "from_credits"
-            case overage
+            case overage, reclaimed
         }
     }
 
@@ -133,8 +142,8 @@ public struct UsageBalance: Sendable, Hashable, Codable {
     /// every period is spent after them all, as ``compute(meter:entries:now:)`` places them.
     public static func settle(meter: String, timeline: [PeriodSums], before: UsageSums, after: UsageSums, now: Date) -> UsageBalance {
         var periods = timeline
-        var trailing = UsageSums(rewards: after.rewards, credits: after.credits, debits: after.debits)
-        let early = UsageSums(rewards: before.rewards, credits: before.credits, debits: before.debits)
+        var trailing = UsageSums(rewards: after.rewards, credits: after.credits, debits: after.debits, transfers: after.transfers)
+        let early = UsageSums(rewards: before.rewards, credits: before.credits, debits: before.debits, transfers: before.transfers)
         if periods.isEmpty { trailing = trailing + early } else { periods[0].sums = periods[0].sums + early }
         return settle(meter: meter, periods: periods, unallocatedUse: before.used + after.used, trailing: trailing, now: now)
     }
@@ -166,13 +175,24 @@ public struct UsageBalance: Sendable, Hashable, Codable {
                 fromRewards: fromRewards, fromCredits: fromCredits, overage: rest)
         }
 
+        /// Takes the units of packs that moved away from the credit pool, as far as it has them;
+        /// the rest is reclaimed (rule 5).
+        func reclaim(_ transfers: Int, into period: inout Period) {
+            let present = min(transfers, max(0, credits))
+            credits -= present
+            period.reclaimed += transfers - present
+            period.overage += transfers - present
+        }
+
         var results: [Period] = []
         results.reserveCapacity(periods.count)
         for period in periods {
             rewards += period.sums.rewards
             credits += period.sums.credits
-            results.append(spend(period.sums.used, allowance: period.allowance, period: period.period))
+            var result = spend(period.sums.used, allowance: period.allowance, period: period.period)
             credits -= period.sums.debits
+            reclaim(period.sums.transfers, into: &result)
+            results.append(result)
         }
         rewards += trailing.rewards
         credits += trailing.credits
@@ -181,6 +201,11 @@ public struct UsageBalance: Sendable, Hashable, Codable {
             unallocated = spend(unallocatedUse, allowance: .limited(0), period: UsagePeriod(start: now, end: now))
         }
         credits -= trailing.debits
+        if trailing.transfers > 0 {
+            var after = unallocated ?? spend(0, allowance: .limited(0), period: UsagePeriod(start: now, end: now))
+            reclaim(trailing.transfers, into: &after)
+            if after.reclaimed > 0 || unallocated != nil { unallocated = after }
+        }
 
         let current = owningPeriod(of: now, in: periods.map(\.period)).map { results[$0] }
         let allowanceLeft: Int? = current.map { $0.allowanceLeft } ?? 0

@@ -173,7 +173,7 @@ public enum UsageDerivation {
                 counts[transaction, default: CreditCounts()].refunded += 1
             } else if id.hasPrefix("credit_restored:") {
                 counts[transaction, default: CreditCounts()].restored += 1
-            } else if id.hasPrefix("credit_transferred:") {
+            } else if id.hasPrefix(UsageEntry.transferPrefix) {
                 counts[transaction, default: CreditCounts()].transferred += 1
             }
         }

@@ -10,6 +10,7 @@ import Foundation
 /// | `allowance` | `allowance:<meter>:<period start>:<tier>` | the tier's included units for `[at, period_end)`; `nil` = unlimited |
 /// | `credit` | `credit:<transaction id>` | what a consumable purchase grants |
 /// | `credit_revoked` | `credit_revoked:<transaction id>` (a later refund of it: `...#<µs>`) | the same units, taken back after a refund |
+/// | `credit_revoked` | `credit_transferred:<transaction id>` (a later move away: `...#<µs>`) | the same units, gone with the pack to another account |
 /// | `credit_restored` | `credit_restored:<transaction id>#<µs>` | the same units, given back when a refund is reversed |
 /// | `reward` | `reward:<ad network>:<transaction id>` | what a verified rewarded ad grants |
 /// | `usage` | `usage:<device id>:<usage id>` | units consumed at `at` (a call's minutes) |
@@ -21,6 +22,10 @@ public struct UsageEntry: Sendable, Hashable, Codable {
         case creditRestored = "credit_restored"
         case reward, usage, adjustment
     }
+
+    /// The id prefix of a pack's units leaving with it for another account (binding policy
+    /// `transfer`), a `credit_revoked` entry the balance tells apart (``UsageSums/transfers``).
+    public static let transferPrefix = "credit_transferred:"
 
     public var id: String
     public var meter: String
@@ -126,18 +131,29 @@ public struct UsageSums: Sendable, Hashable, Codable {
     public var rewards: Int
     /// Units credited: packs, refunds reversed, positive adjustments.
     public var credits: Int
-    /// Units taken back from the credit pool after the period's usage: refunds, transfers away,
-    /// negative adjustments (positive here).
+    /// Units taken back from the credit pool after the period's usage: refunds and negative
+    /// adjustments (positive here).
     public var debits: Int
+    /// Units of packs that moved to another account (`credit_transferred:`, binding policy
+    /// `transfer`): taken from the credit pool after the debits, and what the pool no longer has
+    /// (units of the pack spent here) is billed as overage (docs/USAGE.md, "The balance").
+    public var transfers: Int
     /// Recorded entries counted (every kind but allowances).
     public var entries: Int
 
-    public init(used: Int = 0, rewards: Int = 0, credits: Int = 0, debits: Int = 0, entries: Int = 0) {
+    public init(used: Int = 0, rewards: Int = 0, credits: Int = 0, debits: Int = 0, transfers: Int = 0, entries: Int = 0) {
         self.used = used
         self.rewards = rewards
         self.credits = credits
         self.debits = debits
+        self.transfers = transfers
         self.entries = entries
+    }
+
+    /// These sums with the transfers counted among the debits, as period totals made final before
+    /// transfers were told apart hold them (sql/0042).
+    public var transfersAsDebits: UsageSums {
+        UsageSums(used: used, rewards: rewards, credits: credits, debits: debits + transfers, transfers: 0, entries: entries)
     }
 
     /// Adds one recorded entry (an allowance adds nothing).
@@ -150,7 +166,8 @@ public struct UsageSums: Sendable, Hashable, Codable {
         case .credit, .creditRestored: credits += max(0, units)
         case .adjustment:
             if units >= 0 { credits += units } else { debits += -units }
-        case .creditRevoked: debits += abs(units)
+        case .creditRevoked:
+            if entry.id.hasPrefix(UsageEntry.transferPrefix) { transfers += abs(units) } else { debits += abs(units) }
         }
         entries += 1
     }
@@ -158,6 +175,6 @@ public struct UsageSums: Sendable, Hashable, Codable {
     public static func + (lhs: UsageSums, rhs: UsageSums) -> UsageSums {
         UsageSums(
             used: lhs.used + rhs.used, rewards: lhs.rewards + rhs.rewards, credits: lhs.credits + rhs.credits,
-            debits: lhs.debits + rhs.debits, entries: lhs.entries + rhs.entries)
+            debits: lhs.debits + rhs.debits, transfers: lhs.transfers + rhs.transfers, entries: lhs.entries + rhs.entries)
     }
 }

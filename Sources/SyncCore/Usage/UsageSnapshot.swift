@@ -18,8 +18,11 @@ public struct UsageSnapshot: Sendable, Hashable, Codable {
     public var fromAllowance: Int
     public var fromRewards: Int
     public var fromCredits: Int
-    /// Units used beyond allowance, rewards and credits.
+    /// Units billed: used beyond allowance, rewards and credits, plus ``reclaimedUnits``.
     public var overageUnits: Int
+    /// Units of packs that moved to another account after they were spent in this period
+    /// (part of `overage_units`; docs/USAGE.md, "The balance").
+    public var reclaimedUnits: Int
     /// `overage_units` × the meter's price, as a decimal string (`null` without a price).
     public var overageAmount: String?
     public var currency: String?
@@ -47,6 +50,7 @@ public struct UsageSnapshot: Sendable, Hashable, Codable {
         self.fromRewards = period.fromRewards
         self.fromCredits = period.fromCredits
         self.overageUnits = period.overage
+        self.reclaimedUnits = period.reclaimed
         self.overageAmount = meter.overageAmount(units: period.overage)
         self.currency = currency
     }
@@ -59,7 +63,31 @@ public struct UsageSnapshot: Sendable, Hashable, Codable {
         case fromRewards = "from_rewards"
         case fromCredits = "from_credits"
         case overageUnits = "overage_units"
+        case reclaimedUnits = "reclaimed_units"
         case overageAmount = "overage_amount"
+    }
+
+    /// Decodes a snapshot; one written before `reclaimed_units` existed (sql/0042) reclaimed none.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        meter = try c.decode(String.self, forKey: .meter)
+        unit = try c.decode(String.self, forKey: .unit)
+        periodStart = try c.decode(Date.self, forKey: .periodStart)
+        periodEnd = try c.decode(Date.self, forKey: .periodEnd)
+        allowance = try c.decode(LimitValue.self, forKey: .allowance)
+        used = try c.decode(Int.self, forKey: .used)
+        fromAllowance = try c.decode(Int.self, forKey: .fromAllowance)
+        fromRewards = try c.decode(Int.self, forKey: .fromRewards)
+        fromCredits = try c.decode(Int.self, forKey: .fromCredits)
+        overageUnits = try c.decode(Int.self, forKey: .overageUnits)
+        reclaimedUnits = try c.decodeIfPresent(Int.self, forKey: .reclaimedUnits) ?? 0
+        overageAmount = try c.decodeIfPresent(String.self, forKey: .overageAmount)
+        currency = try c.decodeIfPresent(String.self, forKey: .currency)
+        available = try c.decodeIfPresent(Int.self, forKey: .available)
+        rewards = try c.decodeIfPresent(Int.self, forKey: .rewards)
+        credits = try c.decodeIfPresent(Int.self, forKey: .credits)
+        threshold = try c.decodeIfPresent(Int.self, forKey: .threshold)
+        revision = try c.decodeIfPresent(Int.self, forKey: .revision)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -74,6 +102,7 @@ public struct UsageSnapshot: Sendable, Hashable, Codable {
         try c.encode(fromRewards, forKey: .fromRewards)
         try c.encode(fromCredits, forKey: .fromCredits)
         try c.encode(overageUnits, forKey: .overageUnits)
+        try c.encode(reclaimedUnits, forKey: .reclaimedUnits)
         try c.encode(overageAmount, forKey: .overageAmount)
         try c.encode(currency, forKey: .currency)
         try c.encode(available, forKey: .available)

@@ -18,7 +18,11 @@ struct UsageView: Encodable {
     var available: Int?
     /// Units held by open holds (reserved by devices for calls in progress).
     var held: Int
+    /// Units of the current period billed: used beyond allowance, rewards and credits, plus
+    /// `reclaimed_units`.
     var overageUnits: Int
+    /// Units of packs that moved to another account after they were spent in the current period.
+    var reclaimedUnits: Int
     /// `overage_units` × the meter's `overage_price` (`null` without a price), as a decimal string.
     var overageAmount: String?
     var currency: String?
@@ -37,6 +41,7 @@ struct UsageView: Encodable {
         self.available = balance.available.map { max(0, $0 - held) }
         self.held = held
         self.overageUnits = current?.overage ?? 0
+        self.reclaimedUnits = current?.reclaimed ?? 0
         self.overageAmount = meter.overageAmount(units: current?.overage ?? 0)
         self.currency = currency
     }
@@ -47,6 +52,7 @@ struct UsageView: Encodable {
         case periodEnd = "period_end"
         case creditsNegative = "credits_negative"
         case overageUnits = "overage_units"
+        case reclaimedUnits = "reclaimed_units"
         case overageAmount = "overage_amount"
     }
 
@@ -64,6 +70,7 @@ struct UsageView: Encodable {
         try c.encode(available, forKey: .available)
         try c.encode(held, forKey: .held)
         try c.encode(overageUnits, forKey: .overageUnits)
+        try c.encode(reclaimedUnits, forKey: .reclaimedUnits)
         try c.encode(overageAmount, forKey: .overageAmount)
         try c.encode(currency, forKey: .currency)
     }

@@ -66,17 +66,17 @@ enum UsageTotals {
                     SELECT * FROM unnest(
                         \(meters)::text[], \(times)::timestamptz[], \(sums.map { Int64($0.used) })::bigint[],
                         \(sums.map { Int64($0.rewards) })::bigint[], \(sums.map { Int64($0.credits) })::bigint[],
-                        \(sums.map { Int64($0.debits) })::bigint[]) AS d(m, at, u, r, c, b)
+                        \(sums.map { Int64($0.debits) })::bigint[], \(sums.map { Int64($0.transfers) })::bigint[]) AS d(m, at, u, r, c, b, x)
                 ), per_row AS (
                     SELECT t.meter, t.period_start, t.period_end, sum(d.u) AS u, sum(d.r) AS r, sum(d.c) AS c,
-                           sum(d.b) AS b, count(*) AS n
+                           sum(d.b) AS b, sum(d.x) AS x, count(*) AS n
                     FROM usage_totals t JOIN d ON t.meter = d.m AND d.at >= t.period_start AND d.at < t.period_end
                     WHERE t.account_id = \(accountID)
                     GROUP BY t.meter, t.period_start, t.period_end
                 )
                 UPDATE usage_totals t
                 SET used = t.used + p.u, rewards = t.rewards + p.r, credits = t.credits + p.c, debits = t.debits + p.b,
-                    entries = t.entries + p.n
+                    transfers = t.transfers + p.x, entries = t.entries + p.n
                 FROM per_row p
                 WHERE t.account_id = \(accountID) AND t.meter = p.meter AND t.period_start = p.period_start AND t.period_end = p.period_end
                 """
@@ -216,29 +216,30 @@ enum UsageTotals {
         var stored: [String: [StoredKey: Stored]] = [:]
         for row in try await connection.preparedQuery(
             """
-            SELECT account_id, meter, period_start, period_end, used, rewards, credits, debits, entries, final, allowance, tier
+            SELECT account_id, meter, period_start, period_end, used, rewards, credits, debits, transfers, entries, final, allowance, tier
             FROM usage_totals
             WHERE account_id = ANY(\(accounts)::text[]) AND (\(meter)::text IS NULL OR meter = \(meter))
             """
         ) {
             let key = StoredKey(meter: try row.decode(String.self, at: 1), start: try row.decode(Date.self, at: 2), end: try row.decode(Date.self, at: 3))
             var final: UsageTimeline.Period?
-            if try row.decode(Bool.self, at: 9) {
-                let allowance: LimitValue = try row.decode(Int64?.self, at: 10).map { .limited(Int($0)) } ?? .unlimited
+            if try row.decode(Bool.self, at: 10) {
+                let allowance: LimitValue = try row.decode(Int64?.self, at: 11).map { .limited(Int($0)) } ?? .unlimited
                 final = UsageTimeline.Period(
-                    period: UsagePeriod(start: key.start, end: key.end), tier: try row.decode(String?.self, at: 11) ?? "", allowance: allowance)
+                    period: UsagePeriod(start: key.start, end: key.end), tier: try row.decode(String?.self, at: 12) ?? "", allowance: allowance)
             }
             stored[try row.decode(String.self, at: 0), default: [:]][key] = Stored(sums: try sums(row, from: 4), final: final)
         }
         return stored
     }
 
-    /// The five sums of a row, in the columns from `column` on: used, rewards, credits, debits, entries.
+    /// The six sums of a row, in the columns from `column` on: used, rewards, credits, debits,
+    /// transfers, entries.
     static func sums(_ row: Row, from column: Int) throws -> UsageSums {
         UsageSums(
             used: Int(try row.decode(Int64.self, at: column)), rewards: Int(try row.decode(Int64.self, at: column + 1)),
             credits: Int(try row.decode(Int64.self, at: column + 2)), debits: Int(try row.decode(Int64.self, at: column + 3)),
-            entries: Int(try row.decode(Int64.self, at: column + 4)))
+            transfers: Int(try row.decode(Int64.self, at: column + 4)), entries: Int(try row.decode(Int64.self, at: column + 5)))
     }
 
     /// A stored row's identity after the account: meter and span.
@@ -276,7 +277,10 @@ enum UsageTotals {
                    COALESCE(sum(GREATEST(u.units, 0)) FILTER (
                        WHERE u.kind IN ('credit', 'credit_restored') OR (u.kind = 'adjustment' AND u.units >= 0)), 0)::bigint,
                    COALESCE(sum(abs(u.units)) FILTER (
-                       WHERE u.kind = 'credit_revoked' OR (u.kind = 'adjustment' AND u.units < 0)), 0)::bigint,
+                       WHERE (u.kind = 'credit_revoked' AND NOT starts_with(u.entry_id, \(UsageEntry.transferPrefix)))
+                          OR (u.kind = 'adjustment' AND u.units < 0)), 0)::bigint,
+                   COALESCE(sum(abs(u.units)) FILTER (
+                       WHERE u.kind = 'credit_revoked' AND starts_with(u.entry_id, \(UsageEntry.transferPrefix))), 0)::bigint,
                    count(u.entry_id)::bigint
             FROM unnest(\(spans.map(\.meter))::text[], \(spans.map(\.start))::timestamptz[], \(spans.map(\.end))::timestamptz[])
                      WITH ORDINALITY AS p(m, s, e, i)
@@ -322,15 +326,17 @@ enum UsageTotals {
         }
         try await connection.preparedQuery(
             """
-            INSERT INTO usage_totals (account_id, meter, period_start, period_end, used, rewards, credits, debits, entries, final, allowance, tier)
-            SELECT \(accountID), m, s, e, u, r, c, b, n, f, a, t FROM unnest(
+            INSERT INTO usage_totals (account_id, meter, period_start, period_end, used, rewards, credits, debits, transfers, entries, final, allowance, tier)
+            SELECT \(accountID), m, s, e, u, r, c, b, x, n, f, a, t FROM unnest(
                 \(rows.map(\.key.meter))::text[], \(rows.map(\.key.start))::timestamptz[], \(rows.map(\.key.end))::timestamptz[],
                 \(rows.map { Int64($0.sums.used) })::bigint[], \(rows.map { Int64($0.sums.rewards) })::bigint[],
                 \(rows.map { Int64($0.sums.credits) })::bigint[], \(rows.map { Int64($0.sums.debits) })::bigint[],
+                \(rows.map { Int64($0.sums.transfers) })::bigint[],
                 \(rows.map { Int64($0.sums.entries) })::bigint[], \(rows.map { $0.final != nil })::boolean[], \(allowances)::bigint[],
-                \(rows.map { $0.final?.tier })::text[]) AS v(m, s, e, u, r, c, b, n, f, a, t)
+                \(rows.map { $0.final?.tier })::text[]) AS v(m, s, e, u, r, c, b, x, n, f, a, t)
             ON CONFLICT (account_id, meter, period_start, period_end) DO UPDATE SET
                 used = EXCLUDED.used, rewards = EXCLUDED.rewards, credits = EXCLUDED.credits, debits = EXCLUDED.debits,
+                transfers = EXCLUDED.transfers,
                 entries = EXCLUDED.entries, final = usage_totals.final OR EXCLUDED.final,
                 allowance = CASE WHEN usage_totals.final THEN usage_totals.allowance ELSE EXCLUDED.allowance END,
                 tier = CASE WHEN usage_totals.final THEN usage_totals.tier ELSE EXCLUDED.tier END
