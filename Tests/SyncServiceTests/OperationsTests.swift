@@ -328,6 +328,32 @@ struct OperationsStoreTests {
         }
     }
 
+    @Test("an operator's revoke after an unrevoke from a host whose clock ran a day fast still revokes")
+    func operatorDecisionsKeepTheirOrderAcrossHostClocks() async throws {
+        try await TestEnvironment.withFresh { env in
+            let r = SyncAPITests.report
+            try await OperationsFixture.ingest([
+                ("kit", "iphone", r("k1", "iphone", "k-t1", "voip.premium.monthly", -86_400, 29 * 86_400, 0, nil)),
+            ], pool: env.pool)
+            let onTime = AdminOverride(pool: env.pool, catalogue: .default)
+            let fast = AdminOverride(pool: env.pool, catalogue: .default, clock: ManualClock(start: Date().addingTimeInterval(86_400)))
+            // Support lifts a revoke from a host a day ahead; hours later fraud is confirmed and an
+            // operator on a correct host revokes again.
+            #expect(try await onTime.apply(.revoke, transactionID: "k-t1", accountID: "kit", actor: "a", reason: nil).revoked)
+            #expect(try await fast.apply(.unrevoke, transactionID: "k-t1", accountID: "kit", actor: "b", reason: nil).revoked == false)
+            let again = try await onTime.apply(.revoke, transactionID: "k-t1", accountID: "kit", actor: "c", reason: "fraud")
+            #expect(again.recorded && again.revoked, "\(again)")
+            let tier = try await env.pool.query("SELECT tier FROM account_states WHERE account_id = 'kit'")
+            #expect(try tier[0].decode(String.self, at: 0) == "free")
+            // And the other way: an unrevoke from a host that lags the revoke it lifts.
+            let slow = AdminOverride(pool: env.pool, catalogue: .default, clock: ManualClock(start: Date().addingTimeInterval(-86_400)))
+            let lifted = try await slow.apply(.unrevoke, transactionID: "k-t1", accountID: "kit", actor: "d", reason: nil)
+            #expect(lifted.recorded && !lifted.revoked, "\(lifted)")
+            let check = try await Reconciler(pool: env.pool, catalogue: .default).reconcile(accounts: ["kit"], repair: false)
+            #expect(check.differences == [], "\(check.differences)")
+        }
+    }
+
     @Test("revoke and unrevoke record audited admin reports and resolve at once with admin events")
     func adminOverride() async throws {
         try await TestEnvironment.withFresh { env in

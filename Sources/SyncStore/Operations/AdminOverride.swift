@@ -94,7 +94,14 @@ public struct AdminOverride: Sendable {
             )
             guard let row = rows.first else { throw Failure.notFound(transactionID: transactionID, accountID: accountID) }
             let aggregate = try row.decode(JSONColumn<TransactionAggregate>.self, at: 0).value
-            let at = clock.now()
+            // Dated after every revocation and operator decision it acts on (docs/RESOLUTION.md,
+            // "Revocation: the store's and the operator's"): the host running the command may
+            // lag the one that dated the last decision, and a revoke dated before an earlier
+            // unrevoke, or an unrevoke before the refund it lifts, would silently do nothing.
+            var acted = [aggregate.operatorRevocation?.revokedAt, aggregate.operatorReinstatedAt]
+            if action == .unrevoke { acted.append(aggregate.storeRevocation?.revokedAt) }
+            var at = clock.now()
+            if let latest = acted.compactMap({ $0 }).max(), latest >= at { at = latest.addingTimeInterval(0.001) }
             var result = Result(
                 accountID: accountID, transactionID: transactionID, action: action, recorded: false, reportID: nil,
                 revoked: aggregate.isRevoked, eventsWritten: 0, actor: actor, reason: reason, at: at)
