@@ -274,6 +274,46 @@ struct AppStoreAPITests {
         }
     }
 
+    @Test("processes whose clocks disagree by minutes keep one schedule: the database's clock is the schedule's")
+    func sharedScheduleAcrossSkewedClocks() async throws {
+        // Found by the attacker review of issue #60: with each caller's own clock, a process more
+        // than a minute fast got a full slot at every ask and the limit stopped holding.
+        struct SkewedClock: ServiceClock {
+            let offset: TimeInterval
+            func now() -> Date { Date().addingTimeInterval(offset) }
+            func uptime() -> Duration { SystemClock().uptime() }
+            func sleep(for duration: Duration) async throws { try await SystemClock().sleep(for: duration) }
+        }
+        try await TestEnvironment.withFresh { env in
+            let limiters = [-180.0, 0, 180].map { offset in
+                AppStoreRateLimiter(rate: { _ in 5 }, clock: SkewedClock(offset: offset), shared: (RateBuckets(pool: env.pool), "appstore:test:"))
+            }
+            let start = ContinuousClock.now
+            let times = try await withThrowingTaskGroup(of: Duration.self) { group in
+                for index in 0..<12 {
+                    group.addTask {
+                        let acquired = try await limiters[index % 3].acquire("subscriptions", maximumWait: .seconds(60))
+                        #expect(acquired)
+                        return ContinuousClock.now - start
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }.sorted()
+            }
+            // 12 slots 200 ms apart: the last no sooner than 2.2 s after the first was asked for.
+            // (With the callers' clocks, the fast process's six went at once.)
+            #expect(times.count == 12)
+            #expect((times.last ?? .zero) >= .milliseconds(2_150), "\(times)")
+            // The pause of a 429 is not forgotten by a sweep on a clock that runs ahead.
+            await limiters[0].pause("history", for: .seconds(60))
+            let buckets = RateBuckets(pool: env.pool)
+            let sweepNow = min(Date().addingTimeInterval(180), try await buckets.databaseNow())
+            let forgotten = try await buckets.forgetFull(now: sweepNow)
+            #expect(forgotten == 0)
+            let delay = await limiters[2].delay("history")
+            #expect(delay > .seconds(50), "\(delay)")
+        }
+    }
+
     @Test("the shared schedule: slots 1/rate apart across processes in the order asked, none past the longest wait, a pause for everyone")
     func sharedSlots() async throws {
         try await TestEnvironment.withFresh { env in

@@ -44,8 +44,10 @@ actor AppStoreRateLimiter {
     nonisolated func acquire(_ endpoint: String, maximumWait: Duration) async throws -> Bool {
         let wait: Duration?
         if let shared {
+            // On the database's clock: the schedule is one whatever the processes' clocks say.
             wait = try await shared.buckets.reserveSlot(
-                shared.prefix + endpoint, ratePerSecond: rate(endpoint), now: clock.now(), maximumWait: maximumWait)
+                shared.prefix + endpoint, ratePerSecond: rate(endpoint), now: try await shared.buckets.databaseNow(),
+                maximumWait: maximumWait)
         } else {
             wait = await reserve(endpoint, maximumWait: maximumWait)
         }
@@ -56,7 +58,9 @@ actor AppStoreRateLimiter {
 
     /// How long until `endpoint`'s next free slot.
     func delay(_ endpoint: String) async -> Duration {
-        if let shared, let delay = try? await shared.buckets.slotDelay(shared.prefix + endpoint, now: clock.now()) {
+        if let shared, let now = try? await shared.buckets.databaseNow(),
+            let delay = try? await shared.buckets.slotDelay(shared.prefix + endpoint, now: now)
+        {
             return delay
         }
         let now = clock.uptime()
@@ -81,8 +85,10 @@ actor AppStoreRateLimiter {
         if let shared {
             let seconds = Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18
             // Best effort: this process pauses anyway; another learns of the pause from Apple.
-            try? await shared.buckets.pauseSlots(
-                shared.prefix + endpoint, ratePerSecond: rate(endpoint), until: clock.now().addingTimeInterval(seconds), now: clock.now())
+            if let now = try? await shared.buckets.databaseNow() {
+                try? await shared.buckets.pauseSlots(
+                    shared.prefix + endpoint, ratePerSecond: rate(endpoint), until: now.addingTimeInterval(seconds), now: now)
+            }
         }
     }
 }

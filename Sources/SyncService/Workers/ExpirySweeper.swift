@@ -43,7 +43,9 @@ public struct ExpirySweeper: Service {
                 if let rateBuckets, clock.uptime() - lastForget >= .seconds(60) {
                     lastForget = clock.uptime()
                     do {
-                        try await rateBuckets.forgetFull(now: clock.now())
+                        // The earlier of this process's clock and the database's: a process
+                        // whose clock runs ahead must not forget a shared pause before it ends.
+                        try await rateBuckets.forgetFull(now: min(clock.now(), try await rateBuckets.databaseNow()))
                     } catch {
                         logger.warning("could not forget full rate-limit buckets; will retry", metadata: ["error": "\(error)"])
                     }

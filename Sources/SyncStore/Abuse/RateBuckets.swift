@@ -116,6 +116,15 @@ public struct RateBuckets: Sendable {
         )
     }
 
+    /// The database's clock: the one clock of the shared schedules (``reserveSlot(_:ratePerSecond:now:maximumWait:)``,
+    /// ``pauseSlots(_:ratePerSecond:until:now:)``), so that processes whose clocks disagree still
+    /// keep one schedule (docs/STORE.md, "Rate limits").
+    public func databaseNow() async throws -> Date {
+        let rows = try await pool.query("SELECT clock_timestamp()")
+        guard let row = rows.first else { throw PostgresError(.client, message: "SELECT clock_timestamp() returned no row") }
+        return try row.decode(Date.self, at: 0)
+    }
+
     /// How long after `now` the next free slot of `key` is (zero when one is free now).
     public func slotDelay(_ key: String, now: Date) async throws -> Duration {
         let rows = try await pool.preparedQuery("SELECT tokens, refreshed_at, rate FROM rate_buckets WHERE key = \(key)")
