@@ -7,15 +7,16 @@ connections to 127.0.0.1:PORT and, by --mode,
          drains the body), then one body byte every --interval seconds;
   stall  with a tiny receive buffer, sends 80 pipelined GET /openapi.yaml (6 MB of answers,
          more than the kernel buffers) and never reads;
-  probe  sends a whole GET /healthz, then another every --interval seconds on the same
-         connection (keeping it open for good unless the server closes it), reading the answers.
+  probe  sends a whole GET of --path (default /healthz), then another every --interval seconds on
+         the same connection (keeping it open for good unless the server closes it), reading the
+         answers.
 --source binds the clients to that local address (127.0.0.2: a second host on loopback).
 Runs --seconds, then prints one JSON line: how many connections were opened, how many the server
 closed (seen by this side: in stall mode it cannot see it, the server's side is measured by the
 test), how many were still open at the end, and how many could not connect.
 
 usage: trickle-clients.py PORT [--mode head|body|stall|probe] [--connections N] [--seconds S] [--interval I]
-                          [--source ADDRESS]
+                          [--source ADDRESS] [--path PATH]
 """
 import argparse
 import json
@@ -31,13 +32,14 @@ def main():
     parser.add_argument("--interval", type=float, default=0.5)
     parser.add_argument("--mode", choices=["head", "body", "stall", "probe"], default="head")
     parser.add_argument("--source", default=None)
+    parser.add_argument("--path", default="/healthz")
     options = parser.parse_args()
     opening = {
         "head": b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Trickle: ",
         "body": b"POST /v1/accounts/slow/sync HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 b"Content-Length: 1000000\r\n\r\n",
         "stall": b"GET /openapi.yaml HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 80,
-        "probe": b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "probe": b"GET " + options.path.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
     }[options.mode]
     answers = {}
     start = time.monotonic()

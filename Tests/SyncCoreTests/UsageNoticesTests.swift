@@ -88,6 +88,27 @@ import TestSupport
         #expect(marks[february] == nil)
     }
 
+    @Test("a period whose only bill is a spent pack that moved away is marked while open and announced when it closes")
+    func reclaimedUnitsAreAnnouncedWithoutUsage() {
+        // Found by the attacker review of issue #60: a pack spent in January and moved away in
+        // February, when the account used nothing, billed February and nobody was told.
+        let february = UsagePeriod(start: utc(2026, 2, 1), end: utc(2026, 3, 1))
+        var marks: [UsagePeriod: UsagePeriodMarks] = [:]
+        let entries = [
+            allowance(100, january), allowance(100, february),
+            UsageEntry(id: "credit:p", meter: "minutes", kind: .credit, units: 100, at: utc(2026, 1, 2)),
+            usage("a", 200, utc(2026, 1, 3)),
+            UsageEntry(id: "credit_transferred:p", meter: "minutes", kind: .creditRevoked, units: 100, at: utc(2026, 2, 10)),
+        ]
+        _ = evaluate(entries, &marks, now: utc(2026, 2, 11))
+        // Marked while open, so the sweeper comes back to close it.
+        #expect(marks[february] != nil)
+        let closed = evaluate(entries, &marks, now: utc(2026, 3, 2)).filter { $0.type == .usagePeriodClosed }
+        let announced = closed.first { $0.usage.periodStart == february.start }
+        #expect(announced?.usage.used == 0)
+        #expect(announced?.usage.overageUnits == 100 && announced?.usage.reclaimedUnits == 100, "\(closed)")
+    }
+
     @Test("an unlimited allowance is never low or exhausted, but its periods still close")
     func unlimitedPeriodsClose() {
         var marks: [UsagePeriod: UsagePeriodMarks] = [:]

@@ -307,8 +307,8 @@ struct AppStoreAPITests {
             await limiters[0].pause("history", for: .seconds(60))
             let buckets = RateBuckets(pool: env.pool)
             let sweepNow = min(Date().addingTimeInterval(180), try await buckets.databaseNow())
-            let forgotten = try await buckets.forgetFull(now: sweepNow)
-            #expect(forgotten == 0)
+            // (The subscriptions row may be full again by now and go; the pause may not.)
+            _ = try await buckets.forgetFull(now: sweepNow)
             let delay = await limiters[2].delay("history")
             #expect(delay > .seconds(50), "\(delay)")
         }

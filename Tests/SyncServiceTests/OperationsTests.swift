@@ -349,6 +349,16 @@ struct OperationsStoreTests {
             let slow = AdminOverride(pool: env.pool, catalogue: .default, clock: ManualClock(start: Date().addingTimeInterval(-86_400)))
             let lifted = try await slow.apply(.unrevoke, transactionID: "k-t1", accountID: "kit", actor: "d", reason: nil)
             #expect(lifted.recorded && !lifted.revoked, "\(lifted)")
+            // A revoke from the fast host, an unrevoke from a correct one, then the user's refund:
+            // the unrevoke did not reach past the refund (both are dated by the database).
+            #expect(try await fast.apply(.revoke, transactionID: "k-t1", accountID: "kit", actor: "e", reason: nil).revoked)
+            #expect(try await onTime.apply(.unrevoke, transactionID: "k-t1", accountID: "kit", actor: "f", reason: nil).revoked == false)
+            let refundedAt = Date().timeIntervalSince(SyncAPITests.start) + 2
+            try await OperationsFixture.ingest([
+                ("kit", "iphone", r("k2", "iphone", "k-t1", "voip.premium.monthly", -86_400, 29 * 86_400, refundedAt, refundedAt)),
+            ], pool: env.pool)
+            let refunded = try await env.pool.query("SELECT tier FROM account_states WHERE account_id = 'kit'")
+            #expect(try refunded[0].decode(String.self, at: 0) == "free")
             let check = try await Reconciler(pool: env.pool, catalogue: .default).reconcile(accounts: ["kit"], repair: false)
             #expect(check.differences == [], "\(check.differences)")
         }

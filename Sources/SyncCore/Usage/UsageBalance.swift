@@ -40,7 +40,7 @@ public struct UsageBalance: Sendable, Hashable, Codable {
         /// Units of packs that moved to another account in this period after they were spent
         /// here (part of ``overage``): `used + reclaimed = fromAllowance + fromRewards +
         /// fromCredits + overage`.
-        public var reclaimed: Int = 0
+        public var reclaimed: Int
 
         /// What is left of the allowance (`nil`: unlimited).
         public var allowanceLeft: Int? {
@@ -56,6 +56,35 @@ public struct UsageBalance: Sendable, Hashable, Codable {
             case fromRewards = "from_rewards"
             case fromCredits = "from_credits"
             case overage, reclaimed
+        }
+
+        /// Decodes a period; one stored before `reclaimed` existed (sql/0042) reclaimed none.
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            start = try c.decode(Date.self, forKey: .start)
+            end = try c.decode(Date.self, forKey: .end)
+            allowance = try c.decode(LimitValue.self, forKey: .allowance)
+            used = try c.decode(Int.self, forKey: .used)
+            fromAllowance = try c.decode(Int.self, forKey: .fromAllowance)
+            fromRewards = try c.decode(Int.self, forKey: .fromRewards)
+            fromCredits = try c.decode(Int.self, forKey: .fromCredits)
+            overage = try c.decode(Int.self, forKey: .overage)
+            reclaimed = try c.decodeIfPresent(Int.self, forKey: .reclaimed) ?? 0
+        }
+
+        public init(
+            start: Date, end: Date, allowance: LimitValue, used: Int, fromAllowance: Int, fromRewards: Int, fromCredits: Int,
+            overage: Int, reclaimed: Int = 0
+        ) {
+            self.start = start
+            self.end = end
+            self.allowance = allowance
+            self.used = used
+            self.fromAllowance = fromAllowance
+            self.fromRewards = fromRewards
+            self.fromCredits = fromCredits
+            self.overage = overage
+            self.reclaimed = reclaimed
         }
     }
 

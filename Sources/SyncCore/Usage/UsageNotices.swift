@@ -98,7 +98,9 @@ public enum UsageNotices {
 
         for period in balance.periods where period.end <= now {
             let key = UsagePeriod(start: period.start, end: period.end)
-            guard period.used > 0 || marks[key] != nil else { continue }
+            // Overage without usage: units of a pack that moved away after they were spent,
+            // billed in the period of the move, which must be announced like any other bill.
+            guard period.used > 0 || period.overage > 0 || marks[key] != nil else { continue }
             let mark = marks[key] ?? UsagePeriodMarks(meter: meter.id, period: key)
             if mark.closedRevision > 0 && mark.closedTotals == period {
                 settle(mark)
@@ -128,7 +130,7 @@ public enum UsageNotices {
             }
         }
 
-        if let current = balance.current, current.used > 0 {
+        if let current = balance.current, current.used > 0 || current.overage > 0 {
             let key = UsagePeriod(start: current.start, end: current.end)
             let before = marks[key] ?? UsagePeriodMarks(meter: meter.id, period: key)
             var mark = before

@@ -83,10 +83,7 @@ public func buildApplication(
     router.add(middleware: LogRequestsMiddleware(.debug))
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: ErrorMiddleware(logger: logger))
-    HealthController(
-        pool: pool, clock: dependencies.clock,
-        limiter: configuration.probeRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) }, proxies: configuration.trustedProxies
-    ).addRoutes(to: router)
+    HealthController(pool: pool, clock: dependencies.clock).addRoutes(to: router)
     router.get("metrics") { request, _ in
         if let token = configuration.metricsToken {
             let credential = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }

@@ -112,9 +112,6 @@ public struct ServiceConfiguration: Sendable {
     /// (an IPv6 /64) may hold (``ConnectionShares``); nil: an eighth of ``maximumConnections``,
     /// at least 2. A trusted proxy's connections take no share.
     public var maximumConnectionsPerSource: Int?
-    /// `SUBSYNC_RATE_LIMIT_PROBES`: `GET /healthz` and `/readyz` per source address; a probe
-    /// refused with 429 closes its connection. nil: none.
-    public var probeRateLimit: RateLimiter.Limit? = RateLimiter.Limit(ratePerSecond: 5, burst: 20)
 
     /// The share of the open connections one source may hold.
     public var connectionsPerSource: Int {
@@ -334,9 +331,6 @@ public struct ServiceConfiguration: Sendable {
         if let text = environment["SUBSYNC_HTTP_MAX_CONNECTIONS_PER_SOURCE"] {
             configuration.maximumConnectionsPerSource = try parseInt(
                 text, name: "SUBSYNC_HTTP_MAX_CONNECTIONS_PER_SOURCE", range: 1...configuration.maximumConnections)
-        }
-        if let text = environment["SUBSYNC_RATE_LIMIT_PROBES"] {
-            configuration.probeRateLimit = text == "off" ? nil : try RateLimiter.Limit(parsing: text, variable: "SUBSYNC_RATE_LIMIT_PROBES")
         }
         if let text = environment["SUBSYNC_REQUIRE_SIGNED"], !text.isEmpty {
             configuration.requireSigned = try parseBool(text, name: "SUBSYNC_REQUIRE_SIGNED")

@@ -6,45 +6,32 @@ import SyncCore
 
 /// `GET /healthz` (the process is up) and `GET /readyz` (the database answers).
 ///
-/// Neither takes a credential, so both are limited per source address (`limiter`,
-/// `SUBSYNC_RATE_LIMIT_PROBES`): a refused probe is answered 429 and its connection closed, so
-/// sockets kept open by probing cannot hold connection slots (docs/SECURITY.md, "One host cannot
-/// take every connection").
+/// Neither takes a credential, so neither may cost much or hold anything (docs/SECURITY.md, "One
+/// host cannot take every connection"): each answer closes its connection, so probing never keeps
+/// a socket open, and `/readyz` asks the database at most once a second however many probes come
+/// (``ReadinessCheck``). No bucket limits them: a bucket per address would let a flood from the
+/// health checker's own address (a NAT, a node) make the checker see the service down.
 struct HealthController: Sendable {
-    let pool: ConnectionPool
-    let clock: any ServiceClock
-    let limiter: RateLimiter?
-    let proxies: TrustedProxies
+    let readiness: ReadinessCheck
+
+    init(pool: ConnectionPool, clock: any ServiceClock) {
+        self.readiness = ReadinessCheck(pool: pool, clock: clock)
+    }
 
     func addRoutes(to router: Router<SubsyncRequestContext>) {
-        router.get("healthz") { request, context in
-            try await admit(request, context)
+        router.get("healthz") { _, context in
+            context.closeAfterAnswer()
             return Self.json(["status": "ok"])
         }
-        router.get("readyz") { request, context in
-            try await admit(request, context)
-            return try await ready()
-        }
-    }
-
-    /// Refuses a probe over its source's limit with 429, closing the connection after the answer.
-    private func admit(_ request: Request, _ context: SubsyncRequestContext) async throws {
-        guard let limiter, let wait = await limiter.take(context.clientAddress(of: request, trusting: proxies)) else { return }
-        var refusal = APIError.rateLimited(retryAfter: wait, what: "health probes from this address")
-        refusal.headers[.connection] = "close"
-        context.closeAfterAnswer()
-        throw refusal
-    }
-
-    private func ready() async throws -> Response {
-        do {
-            _ = try await firstOf(deadline: .seconds(2), clock: clock) { [pool] in
-                try await pool.query("SELECT 1")
+        router.get("readyz") { _, context in
+            context.closeAfterAnswer()
+            guard await readiness.isReady() else {
+                // The error itself may name hosts; the log has it, the client gets a stable code.
+                var refusal = APIError.unavailable("database unreachable")
+                refusal.headers[.connection] = "close"
+                throw refusal
             }
             return Self.json(["status": "ready", "database": "ok"])
-        } catch {
-            // The error itself may name hosts; the log has it, the client gets a stable code.
-            throw APIError.unavailable("database unreachable")
         }
     }
 
@@ -52,9 +39,37 @@ struct HealthController: Sendable {
         let data = (try? JSONEncoder().encode(body)) ?? Data("{}".utf8)
         return Response(
             status: .ok,
-            headers: [.contentType: "application/json; charset=utf-8"],
+            headers: [.contentType: "application/json; charset=utf-8", .connection: "close"],
             body: .init(byteBuffer: ByteBuffer(bytes: data))
         )
+    }
+}
+
+/// Whether the database answers `SELECT 1` within 2 s, asked at most once a second: probes in
+/// the same second share the answer (and one question in flight), so a flood of `/readyz` costs
+/// the database nothing more.
+actor ReadinessCheck {
+    let pool: ConnectionPool
+    let clock: any ServiceClock
+    private var last: (at: Duration, ready: Bool)?
+    private var asking: Task<Bool, Never>?
+
+    init(pool: ConnectionPool, clock: any ServiceClock) {
+        self.pool = pool
+        self.clock = clock
+    }
+
+    func isReady() async -> Bool {
+        if let last, clock.uptime() - last.at < .seconds(1) { return last.ready }
+        if let asking { return await asking.value }
+        let task = Task { [pool, clock] in
+            (try? await firstOf(deadline: .seconds(2), clock: clock) { try await pool.query("SELECT 1").count }) != nil
+        }
+        asking = task
+        let ready = await task.value
+        asking = nil
+        last = (clock.uptime(), ready)
+        return ready
     }
 }
 

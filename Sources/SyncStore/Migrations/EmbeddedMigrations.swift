@@ -1819,9 +1819,16 @@ CREATE INDEX IF NOT EXISTS token_revocations_by_change ON token_revocations (cha
 -- usage_totals keeps those units in a column of their own. Open periods' rows are dropped: they
 -- are sums of the entries, stored again from the entries by the next balance taken under the
 -- account's lock (docs/USAGE.md, "Cost"). Final rows stay as they were billed, with their
--- transfers among the debits.
-ALTER TABLE usage_totals ADD COLUMN IF NOT EXISTS transfers bigint NOT NULL DEFAULT 0;
-DELETE FROM usage_totals WHERE NOT final;
+-- transfers among the debits. Stop every older `serve` before migrating: one would store the
+-- rows again with the moved units among the debits (docs/OPERATIONS.md, "Upgrade notes").
+--
+-- One DO block, each statement EXECUTEd on its own (Citus, sql/0019).
+DO $$
+BEGIN
+    EXECUTE 'ALTER TABLE usage_totals ADD COLUMN IF NOT EXISTS transfers bigint NOT NULL DEFAULT 0';
+    EXECUTE 'DELETE FROM usage_totals WHERE NOT final';
+END
+$$;
 
 """####
         ),

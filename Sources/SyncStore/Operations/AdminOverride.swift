@@ -94,14 +94,18 @@ public struct AdminOverride: Sendable {
             )
             guard let row = rows.first else { throw Failure.notFound(transactionID: transactionID, accountID: accountID) }
             let aggregate = try row.decode(JSONColumn<TransactionAggregate>.self, at: 0).value
-            // Dated after every revocation and operator decision it acts on (docs/RESOLUTION.md,
-            // "Revocation: the store's and the operator's"): the host running the command may
-            // lag the one that dated the last decision, and a revoke dated before an earlier
-            // unrevoke, or an unrevoke before the refund it lifts, would silently do nothing.
+            // Dated by the database's clock, not the host's that runs the command (hosts disagree),
+            // and after the decisions it acts on (docs/RESOLUTION.md, "Revocation: the store's and
+            // the operator's"): a revoke after every operator decision, an unrevoke also after the
+            // store's revocation, but an unrevoke never more than `dateTolerance` past the
+            // database's clock, so that a date from a clock that ran ahead (or a device's made-up
+            // one) cannot carry the unrevoke past refunds that come later.
+            let now = try await Self.databaseNow(on: connection)
             var acted = [aggregate.operatorRevocation?.revokedAt, aggregate.operatorReinstatedAt]
             if action == .unrevoke { acted.append(aggregate.storeRevocation?.revokedAt) }
-            var at = clock.now()
-            if let latest = acted.compactMap({ $0 }).max(), latest >= at { at = latest.addingTimeInterval(0.001) }
+            let bound = action == .revoke ? Date.distantFuture : now.addingTimeInterval(Self.dateTolerance)
+            var at = now
+            if let latest = acted.compactMap({ $0 }).filter({ $0 <= bound }).max(), latest >= at { at = latest.addingTimeInterval(0.001) }
             var result = Result(
                 accountID: accountID, transactionID: transactionID, action: action, recorded: false, reportID: nil,
                 revoked: aggregate.isRevoked, eventsWritten: 0, actor: actor, reason: reason, at: at)
@@ -137,6 +141,16 @@ public struct AdminOverride: Sendable {
             result.eventsWritten = outcome.eventsWritten
             return result
         }
+    }
+
+    /// How far past the database's clock an unrevoke may be dated to come after what it lifts.
+    static let dateTolerance: TimeInterval = 300
+
+    /// The database's clock, which dates every operator decision.
+    static func databaseNow(on connection: Connection) async throws -> Date {
+        let rows = try await connection.preparedQuery("SELECT clock_timestamp()")
+        guard let row = rows.first else { throw PostgresError(.client, message: "SELECT clock_timestamp() returned no row") }
+        return try row.decode(Date.self, at: 0)
     }
 
     /// The account that has `transactionID`: `accountID` if given, else the only one.
