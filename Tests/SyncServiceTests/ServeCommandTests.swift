@@ -121,7 +121,7 @@ struct ServeCommandTests {
     @Test("one host holding sockets open with a probe every few seconds takes only its share of the connections: another host is served, and probes past their limit are refused and closed")
     func oneHostCannotTakeEveryConnection() async throws {
         let httpPort = freeTCPPort()
-        // The attack of issue #60 item 4: as many sockets as the bound, each sending GET /healthz
+        // The attack: as many sockets as the bound, each sending GET /healthz
         // every second (well inside the head timeout), from one address.
         let process = try await Self.serveOnTestDatabase(port: httpPort, [
             "SUBSYNC_HTTP_MAX_CONNECTIONS": "16", "SUBSYNC_HTTP_MAX_CONNECTIONS_PER_SOURCE": "4",
