@@ -2,8 +2,8 @@
 /// when the last slot is filled.
 ///
 /// One continuation for the batch instead of one per request: a webhook round sends hundreds of
-/// requests at once, and resuming a task per answer cost a thread hop (and often a futex wake of
-/// an idle pool thread) per delivery (docs/performance/JOURNAL.md item 26).
+/// requests at once, and resuming a task per answer costs a thread hop (and often a futex wake
+/// of an idle pool thread) per delivery.
 final class CurlBatch: Sendable {
     private struct State {
         var outcomes: [CurlOutcome?]

@@ -92,8 +92,8 @@ public final class CurlClient: Sendable {
         var valid: [(transfer: CurlTransfer, slot: Int)] = []
         valid.reserveCapacity(requests.count)
         // A batch's requests mostly share a few URLs (a round's deliveries to one endpoint):
-        // each is parsed once, and its host key (the per-host queue's) worked out once
-        // (libcurl's parser was 0.4 % of a webhook drain's CPU per request).
+        // each is parsed once, and its host key (the per-host queue's) worked out once, rather
+        // than once per request (docs/PERFORMANCE.md, *In the code*).
         var hostKeys: [String: String] = [:]
         for (index, request) in requests.enumerated() {
             let hostKey: String

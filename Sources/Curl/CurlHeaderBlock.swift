@@ -1,12 +1,10 @@
 /// The header lines of a response as libcurl hands them over, kept as bytes and parsed only
 /// when someone reads them.
 ///
-/// libcurl calls the header callback once per line, on the loop thread. Building a name and a
-/// value `String` for each line there (with lowercasing and trimming) was about 4 % of the loop
-/// thread's samples in a webhook drain, for headers that a 2xx answer never needs: a delivery
-/// reads only `Retry-After`, and only from a 429 or 503 (docs/performance/JOURNAL.md item 51). So the
-/// lines of the final response are appended to one buffer, and ``fields`` parses them the way
-/// the callback used to.
+/// libcurl calls the header callback once per line, on the loop thread, and a 2xx answer needs
+/// none of them: a delivery reads only `Retry-After`, and only from a 429 or 503. So the lines of
+/// the final response are appended to one buffer, and ``fields`` parses them when read
+/// (docs/PERFORMANCE.md, *In the code*).
 struct CurlHeaderBlock: Sendable {
     /// The kept lines without their line endings, each followed by a `\n`.
     private var bytes: [UInt8] = []

@@ -1,13 +1,12 @@
 /// The transfers the loop has not started yet, queued by host, and how many each host has in
 /// flight: the loop's own limit of connections per host.
 ///
-/// The limit used to be libcurl's (`CURLMOPT_MAX_HOST_CONNECTIONS`), which parks the transfers
-/// beyond it inside the multi handle. libcurl 7.88 (Debian 12) did not always wake a parked
-/// transfer when a connection came free: the webhook benchmark, one loop and one host, stalled
-/// on 2 to 6 rounds of 80 until the loop's one-second poll timed out (a third of its running
-/// time), and a parked transfer's `CURLOPT_TIMEOUT` runs while it waits. Here a transfer starts
-/// only when its host has a free slot, so libcurl never parks one, and its timeouts start when
-/// it does. Hosts take turns, so one busy receiver does not hold up the others.
+/// Not libcurl's `CURLMOPT_MAX_HOST_CONNECTIONS`, which parks the transfers beyond it inside the
+/// multi handle: libcurl 7.88 (Debian 12) does not always wake a parked transfer when a
+/// connection comes free, so a round waits for the loop's one-second poll (docs/PERFORMANCE.md,
+/// *In the code*), and a parked transfer's `CURLOPT_TIMEOUT` runs while it waits. Here a transfer
+/// starts only when its host has a free slot, so libcurl never parks one, and its timeouts start
+/// when it does. Hosts take turns, so one busy receiver does not hold up the others.
 ///
 /// Not Sendable: owned and used by the loop thread alone.
 struct CurlWaitingTransfers {

@@ -3,8 +3,8 @@
 extension String {
     /// Without leading and trailing ASCII whitespace (space, tab, CR, LF, VT, FF): what HTTP
     /// calls optional whitespace, and what a list in an environment variable may carry. Works
-    /// on the UTF-8 bytes (the Unicode property lookup it replaced was a visible cost of every
-    /// response header, docs/performance/JOURNAL.md item 16).
+    /// on the UTF-8 bytes: a Unicode property lookup is a visible cost of every response header
+    /// (docs/PERFORMANCE.md, *In the code*).
     func trimmingASCIIWhitespace() -> String {
         let bytes = utf8
         guard let start = bytes.firstIndex(where: { !$0.isASCIIWhitespace }),

@@ -10,8 +10,8 @@ import NIOConcurrencyHelpers
 /// the connection safe to share: one call at a time reaches the `PGconn`.
 ///
 /// Each trip to the queue and back is two thread switches, so the connection makes as few as
-/// it can (docs/performance/JOURNAL.md item 21): a transaction's `BEGIN` travels with its first
-/// statement, the pool's checks run on the caller's thread, and nothing else is a trip of its own.
+/// it can: a transaction's `BEGIN` travels with its first statement, the pool's checks run on
+/// the caller's thread, and nothing else is a trip of its own.
 ///
 /// `@unchecked Sendable`: the mutable state, the handle and the prepared-statement cache, is
 /// touched only from `queue` (``isAlive()`` reaches it with `queue.sync`); `session`, what

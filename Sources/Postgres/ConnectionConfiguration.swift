@@ -24,9 +24,9 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
 
     /// Defaults for subsync's statements, before the user's `options` so that those can change
     /// them. JIT compilation is off: every statement here is short, and the planner's cost
-    /// estimates for the claims (subqueries per candidate row) crossed `jit_above_cost`, so
-    /// PostgreSQL compiled the delivery claim on every call, 30-400 ms of a 3 ms statement
-    /// (measured with EXPLAIN ANALYZE on 40,000 pending deliveries).
+    /// estimates for the claims (subqueries per candidate row) cross `jit_above_cost`, so
+    /// PostgreSQL would compile the delivery claim on every call, far longer than the statement
+    /// runs (docs/PERFORMANCE.md, *In the code*).
     static let defaultOptions = "-c jit=off"
 
     /// Creates a configuration from explicit libpq keywords, such as `["host": "/tmp", "dbname": "app"]`.
@@ -119,8 +119,8 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
         let userOptions = self["options"].map { $0 + " " } ?? ""
         result["options"] = Self.defaultOptions + " " + userOptions + Self.sessionOptions
         // Every string subsync sends and decodes is UTF-8, whatever the database's encoding
-        // (with a LATIN1 database and no client encoding, the server took each UTF-8 byte for
-        // a character: "é" was two, and text the database cannot hold went in as mojibake
+        // (with a LATIN1 database and no client encoding, the server takes each UTF-8 byte for
+        // a character: "é" is two, and text the database cannot hold goes in as mojibake
         // instead of failing).
         result["client_encoding"] = "UTF8"
         if result["connect_timeout"] == nil { result["connect_timeout"] = "5" }

@@ -96,9 +96,9 @@ public actor ConnectionPool {
     /// caller waiting for one, or waits idle; one that cannot be opened is left for a later
     /// lease to open (and to report why it cannot).
     ///
-    /// `subsync serve` calls it while it migrates: its workers' first claims otherwise waited
+    /// `subsync serve` calls it while it migrates: its workers' first claims otherwise wait
     /// for a connection each, opened one after another with the delivery loops' and the
-    /// sweeper's, 30-45 ms after the migration (docs/performance/JOURNAL.md item 44).
+    /// sweeper's, after the migration (docs/PERFORMANCE.md, *In the code*).
     public func prewarm(_ count: Int) async {
         let wanted = min(count, configuration.maximumConnections) - openCount
         guard wanted > 0, !isClosed else { return }

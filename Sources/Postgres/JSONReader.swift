@@ -4,13 +4,13 @@ import Foundation
 /// decode from the same text, for the well-formed documents this service stores.
 ///
 /// Workers read every existing account's state and transaction aggregates back, and every sync
-/// answer reads the account's state; through `JSONDecoder` that was a third of the workers' CPU
-/// on accounts that already exist (docs/performance/JOURNAL.md, item 20). ``JSONColumn`` uses a
-/// conformance when the column's type has one, and falls back to `JSONDecoder` whenever the
-/// reader refuses the text (a shape it does not know, a number that is not a plain integer), so
-/// an error still reads as `JSONDecoder`'s. Conformances take their members in any order (`jsonb`
-/// reorders keys and adds spaces), ignore members they do not know, as the decoders do, and are
-/// compared with `JSONDecoder` on generated values in `JSONReadableTests`.
+/// answer reads the account's state: too hot a path for `JSONDecoder` (docs/PERFORMANCE.md,
+/// *In the code*). ``JSONColumn`` uses a conformance when the column's type has one, and falls
+/// back to `JSONDecoder` whenever the reader refuses the text (a shape it does not know, a
+/// number that is not a plain integer), so an error still reads as `JSONDecoder`'s. Conformances
+/// take their members in any order (`jsonb` reorders keys and adds spaces), ignore members they
+/// do not know, as the decoders do, and are compared with `JSONDecoder` on generated values in
+/// `JSONReadableTests`.
 public protocol JSONReadable {
     init(json reader: inout JSONReader) throws
 }

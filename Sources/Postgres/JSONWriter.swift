@@ -5,12 +5,12 @@ import Foundation
 /// generic encoder builds.
 ///
 /// Resolution writes an account state, its entitlements, its transaction aggregates and its
-/// events as JSON for every batch; through the generic encoder that was half of the workers'
-/// CPU (docs/performance/JOURNAL.md, item 18). The hot domain types conform (in SyncStore), and
-/// ``PostgresJSONEncoder`` uses the conformance wherever such a value is encoded, on its own or
-/// inside another value. A conformance must write its keys sorted by their UTF-8 bytes and
-/// nulls where its `encode(to:)` writes them; `JSONWritableTests` compares each writer with
-/// Foundation's `JSONEncoder.postgres` on generated values of its type.
+/// events as JSON for every batch: too hot a path for the generic encoder (docs/PERFORMANCE.md,
+/// *In the code*). The hot domain types conform (in SyncStore), and ``PostgresJSONEncoder`` uses
+/// the conformance wherever such a value is encoded, on its own or inside another value. A
+/// conformance must write its keys sorted by their UTF-8 bytes and nulls where its `encode(to:)`
+/// writes them; `JSONWritableTests` compares each writer with Foundation's
+/// `JSONEncoder.postgres` on generated values of its type.
 public protocol JSONWritable: Encodable {
     func write(to writer: inout JSONWriter) throws
 }

@@ -4,9 +4,9 @@ import Foundation
 /// their UTF-8 bytes, slashes unescaped, dates as RFC 3339 with microseconds, `Data` as base64,
 /// `URL` as its absolute string), several times faster.
 ///
-/// Resolution encodes every state, aggregate and event it writes as JSON, and Foundation's
-/// encoder was two thirds of the workers' CPU (docs/performance/JOURNAL.md, item 1): it formats each
-/// date through a closure and a nested encoder, and goes through existentials for every value.
+/// Resolution encodes every state, aggregate and event it writes as JSON, too hot a path for
+/// Foundation's encoder (docs/PERFORMANCE.md, *In the code*): it formats each date through a
+/// closure and a nested encoder, and goes through existentials for every value.
 /// This encoder builds a small tree of reference boxes (containers can be reopened and nested,
 /// as `Encoder` allows) and writes it once into a byte buffer; dates go straight from `Date` to
 /// bytes. The tests compare its output with Foundation's, byte for byte, on generated values of
@@ -117,8 +117,7 @@ enum JSONNode {
     static func writeString(_ text: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         // Most strings (ids, products, times, enum names) need no escape: copied in one piece,
-        // not appended byte by byte (the byte loop was about 1 % of a resolution drain's
-        // samples, docs/performance/JOURNAL.md item 43).
+        // not appended byte by byte (docs/PERFORMANCE.md, *In the code*).
         var text = text
         let copied = text.withUTF8 { utf8 in
             guard !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }

@@ -31,9 +31,8 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
 
     /// The interpolation methods are inlinable, so a value's `postgresValue` is called on its
     /// concrete type at each call site: an array parameter then gets the binding specialized for
-    /// its element type (``Swift/Array/postgresValue``). Called through this generic method from
-    /// another module, every array went through the unspecialized, witness-table path, about 2 %
-    /// of the machine in a webhook drain (docs/performance/JOURNAL.md item 38).
+    /// its element type (``Swift/Array/postgresValue``), not the unspecialized, witness-table path
+    /// a generic call from another module takes (docs/PERFORMANCE.md, *In the code*).
     public struct StringInterpolation: StringInterpolationProtocol {
         @usableFromInline var sql: String
         @usableFromInline var binds: [PostgresValue]
@@ -68,10 +67,10 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
         /// `opaqueToPlanner`, behind a one-row subquery, `(SELECT $n::type)::type`: the same
         /// value, which a custom plan can no longer read. For a key array that a statement
         /// compares with `= ANY(...)`: a custom plan estimates the selectivity of each of a
-        /// constant array's elements, 1.4–2.4 ms a plan for 500 keys, where it takes an opaque
-        /// array for ten; and it is still planned at every call, with the table's size at that
-        /// moment (docs/performance/JOURNAL.md item 39). Not for a distributed table on Citus, whose
-        /// planner routes a statement to its shards by reading the keys.
+        /// constant array's elements, milliseconds for hundreds of keys, where it takes an
+        /// opaque array for ten; and it is still planned at every call, with the table's size at
+        /// that moment (docs/PERFORMANCE.md, *In the code*). Not for a distributed table on
+        /// Citus, whose planner routes a statement to its shards by reading the keys.
         @inlinable
         public mutating func appendInterpolation(_ value: some PostgresEncodable, cast type: StaticString, opaqueToPlanner: Bool) {
             binds.append(value.postgresValue)

@@ -82,9 +82,9 @@ enum PostgresTimestamp {
     }
 
     /// The text of a date in the years 1 to 9999 (every date the service writes), built in a
-    /// buffer on the stack and appended once: appended a digit at a time, each append checking
-    /// the array's capacity and uniqueness, formatting was about 0.8 % of a resolution drain's
-    /// samples (docs/performance/JOURNAL.md item 46). The same text as the general path below, which
+    /// buffer on the stack and appended once, not a digit at a time with each append checking
+    /// the array's capacity and uniqueness: every date of a batch goes through it
+    /// (docs/PERFORMANCE.md, *In the code*). The same text as the general path below, which
     /// `TimestampTests` holds it to.
     private static func appendFourDigitYear(
         year: Int64, month: Int64, day: Int64, secondsOfDay: Int64, micros: Int64, rfc3339: Bool, to bytes: inout [UInt8]

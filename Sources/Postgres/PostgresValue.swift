@@ -12,10 +12,10 @@ public enum PostgresValue: Sendable, Hashable {
     case bytes([UInt8])
     /// An array in PostgreSQL's binary array format (`array_recv`) with its array type's OID
     /// (`text[]`, `int8[]`, `bool[]`, `uuid[]`, `timestamptz[]`, `float8[]`): no text for the
-    /// client to write nor for the server to parse. For arrays of JSON documents that was most of
-    /// the cost of binding them; for numbers and dates, the server's `array_in` and the elements'
-    /// input functions (docs/performance/JOURNAL.md item 30). The parameter has that type: a cast in SQL
-    /// converts from it (`$1::int[]` from `int8[]`, `$1::text[]::uuid[]` from `text[]`).
+    /// client to write nor for the server to parse (`array_in` and the elements' input
+    /// functions), most of the cost of binding an array (docs/PERFORMANCE.md, *In the code*).
+    /// The parameter has that type: a cast in SQL converts from it (`$1::int[]` from `int8[]`,
+    /// `$1::text[]::uuid[]` from `text[]`).
     case binaryArray(type: UInt32, bytes: [UInt8])
 
     /// A `text[]` in binary format.
@@ -90,9 +90,8 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
     /// `$1::text[]`, which also makes `unnest($1::text[], ...)` batch inserts possible.
     ///
     /// Inlinable, with ``binaryArray(_:)``: callers in other modules get it specialized for
-    /// their element type. Unspecialized, each element went through the protocol's witness
-    /// table and a generic copy, about 5 % of `serve`'s CPU on syncs, whose reports bind 21
-    /// arrays each (docs/performance/JOURNAL.md item 35).
+    /// their element type, not a witness-table call and a generic copy per element (a sync's
+    /// reports bind 21 arrays each; docs/PERFORMANCE.md, *In the code*).
     @inlinable
     public var postgresValue: PostgresValue {
         if let types = Element.binaryArrayType, let binary = binaryArray(types) { return binary }
@@ -150,7 +149,7 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
     /// The text form, `{"a","b",NULL}`.
     @usableFromInline
     func literal() -> String {
-        // Built on UTF-8 bytes: per-character String appends were most of the cost of binding
+        // Built on UTF-8 bytes: per-character String appends are most of the cost of binding
         // large text (signed transactions). `"` and `\` are ASCII and never occur inside a
         // multi-byte UTF-8 sequence, so escaping byte by byte is exact.
         // Elements write their text straight into the literal (no String each: numbers, dates

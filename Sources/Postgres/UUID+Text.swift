@@ -3,7 +3,7 @@ import Foundation
 extension UUID {
     /// The UUID as PostgreSQL writes it and as subsync shows ids (docs/API.md, "Ids"): lowercase,
     /// hyphenated. Written from a table: Foundation's `uuidString` formats through `snprintf`,
-    /// which was a few per cent of a delivery loop's CPU (perf, docs/performance/JOURNAL.md item 24).
+    /// a visible cost in a delivery loop (docs/PERFORMANCE.md, *In the code*).
     public var lowercasedText: String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(36)

@@ -5,8 +5,8 @@ import FoundationNetworking
 
 extension HTTPTransport {
     /// An answer read through the app's own session, so its delegate (certificate pinning, a
-    /// proxy's credentials) still applies, but never more than `limit` bytes of it (issue #52,
-    /// item 8). Past the limit, the request is cancelled and ``SubsyncClientError/answerTooLarge(limit:)``
+    /// proxy's credentials) still applies, but never more than `limit` bytes of it. Past the
+    /// limit, the request is cancelled and ``SubsyncClientError/answerTooLarge(limit:)``
     /// thrown; what was read is dropped.
     ///
     /// On Apple's systems the body is read as a stream (`bytes(for:)`), which stops at the limit.

@@ -179,8 +179,8 @@ public actor SubsyncClient {
 
     /// A reward token for the next rewarded ad: pass it as `customData` in AdMob's
     /// `ServerSideVerificationOptions` (with the account id as `userID`), so the service credits
-    /// the reward to this account only, once (issue #52 item 2, docs/CLIENT.md). Good for a day;
-    /// fetch one per ad.
+    /// the reward to this account only, once (docs/CLIENT.md, *Minutes and credits*). Good for a
+    /// day; fetch one per ad.
     public func rewardToken() async throws -> String {
         let answer = try await request("POST", "v1/accounts/\(configuration.accountID)/rewards/token", body: Data("{}".utf8))
         guard (200..<300).contains(answer.status) else { throw failure(answer) }

@@ -101,7 +101,7 @@ public struct SubsyncConfiguration: Sendable {
         return folder.appendingPathComponent(replaced + "-" + SHA256.hex(accountID).prefix(16))
     }
 
-    /// The folder that releases before 2026-11-26 used for an id ``defaultStorage(accountID:base:)``
+    /// The folder that earlier releases used for an id ``defaultStorage(accountID:base:)``
     /// now digests: the replacement alone. Nil for ids whose folder did not change, and for
     /// those that named no folder of their own (only dots).
     static func legacyStorage(accountID: String, base: URL = applicationSupport) -> URL? {

@@ -209,8 +209,8 @@ public struct CatalogueDocument: Sendable, Equatable, Codable {
 ///
 /// A string must be a plain decimal number as a whole (digits, one optional point, an optional
 /// sign and exponent): Foundation's `Decimal(string:)` reads the longest prefix it can, so "4,99"
-/// was 4 and "1_000" was 1, silently. Parsed without a locale: with one, the first price loaded
-/// ICU's locale data, about 2-4 ms of every start (docs/performance/JOURNAL.md item 33).
+/// would be 4 and "1_000" 1, silently. Parsed without a locale: with one, the first price loads
+/// ICU's locale data, milliseconds of every start (docs/PERFORMANCE.md, *In the code*).
 enum DecimalText {
     static func decode<Key: CodingKey>(_ c: KeyedDecodingContainer<Key>, forKey key: Key) throws -> Decimal? {
         if try !c.contains(key) || c.decodeNil(forKey: key) { return nil }

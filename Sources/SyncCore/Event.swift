@@ -95,8 +95,8 @@ public struct Event: Sendable, Hashable, Codable, Identifiable {
     }
 }
 
-/// The purchase an `entitlement.transferred` event moved between accounts (issue #7, the
-/// `transfer` binding policy).
+/// The purchase an `entitlement.transferred` event moved between accounts (the `transfer`
+/// binding policy, docs/STOREKIT.md).
 public struct Transfer: Sendable, Hashable, Codable {
     /// The store's original transaction id: the purchase and all its renewals.
     public var originalTransactionID: String

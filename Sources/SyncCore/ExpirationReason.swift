@@ -1,5 +1,5 @@
-/// Why an auto-renewable subscription ended or will end, from StoreKit's `expirationIntent`
-/// (seed 004: the app tells the user why their subscription stopped). Encodes the names; decodes
+/// Why an auto-renewable subscription ended or will end, from StoreKit's `expirationIntent` (so
+/// that the app can tell the user why their subscription stopped). Encodes the names; decodes
 /// the names (in any case) and StoreKit's codes 1-5 (an unknown code is ``other``).
 public enum ExpirationReason: String, Sendable, Equatable, Hashable, Codable, CaseIterable {
     /// The customer cancelled (turned auto-renew off). Code 1.

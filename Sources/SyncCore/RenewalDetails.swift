@@ -1,9 +1,9 @@
 import Foundation
 
-/// What a subscription's renewal info says beyond auto-renew, billing retry and grace (issue #51
-/// part 5, seed 004): why it ended, what it renews to, where a price increase stands, and when
-/// it renews. It describes the *subscription* (all transactions of one original transaction),
-/// as of the moment the App Store signed it.
+/// What a subscription's renewal info says beyond auto-renew, billing retry and grace
+/// (docs/RESOLUTION.md, *Renewal details*): why it ended, what it renews to, where a price
+/// increase stands, and when it renews. It describes the *subscription* (all transactions of
+/// one original transaction), as of the moment the App Store signed it.
 ///
 /// From a verified `signed_renewal_info` (device reports, App Store notifications, App Store
 /// Server API answers) with ``signedAt`` its `signedDate`; or, in development mode, from a

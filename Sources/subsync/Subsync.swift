@@ -2,8 +2,8 @@ import ArgumentParser
 
 /// Every command names itself (`commandName`): without one, ArgumentParser derives the name with
 /// `String(describing:)` for each command of the tree at every start, and each such call scans
-/// the binary's protocol conformance records, about 5-7 ms of each `subsync` start (perf;
-/// docs/performance/JOURNAL.md item 33).
+/// the binary's protocol conformance records, milliseconds of each `subsync` start
+/// (docs/PERFORMANCE.md, *In the code*).
 @main
 struct Subsync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -358,11 +358,11 @@ import Testing
     }
 
     /// Arrays of numbers, booleans, ids, dates and doubles go in binary format too, with their
-    /// array type (docs/performance/JOURNAL.md item 30). A date bound in an array is the very value the
-    /// server makes of the same date bound alone (as text): leases are compared for equality.
-    /// The server's casts take the declared type to the statement's (`int8[]` to `int[]`,
-    /// refusing what does not fit), and a statement prepared with one declared type is prepared
-    /// again for another.
+    /// array type (docs/PERFORMANCE.md, *In the code*). A date bound in an array is the very
+    /// value the server makes of the same date bound alone (as text): leases are compared for
+    /// equality. The server's casts take the declared type to the statement's (`int8[]` to
+    /// `int[]`, refusing what does not fit), and a statement prepared with one declared type is
+    /// prepared again for another.
     @Test func otherArraysInBinaryFormat() async throws {
         var generator = SystemRandomNumberGenerator()
         let dates: [Date] = [

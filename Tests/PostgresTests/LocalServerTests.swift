@@ -44,7 +44,7 @@ import Testing
         let listening = try await connection.query("SELECT current_setting('listen_addresses')")
         #expect(try listening[0].decode(String.self, at: 0) == "")
         // Its database compares text bytewise (`C`), with UTF-8 character classes
-        // (docs/performance/JOURNAL.md item 53).
+        // (docs/PERFORMANCE.md, *In the code*).
         let locale = try await connection.query(
             "SELECT datcollate::text, datctype::text FROM pg_database WHERE datname = current_database()")
         #expect(try locale[0].decode(String.self, at: 0) == "C")

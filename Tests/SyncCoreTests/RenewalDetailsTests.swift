@@ -2,8 +2,9 @@ import Foundation
 import SyncCore
 import Testing
 
-/// Renewal details (issue #51 part 5): why a subscription ended, what it renews to, a price
-/// increase, the next renewal; per subscription, the renewal info signed latest wins.
+/// Renewal details (docs/RESOLUTION.md, *Renewal details*): why a subscription ended, what it
+/// renews to, a price increase, the next renewal; per subscription, the renewal info signed
+/// latest wins.
 @Suite struct RenewalDetailsTests {
     let jan1 = utc(2025, 1, 1)
     let feb1 = utc(2025, 2, 1)

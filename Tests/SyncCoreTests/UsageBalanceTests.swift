@@ -167,7 +167,7 @@ enum RandomLedger {
         }
     }
 
-    /// Issue #60 item 3: a pack that comes and moves on to another account mints nothing. Against
+    /// A pack that comes and moves on to another account mints nothing. Against
     /// the same ledger without it, the account's overage less its credits is the same (what was
     /// spent of the pack is billed, what was not goes with it), and a move that nothing follows
     /// leaves the credit pool in no more debt than it would be in without the pack.

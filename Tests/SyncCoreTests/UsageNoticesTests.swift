@@ -90,7 +90,7 @@ import TestSupport
 
     @Test("a period whose only bill is a spent pack that moved away is marked while open and announced when it closes")
     func reclaimedUnitsAreAnnouncedWithoutUsage() {
-        // Found by the attacker review of issue #60: a pack spent in January and moved away in
+        // From an attacker review (docs/SECURITY.md): a pack spent in January and moved away in
         // February, when the account used nothing, billed February and nobody was told.
         let february = UsagePeriod(start: utc(2026, 2, 1), end: utc(2026, 3, 1))
         var marks: [UsagePeriod: UsagePeriodMarks] = [:]

@@ -8,7 +8,7 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// The admin routes of the operator console (issue #17), against a real database.
+/// The admin routes of the operator console (docs/API.md, *Admin API*), against a real database.
 @Suite("Admin API")
 struct AdminAPITests {
     static func r(_ id: String, device: String = "iphone", transaction: String = "t1", expires: TimeInterval? = 29 * 86_400) -> Report {

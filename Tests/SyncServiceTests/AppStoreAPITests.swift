@@ -5,7 +5,7 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// The App Store Server API client (issue #51, docs/STORE.md) against a real HTTP double on
+/// The App Store Server API client (docs/STORE.md) against a real HTTP double on
 /// loopback (scripts/appstore-double.py) that verifies every request's JWT with PyJWT against the
 /// public half of Apple's published test key and answers in Apple's shapes.
 @Suite("App Store Server API client", .serialized)
@@ -276,8 +276,8 @@ struct AppStoreAPITests {
 
     @Test("processes whose clocks disagree by minutes keep one schedule: the database's clock is the schedule's")
     func sharedScheduleAcrossSkewedClocks() async throws {
-        // Found by the attacker review of issue #60: with each caller's own clock, a process more
-        // than a minute fast got a full slot at every ask and the limit stopped holding.
+        // With each caller's own clock, a process more than a minute fast would get a full slot
+        // at every ask and the limit would stop holding.
         struct SkewedClock: ServiceClock {
             let offset: TimeInterval
             func now() -> Date { Date().addingTimeInterval(offset) }

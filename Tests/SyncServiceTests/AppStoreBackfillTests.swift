@@ -6,7 +6,7 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// The backfill of missed App Store notifications (issue #51, docs/STORE.md "Backfill") with the
+/// The backfill of missed App Store notifications (docs/STORE.md "Backfill") with the
 /// service's own services running (`.live`) against the store double.
 @Suite("App Store notification backfill", .serialized)
 struct AppStoreBackfillTests {

@@ -2,8 +2,8 @@ import Foundation
 @testable import SyncService
 import Testing
 
-/// The `Authorization` header's credential, taken on bytes, is what the String and Foundation
-/// code it replaced took (docs/performance/JOURNAL.md item 35).
+/// The `Authorization` header's credential, taken on bytes (docs/PERFORMANCE.md, *In the code*),
+/// is what the String and Foundation reference below takes.
 @Suite struct BearerHeaderTests {
     /// The previous implementation, kept here as the reference.
     private func reference(_ header: String) -> String? {

@@ -7,7 +7,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// SubsyncClient reads at most `maximumAnswerBytes` of an answer (issue #52, item 8): a service or
+/// SubsyncClient reads at most `maximumAnswerBytes` of an answer (docs/CLIENT.md): a service or
 /// proxy gone wrong, or an attacker on an `http://` development URL, must not exhaust the app's
 /// memory with an endless answer. Against the real service (the limit is exact, and nothing in
 /// the outbox is lost) and against scripts/endless-answers.py, a real server that answers every

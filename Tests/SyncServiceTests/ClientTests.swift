@@ -13,9 +13,9 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// SubsyncClient (issue #14) against the real service on loopback and a real database: signed
-/// purchases, refusals, the outbox across a stopped service and a "crash", Retry-After, and the
-/// offline answers. The client's own parts are in SubsyncClientTests.
+/// SubsyncClient (docs/CLIENT.md) against the real service on loopback and a real database:
+/// signed purchases, refusals, the outbox across a stopped service and a "crash", Retry-After,
+/// and the offline answers. The client's own parts are in SubsyncClientTests.
 @Suite("SubsyncClient against the service", .serialized)
 struct ClientTests {
     /// A client of the service on `port`, for `account`, with a device token the test mints.

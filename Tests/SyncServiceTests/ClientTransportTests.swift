@@ -5,8 +5,8 @@ import FoundationNetworking
 import SubsyncClient
 import Testing
 
-/// SubsyncClient's base URL (issue #52, item 8): a URL in clear to another machine is refused,
-/// since every request carries the account token.
+/// SubsyncClient's base URL (docs/SECURITY.md, *The client libraries*): a URL in clear to
+/// another machine is refused, since every request carries the account token.
 @Suite("SubsyncClient: the base URL")
 struct ClientTransportTests {
     static func configuration(_ url: String, folder: URL) throws -> SubsyncConfiguration {

@@ -1,10 +1,10 @@
 import Foundation
 import Testing
 
-/// docs/CONFIGURATION.md lists every setting exactly once (issue #53, item 1): the environment
-/// variables the code reads (every `"SUBSYNC_…"` or `"DATABASE_URL"` literal under Sources/) are
-/// exactly the rows of its tables before `## Scripts and tests`, each once; the rows after that
-/// heading are variables the scripts or tests read.
+/// docs/CONFIGURATION.md lists every setting exactly once: the environment variables the code
+/// reads (every `"SUBSYNC_…"` or `"DATABASE_URL"` literal under Sources/) are exactly the rows
+/// of its tables before `## Scripts and tests`, each once; the rows after that heading are
+/// variables the scripts or tests read.
 @Suite("docs/CONFIGURATION.md")
 struct ConfigurationDocumentTests {
     static let root = EmbeddedServe.packageRoot

@@ -558,8 +558,8 @@ struct ResolutionEngineTests {
         }
     }
 
-    /// A batch's transactions new to their account are inserted, the stored ones written over
-    /// (docs/performance/JOURNAL.md item 45): a stored one sent to the plain insert would fail the batch
+    /// A batch's transactions new to their account are inserted, the stored ones written over:
+    /// a stored one sent to the plain insert would fail the batch
     /// on its key, and one left out would lose its reports' count.
     @Test("a batch inserts the transactions new to an account and writes over its stored ones, counting every report")
     func newAndStoredTransactionsInOneBatch() async throws {
@@ -605,8 +605,8 @@ struct ResolutionEngineTests {
     }
 
     /// States, aggregates and entitlement states are `json` (sql/0031): stored as the service
-    /// encoded them, byte for byte (`jsonb` reordered the keys and added spaces, and parsed every
-    /// document on write, docs/performance/JOURNAL.md item 29), and compared as text, so a state that
+    /// encoded them, byte for byte (`jsonb` reorders the keys, adds spaces and parses every
+    /// document on write), and compared as text, so a state that
     /// did not change keeps its `updated_at`.
     @Test("states, aggregates and entitlements are stored as the service's own JSON text, and an unchanged state keeps its updated_at")
     func storedDocumentsAreTheServiceText() async throws {

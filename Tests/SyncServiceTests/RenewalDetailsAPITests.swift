@@ -8,10 +8,10 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// Renewal details in the state (issue #51 part 5, seed 004), from each of the three sources of
-/// signed renewal info (a device's sync, an App Store notification, an App Store Server API
-/// answer) to the account read, SubsyncClient's snapshot and the signed webhook, against a real
-/// database, the store double and the Python receiver.
+/// Renewal details in the state (docs/RESOLUTION.md, *Renewal details*), from each of the three
+/// sources of signed renewal info (a device's sync, an App Store notification, an App Store
+/// Server API answer) to the account read, SubsyncClient's snapshot and the signed webhook,
+/// against a real database, the store double and the Python receiver.
 @Suite("Renewal details from devices, notifications and the store", .serialized)
 struct RenewalDetailsAPITests {
     /// Signed renewal info of `original` with the given fields (Apple's JWSRenewalInfoDecodedPayload).

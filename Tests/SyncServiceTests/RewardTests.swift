@@ -8,8 +8,9 @@ import SyncService
 import TestSupport
 import Testing
 
-/// Rewarded ads through AdMob's server-side verification callback (issue #13), signed with keys
-/// of our own in AdMob's published format; the signature is checked by the service, never mocked.
+/// Rewarded ads through AdMob's server-side verification callback (docs/USAGE.md), signed with
+/// keys of our own in AdMob's published format; the signature is checked by the service, never
+/// mocked.
 @Suite("Rewarded ads (AdMob SSV)", .serialized)
 struct RewardTests {
     /// A key pair and its entry in AdMob's key file format.

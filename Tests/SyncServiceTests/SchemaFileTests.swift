@@ -4,9 +4,9 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// sql/schema.sql (issue #53, item 3) is the schema every migration makes, dumped by
-/// `scripts/schema`: a fresh database migrated here dumps to exactly the committed file, and a
-/// schema that differs by one index does not.
+/// sql/schema.sql is the schema every migration makes, dumped by `scripts/schema`: a fresh
+/// database migrated here dumps to exactly the committed file, and a schema that differs by one
+/// index does not.
 @Suite("sql/schema.sql")
 struct SchemaFileTests {
     static let root = EmbeddedServe.packageRoot

@@ -121,7 +121,7 @@ struct ServeCommandTests {
     @Test("one host holding sockets open with a request every second takes only its share of the connections, another host is served, and probes close their connections")
     func oneHostCannotTakeEveryConnection() async throws {
         let httpPort = freeTCPPort()
-        // The attack of issue #60 item 4: as many sockets as the bound, each sending a request
+        // The attack (docs/SECURITY.md): as many sockets as the bound, each sending a request
         // every second (well inside the head timeout), from one address.
         let process = try await Self.serveOnTestDatabase(port: httpPort, [
             "SUBSYNC_HTTP_MAX_CONNECTIONS": "16", "SUBSYNC_HTTP_MAX_CONNECTIONS_PER_SOURCE": "4",

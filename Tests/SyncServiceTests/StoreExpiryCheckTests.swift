@@ -7,7 +7,7 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// Asking the App Store before an expiry (issue #51, docs/STORE.md "Before an expiry"): the
+/// Asking the App Store before an expiry (docs/STORE.md "Before an expiry"): the
 /// application's own sweeper and workers (`.live`, a test clock) against the store double.
 @Suite("Asking the store before an expiry", .serialized)
 struct StoreExpiryCheckTests {

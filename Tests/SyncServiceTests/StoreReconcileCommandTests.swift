@@ -8,7 +8,7 @@ import TestSupport
 import Testing
 import X509
 
-/// `subsync reconcile --against-store` (issue #51, docs/STORE.md): the built binary against a
+/// `subsync reconcile --against-store` (docs/STORE.md): the built binary against a
 /// real database and the store double.
 @Suite("Reconcile against the store", .serialized)
 struct StoreReconcileCommandTests {

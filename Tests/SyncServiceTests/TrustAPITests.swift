@@ -9,7 +9,7 @@ import SyncStore
 import Testing
 import TestSupport
 
-/// Issue #7 through the API: signed reports, `SUBSYNC_REQUIRE_SIGNED`, App Store Server
+/// docs/STOREKIT.md through the API: signed reports, `SUBSYNC_REQUIRE_SIGNED`, App Store Server
 /// Notifications V2 and account binding, against a real database and our own certificate chain.
 @Suite("Trust: signed reports, notifications and account binding over HTTP")
 struct TrustAPITests {
@@ -1086,8 +1086,8 @@ struct TrustAPITests {
 
     @Test("a minute pack spent in one account and moved on, twice, yields its units once: what was spent of it is billed where it was spent")
     func spentPackMovedTwiceMintsNothing() async throws {
-        // Issue #60 item 3: a modified client keeps a pack's JWS and syncs it into account after
-        // account, spending it in each before it moves on.
+        // A modified client keeps a pack's JWS and syncs it into account after account, spending
+        // it in each before it moves on.
         try await TestEnvironment.withFresh { env in
             let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
             let jws = try signedPack("8500", purchased: Date().addingTimeInterval(-60), signed: Date())

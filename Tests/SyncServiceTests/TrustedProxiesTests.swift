@@ -5,7 +5,7 @@ import HummingbirdTesting
 import SyncService
 import Testing
 
-/// `SUBSYNC_TRUSTED_PROXIES` (issue #52 item 1): the limits by source address behind a reverse
+/// `SUBSYNC_TRUSTED_PROXIES` (docs/SECURITY.md): the limits by source address behind a reverse
 /// proxy, written as a client behind it (and one beside it) would send.
 @Suite("Trusted proxies: the client address behind a reverse proxy")
 struct TrustedProxiesTests {

@@ -8,7 +8,7 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// Usage and credits against a real database over real HTTP (issue #13; rules in docs/USAGE.md).
+/// Usage and credits against a real database over real HTTP (rules in docs/USAGE.md).
 @Suite("Usage API")
 struct UsageAPITests {
     static func usageBody(device: String, _ entries: [(id: String, units: Int, at: Date)], meter: String = "minutes") throws -> Data {

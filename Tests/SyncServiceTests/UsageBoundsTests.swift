@@ -8,7 +8,7 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// Backdating, bounds and paging of the usage ledger (issue #50, docs/USAGE.md "Late usage",
+/// Backdating, bounds and paging of the usage ledger (docs/USAGE.md "Late usage",
 /// "Bounds", "Reading usage"): each abuse sent as an attacker would, refused or neutral, and the
 /// legitimate use beside it still served.
 @Suite("Usage: backdating, bounds and pages")

@@ -8,9 +8,9 @@ import SyncService
 import TestSupport
 import Testing
 
-/// What a usage request reads does not grow with the account's ledger (issue #50: the same cost
-/// at 100 and 100,000 entries). Counted, not timed: the rows of `usage_entries` a balance read
-/// fetches, from PostgreSQL's own counters for the reading transaction
+/// What a usage request reads does not grow with the account's ledger (docs/USAGE.md "Cost": the
+/// same cost at 100 and 100,000 entries). Counted, not timed: the rows of `usage_entries` a
+/// balance read fetches, from PostgreSQL's own counters for the reading transaction
 /// (`pg_stat_xact_user_tables`). The timings are scripts/bench-usage's.
 @Suite("Usage: the cost of a request against the ledger's size")
 struct UsageCostTests {

@@ -9,7 +9,7 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// The usage events (issue #13; docs/USAGE.md "Events") against a real database, real HTTP and
+/// The usage events (docs/USAGE.md "Events") against a real database, real HTTP and
 /// a real webhook receiver that checks every signature.
 @Suite("Usage events", .serialized)
 struct UsageEventTests {

@@ -8,7 +8,7 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// Final periods (issue #50, docs/USAGE.md "Final periods"): a period that ended more than 90
+/// Final periods (docs/USAGE.md "Final periods"): a period that ended more than 90
 /// days ago keeps its allowance, tier and totals whatever is reported later; a credit dated
 /// inside it counts in the first open period; the recomputation and reconcile agree.
 @Suite("Usage: final periods")

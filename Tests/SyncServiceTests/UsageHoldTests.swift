@@ -9,7 +9,7 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// Holds: units reserved before they are spent (issue #13, docs/USAGE.md).
+/// Holds: units reserved before they are spent (docs/USAGE.md).
 @Suite("Usage holds", .serialized)
 struct UsageHoldTests {
     static func holdBody(device: String, units: Int, ttl: Int? = nil) throws -> Data {

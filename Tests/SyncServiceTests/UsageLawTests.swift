@@ -7,7 +7,7 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// The usage law end to end (issue #50, docs/USAGE.md "The balance is a function of the facts"):
+/// The usage law end to end (docs/USAGE.md "The balance is a function of the facts"):
 /// the same facts (subscription and pass reports of several tiers, renewals, lapses and refunds,
 /// minute packs with refunds and reversals, rewards, operators' adjustments, usage from several
 /// devices, holds settled) give the same balance and the same announced period totals whatever
@@ -256,11 +256,11 @@ struct UsageLawTests {
     }
 }
 
-/// The usage law across two `serve` processes sharing one database (issue #50): facts of random
-/// scenarios (subscriptions, renewals, refunds, usage from two devices, holds settled, operators'
-/// adjustments) sent in random orders, each to either process at random, as devices and the
-/// `subsync` command line would; both processes resolve (a worker each) and sweep. Every order of
-/// one scenario ends with the same balance and the same announced period totals.
+/// The usage law across two `serve` processes sharing one database (docs/USAGE.md): facts of
+/// random scenarios (subscriptions, renewals, refunds, usage from two devices, holds settled,
+/// operators' adjustments) sent in random orders, each to either process at random, as devices
+/// and the `subsync` command line would; both processes resolve (a worker each) and sweep. Every
+/// order of one scenario ends with the same balance and the same announced period totals.
 @Suite("Usage law across processes", .serialized)
 struct UsageLawAcrossProcessesTests {
     @Test("random orders of the same facts through two serve processes give the same balance and announced totals")

@@ -11,8 +11,8 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// SubsyncWebhooks (issue #14) on real deliveries: a running service sends its webhooks to a
-/// receiver on loopback that keeps the raw bytes, and the library verifies and orders them.
+/// SubsyncWebhooks (docs/CLIENT.md) on real deliveries: a running service sends its webhooks to
+/// a receiver on loopback that keeps the raw bytes, and the library verifies and orders them.
 @Suite("SubsyncWebhooks against real deliveries", .serialized)
 struct WebhookLibraryTests {
     /// What the receiver got: the headers and the body, byte for byte.

@@ -354,8 +354,8 @@ struct WebhookOrderTests {
             let rowsRead = after.sequentially + after.throughIndexes - before.sequentially - before.throughIndexes
             // By key: an entry per result, and a probe per stream of what waits behind it.
             // Started from the partial index of pending deliveries (taken for a small one), the
-            // status update compared every pending delivery with every result (3.3 s for 500
-            // results among 30,000 pending; docs/performance/JOURNAL.md item 28).
+            // status update would compare every pending delivery with every result
+            // (docs/PERFORMANCE.md, *How a path's cost grows with its data*).
             #expect(rowsRead >= 200 && rowsRead < 1_000, "recording 200 deliveries read \(rowsRead) rows and index entries")
             let done = try await env.pool.query("SELECT count(*) FROM deliveries WHERE account_id LIKE 'new-%' AND status = 'succeeded'")
             #expect(try done.first?.decode(Int64.self, at: 0) == 200)

@@ -48,9 +48,10 @@ import Testing
 
     /// The lock functions of sql/0014 find each row by its key, whatever the table's size when
     /// the connection cached their plans (sql/0022). Autovacuum analyzes a table after its first
-    /// 50 changed rows; a plan cached then is a sequential scan (one page), and it stays until the
-    /// next analyze, up to a minute later, however much the table grew meanwhile: without
-    /// `enable_seqscan = off` each key was a scan of the whole table (docs/performance/JOURNAL.md item 14).
+    /// 50 changed rows; a plan cached then is a sequential scan (one page), and it stays until
+    /// the next analyze, up to a minute later, however much the table grew meanwhile: without
+    /// `enable_seqscan = off` each key would be a scan of the whole table (docs/PERFORMANCE.md,
+    /// *How a path's cost grows with its data*).
     @Test func lockFunctionsReadByKeyAfterTheTableGrew() async throws {
         try await TestDatabase.withFreshDatabase { configuration in
             try await TestDatabase.withConnection(configuration) { connection in
@@ -104,10 +105,10 @@ import Testing
     /// A worker's claim (`status = 'pending' AND account_id = ANY(...)`, as in
     /// `ResolutionEngine.claim`) reads its accounts' pending reports only, even when the
     /// statistics were taken while few reports were pending and a backlog came after them (an
-    /// outage of the workers, an import). The index of pending reports in arrival order matched
-    /// the claim until sql/0028, and the planner, taking it for small, read all of it for every
-    /// claim: 3,000 index entries here for 50 reports (checked against the old index), and a
-    /// 120,000-report drain at 14,700 reports/s instead of 36,500 (docs/performance/JOURNAL.md item 28).
+    /// outage of the workers, an import). An index of pending reports in arrival order matches
+    /// the claim too, and the planner, taking it for small, reads all of it for every claim
+    /// (3,000 index entries here for 50 reports; docs/PERFORMANCE.md,
+    /// *How a path's cost grows with its data*).
     @Test func claimReadsOnlyItsAccountsPendingReportsWithStaleStatistics() async throws {
         try await TestDatabase.withFreshDatabase { configuration in
             try await TestDatabase.withConnection(configuration) { connection in

@@ -1,7 +1,8 @@
 import NIOCore
 import NIOHTTPTypes
 
-/// Bounds how long a connection may take over each request (issue #52 item 6), where
+/// Bounds how long a connection may take over each request (docs/SECURITY.md, *Requests and
+/// connections*), where
 /// Hummingbird's idle timeout starts again on every part and stops while a response is under
 /// way:
 /// - **waiting for a head**: the next request head must be complete `headTimeout` after the

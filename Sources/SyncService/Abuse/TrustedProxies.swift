@@ -3,7 +3,7 @@ import Foundation
 import HTTPTypes
 
 /// The reverse proxies (TLS terminators, load balancers) in front of `serve`
-/// (`SUBSYNC_TRUSTED_PROXIES`, issue #52 item 1): only when the TCP peer is one of them is the
+/// (`SUBSYNC_TRUSTED_PROXIES`, docs/SECURITY.md): only when the TCP peer is one of them is the
 /// client's address taken from the header those proxies write (`SUBSYNC_TRUSTED_PROXY_HEADER`:
 /// `X-Forwarded-For`, or `Forwarded`; only that one, since a proxy that writes the other passes a
 /// client's own copy through), as the right-most hop that is not a trusted proxy: the one the

@@ -3,9 +3,9 @@ import Postgres
 import SyncCore
 import SyncStore
 
-// Every sync answers with the account; through the generic encoder its members (features,
-// limits, devices) were about 5 % of `serve`'s CPU in a paced sync run (docs/performance/JOURNAL.md
-// item 35). These write the bytes `encode(to:)` gives through ``PostgresJSONEncoder`` (keys
+// Every sync answers with the account: its members (features, limits, devices) are too hot a
+// path for the generic encoder (docs/PERFORMANCE.md, *In the code*). These write the bytes
+// `encode(to:)` gives through ``PostgresJSONEncoder`` (keys
 // sorted, absent optionals as the coders write them); `ResponseWriterTests` compares the two.
 
 extension AccountResponse: JSONWritable {

@@ -5,8 +5,8 @@ import SyncStore
 extension AdminController {
     /// `POST /v1/admin/accounts/{id}/revoke-tokens` and `.../unrevoke-tokens`.
     ///
-    /// `revoke-tokens`: `subsync tokens revoke` for one account
-    /// (issue #52 item 5). Every device token of the account issued before now (the database's
+    /// `revoke-tokens`: `subsync tokens revoke` for one account (docs/SECURITY.md, *Credentials
+    /// and tokens*). Every device token of the account issued before now (the database's
     /// clock) and a minute more (``TokenRevocations/margin``) is refused with 401 `token_revoked`
     /// from then on (by this process at once, by others within seconds); tokens issued
     /// afterwards work. Body: `actor`, `reason` (both optional); audited. The

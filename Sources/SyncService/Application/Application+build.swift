@@ -154,7 +154,7 @@ public func buildApplication(
         store: EndpointStore(pool: pool, sealer: configuration.secretSealer), authenticator: dependencies.authenticator,
         clock: dependencies.clock
     ).addRoutes(to: router)
-    // The operator console and the admin routes it calls (issue #17).
+    // The operator console and the admin routes it calls (docs/OPERATIONS.md).
     let history = MetricsHistory()
     let sampleInterval = Duration.seconds(5)
     var storeReconciler: StoreReconciler?

@@ -92,8 +92,8 @@ public struct Authenticator: Sendable {
 
     /// The credential of a `Bearer <credential>` header (the scheme in any case), without the
     /// whitespace around it; nil for another scheme or none. On bytes for an ASCII header (every
-    /// real one): lower-casing the whole header and Foundation's `trimmingCharacters` were about
-    /// 2.5 % of `serve`'s CPU in a paced sync run (docs/performance/JOURNAL.md item 35); a header with
+    /// real one): lower-casing the whole header and Foundation's `trimmingCharacters` cost every
+    /// request (docs/PERFORMANCE.md, *In the code*); a header with
     /// other characters takes that path still, so what is trimmed does not change.
     static func bearerCredential(_ header: String) -> String? {
         let prefix = "Bearer "

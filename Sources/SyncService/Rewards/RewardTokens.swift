@@ -1,12 +1,12 @@
 import Crypto
 import Foundation
 
-/// Short-lived tokens that bind a rewarded ad to the account that asked for it (issue #52 item
-/// 2). AdMob's callback names the account in `user_id`, which the app sets, so a modified app
-/// could credit any account or spend a victim's daily cap. With tokens, the app first asks
-/// `POST /v1/accounts/{id}/rewards/token` (with the account's device token), passes the answer
-/// as `custom_data` in `ServerSideVerificationOptions`, which AdMob signs with the callback, and
-/// the callback is taken only for the account the token names, once per token.
+/// Short-lived tokens that bind a rewarded ad to the account that asked for it (docs/SECURITY.md,
+/// *Purchases and the stores*). AdMob's callback names the account in `user_id`, which the app
+/// sets, so a modified app could credit any account or spend a victim's daily cap. With tokens,
+/// the app first asks `POST /v1/accounts/{id}/rewards/token` (with the account's device token),
+/// passes the answer as `custom_data` in `ServerSideVerificationOptions`, which AdMob signs with
+/// the callback, and the callback is taken only for the account the token names, once per token.
 ///
 /// A token is `rw1.<payload>.<mac>` (web-safe base64): the payload is the account id, the
 /// expiry in milliseconds and a random nonce; the MAC is HMAC-SHA256 under a key derived from

@@ -3,8 +3,8 @@ import Postgres
 import SyncCore
 import SyncStore
 
-/// The sync body read with ``JSONReader`` instead of Foundation's `JSONDecoder`, which was
-/// 11–12 % of `serve`'s CPU in a paced sync run (docs/performance/JOURNAL.md item 34).
+/// The sync body read with ``JSONReader`` instead of Foundation's `JSONDecoder`, a large share
+/// of `serve`'s CPU on every sync (docs/PERFORMANCE.md, *In the code*).
 ///
 /// Only for the bodies where the two cannot differ: ASCII bytes (so no invalid UTF-8 to judge),
 /// members that the types know and nothing else, each value of the JSON type its field takes.

@@ -123,7 +123,7 @@ public enum Identifier {
 }
 
 /// Free text from a client: anything printable, never a control character. A NUL would be
-/// refused by PostgreSQL (a 500 and an error log per request before this check), and newlines
+/// refused by PostgreSQL (a 500 and an error log per request), and newlines
 /// or escape sequences would forge lines in logs and terminals.
 enum TextField {
     /// - Throws: ``APIError`` 400 `invalid_request` naming the field and the character.
@@ -136,8 +136,9 @@ enum TextField {
     }
 
     /// Whether `scalar` is a control character (general category Cc): U+0000-U+001F and
-    /// U+007F-U+009F, a set Unicode's stability policy fixes. Compared by value: the property
-    /// lookup was 17 % of serve's CPU on signed syncs, whose 2-3 KiB JWS it read scalar by scalar.
+    /// U+007F-U+009F, a set Unicode's stability policy fixes. Compared by value: a signed sync's
+    /// 2-3 KiB JWS is read scalar by scalar, too many for the property lookup
+    /// (docs/PERFORMANCE.md, *In the code*).
     static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
     }

@@ -3,7 +3,7 @@ import Logging
 import SyncCore
 import SyncStore
 
-/// Decides what a device's reports become (issue #7, "policy"):
+/// Decides what a device's reports become (docs/STOREKIT.md):
 /// - a report with `signed_transaction` is verified by the ``StoreKitVerifier``; it then takes
 ///   every transaction field from the signed payload (none from the device's JSON) and is
 ///   *verified*, with its `signed_date` trusted. `signed_renewal_info` beside it, verified too

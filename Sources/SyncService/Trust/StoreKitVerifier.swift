@@ -289,8 +289,8 @@ public struct StoreKitVerifier: Sendable {
     }
 
     /// The dot-separated parts of a compact JWS (empty ones included), found on bytes: splitting
-    /// the String compared Characters (9 % of a signed sync), and the generic byte split with
-    /// a closure per byte was still 2.5 %.
+    /// the String compares Characters, and a generic byte split calls a closure per byte, both a
+    /// visible share of a signed sync (docs/PERFORMANCE.md, *In the code*).
     static func compactParts(_ jws: String) -> [Substring] {
         var text = jws
         // The byte offsets of the dots, found with memchr.
@@ -332,7 +332,7 @@ public struct StoreKitVerifier: Sendable {
         return key.isValidSignature(signature, for: signingInput)
     }
 
-    /// Decodes unpadded base64url (on bytes: Foundation's string replacing was a visible cost).
+    /// Decodes unpadded base64url (on bytes: Foundation's string replacing is a visible cost).
     static func base64URLDecoded(_ text: Substring) -> Data? {
         var bytes = Array(text.utf8)
         for index in bytes.indices {

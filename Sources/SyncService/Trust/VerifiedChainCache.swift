@@ -4,8 +4,8 @@ import NIOConcurrencyHelpers
 import X509
 
 /// Certificate chains that already verified, so that the next JWS signed by the same chain costs
-/// one ECDSA verification instead of building and checking the chain twice (measured in
-/// `scripts/bench-signed`: the chain checks were most of the cost of a signed report).
+/// one ECDSA verification instead of building and checking the chain twice (the chain checks
+/// are most of the cost of a signed report: docs/PERFORMANCE.md, *In the code*).
 ///
 /// An entry is added only after a chain passed every check of ``StoreKitVerifier`` (trusted root,
 /// Apple's policy OIDs, RFC 5280) at some instant. Those checks do not depend on time except for

@@ -8,9 +8,8 @@ import SyncStore
 /// space-separated entry per active secret (two during a rotation).
 public enum WebhookSigner {
     /// A secret made ready to sign: the HMAC keyed with it, copied for each message, so the key
-    /// is set up once per secret rather than once per attempt (perf: the signature was about
-    /// an eighth of a delivery loop's Swift CPU, half of it the key's setup; docs/performance/JOURNAL.md
-    /// item 24).
+    /// is set up once per secret rather than once per attempt: the key's setup is half of what
+    /// a signature costs (docs/PERFORMANCE.md, *In the code*).
     public struct Key: Sendable {
         let keyed: HMAC<SHA256>
 

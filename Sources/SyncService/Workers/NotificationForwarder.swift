@@ -5,9 +5,9 @@ import ServiceLifecycle
 /// The process's one listening connection: LISTENs to every channel its parts wait on and
 /// raises each channel's ``WakeSignal`` when a notification arrives on it.
 ///
-/// One connection for all of them, not one per part: `serve --workers 4` with four delivery
-/// loops listened on five connections, each a PostgreSQL backend held for the life of the
-/// process (docs/performance/JOURNAL.md item 26). A lost connection is opened again after a second;
+/// One connection for all of them, not one per part: each is a PostgreSQL backend held for the
+/// life of the process (`serve --workers 4` with four delivery loops would hold five). A lost
+/// connection is opened again after a second;
 /// the parts poll meanwhile, since notifications sent while it is down are lost.
 public struct NotificationForwarder: Service {
     let configuration: ConnectionConfiguration

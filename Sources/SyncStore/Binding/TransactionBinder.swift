@@ -2,8 +2,8 @@ import Foundation
 import Postgres
 import SyncCore
 
-/// Binds store purchases to accounts and stores verified reports under that binding (issue #7,
-/// "account binding").
+/// Binds store purchases to accounts and stores verified reports under that binding
+/// (docs/STOREKIT.md, "Account binding").
 ///
 /// A purchase (an original transaction) belongs to the account whose verified report first
 /// named it; an `appAccountToken` names the account whose verified report first carried it.

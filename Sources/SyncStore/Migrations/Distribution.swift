@@ -1,7 +1,7 @@
 import Foundation
 import Postgres
 
-/// The distribution step for Citus (issue #18, docs/CITUS.md): run after the
+/// The distribution step for Citus (docs/CITUS.md): run after the
 /// migrations, on the coordinator, by `subsync distribute`. The migrations stay plain PostgreSQL;
 /// this step is separate, idempotent (a table already distributed is left as it is), and does
 /// nothing on a database without the `citus` extension.

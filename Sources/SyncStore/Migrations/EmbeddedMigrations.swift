@@ -1813,7 +1813,7 @@ CREATE INDEX IF NOT EXISTS token_revocations_by_change ON token_revocations (cha
             name: "0042_usage_transfers",
             sql: ####"""
 -- Minute packs that move to another account (binding policy `transfer`) no longer mint units
--- (issue #60 item 3; docs/USAGE.md, "The balance", rule 5): a pack's `credit_transferred:` debit
+-- (docs/USAGE.md, "The balance", rule 5): a pack's `credit_transferred:` debit
 -- is told apart from refunds and operator debits, so that what of it was already spent in the
 -- account it leaves is billed there as overage instead of leaving a debt nobody pays.
 -- usage_totals keeps those units in a column of their own. Open periods' rows are dropped: they

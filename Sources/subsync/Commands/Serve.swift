@@ -143,11 +143,11 @@ struct Serve: AsyncParsableCommand {
             logger: logger
         )
         // The connections the workers, the delivery loops and the sweeper take first open while
-        // the migration runs, not one after another as each asks (docs/performance/JOURNAL.md item 44).
+        // the migration runs, not one after another as each asks.
         async let prewarmed: Void = pool.prewarm(configuration.workers + configuration.deliveryWorkers + 1)
         // Every index of the per-account tables compares text ids; under a locale's collation
-        // each comparison goes through the locale (docs/performance/JOURNAL.md item 53). Asked beside
-        // the migration, so that the start waits for nothing more.
+        // each comparison goes through the locale (docs/PERFORMANCE.md, *In the code*). Asked
+        // beside the migration, so that the start waits for nothing more.
         async let collation = DatabaseCollation.nonBytewise(pool)
         if !noMigrate {
             do {
