@@ -7,7 +7,6 @@ COPY Package.swift ./
 COPY Sources ./Sources
 COPY Tests ./Tests
 COPY Benchmarks ./Benchmarks
-COPY sql ./sql
 RUN swift build -c release --product subsync --static-swift-stdlib \
     && cp .build/release/subsync /usr/local/bin/subsync
 
@@ -16,7 +15,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends libpq5 libcurl4
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 subsync
 COPY --from=build /usr/local/bin/subsync /usr/local/bin/subsync
-COPY catalogue /etc/subsync/catalogue
+COPY Sources/SyncCore/Resources/catalogue /etc/subsync/catalogue
 USER subsync
 ENV SUBSYNC_HOST=0.0.0.0 SUBSYNC_PORT=8080
 EXPOSE 8080

@@ -232,7 +232,7 @@ import Testing
         #expect(files.map(\.version) == Migration.embedded.map(\.version))
         for (file, embedded) in zip(files, Migration.embedded) {
             #expect(file.name == embedded.name)
-            #expect(Array(file.sql.utf8) == Array(embedded.sql.utf8), "\(file.name) differs from the embedded copy: run scripts/embed-migrations")
+            #expect(Array(file.sql.utf8) == Array(embedded.sql.utf8), "\(file.name) differs from the embedded copy")
         }
         #expect(Migration.embedded.map(\.version) == Array(1...Migration.embedded.count), "versions are 1, 2, 3, ... without gaps")
     }

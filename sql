@@ -1,0 +1,1 @@
+Sources/SyncStore/Migrations/sql
