@@ -13,6 +13,7 @@ extension TransactionAggregate {
         storeReinstatedAt = latest(storeReinstatedAt, other.storeReinstatedAt)
         operatorRevocation = RevocationMark.latest(operatorRevocation, other.operatorRevocation)
         operatorReinstatedAt = latest(operatorReinstatedAt, other.operatorReinstatedAt)
+        operatorLiftsStoreBefore = latest(operatorLiftsStoreBefore, other.operatorLiftsStoreBefore)
         renewal = RenewalMark.latest(renewal, other.renewal)
         isUpgraded = isUpgraded || other.isUpgraded
         if other.firstObservedAt < firstObservedAt { firstObservedAt = other.firstObservedAt }
@@ -39,6 +40,7 @@ extension TransactionAggregate {
         storeReinstatedAt = latest(storeReinstatedAt, Self.storeReinstatementTime(of: report))
         operatorRevocation = RevocationMark.latest(operatorRevocation, Self.operatorRevocationMark(of: report, key: key))
         operatorReinstatedAt = latest(operatorReinstatedAt, Self.operatorReinstatementTime(of: report))
+        operatorLiftsStoreBefore = latest(operatorLiftsStoreBefore, Self.operatorStoreLift(of: report))
         if let theirs = RenewalMark(report, key: key) {
             renewal = RenewalMark.latest(renewal, theirs)
         }
@@ -98,6 +100,15 @@ extension TransactionAggregate {
     /// The operator's reinstatement an admin `unrevoke` contributes, at its command time.
     static func operatorReinstatementTime(of report: Report) -> Date? {
         guard report.trust.effectiveAdminAction == .unrevoke else { return nil }
+        return report.trust.signedDate ?? report.observedAt
+    }
+
+    /// The store revocations an admin `unrevoke` lifts: those before just after the one it saw
+    /// (its `revoked_at`; the purchase time when it saw none), or for an unrevoke that named none
+    /// (recorded before unrevokes did), those before its command time.
+    static func operatorStoreLift(of report: Report) -> Date? {
+        guard report.trust.effectiveAdminAction == .unrevoke else { return nil }
+        if let seen = report.revokedAt { return seen.addingTimeInterval(0.001) }
         return report.trust.signedDate ?? report.observedAt
     }
 

@@ -13,11 +13,12 @@ import Foundation
 ///     *verified* device or store report without `revoked_at` (Apple's REFUND_REVERSED).
 ///     Unverified reports never reinstate, so no stale or forged device report un-revokes.
 ///   - the operator's: ``operatorRevocation``, the latest ``AdminAction/revoke`` at its command
-///     time, and ``operatorReinstatedAt``, the latest ``AdminAction/unrevoke`` (an admin report's
-///     own `revoked_at` is ignored).
-/// - ``isRevoked``: the store's revocation stands (no later reinstatement of either source) or the
-///   operator's stands (no later operator unrevoke). A signed store word can never lift what an
-///   operator decided; an operator's unrevoke lifts both.
+///     time, ``operatorReinstatedAt``, the latest ``AdminAction/unrevoke``, and
+///     ``operatorLiftsStoreBefore``, the latest store revocation an unrevoke saw (an unrevoke's
+///     `revoked_at` names it; a revoke's is ignored).
+/// - ``isRevoked``: the store's revocation stands (no later store reinstatement, and no unrevoke
+///   that saw it) or the operator's stands (no later operator unrevoke). A signed store word can
+///   never lift what an operator decided; an operator's unrevoke lifts both.
 /// - ``isUpgraded``: or (sticky).
 /// - Descriptive fields (product, original transaction, purchase date, auto-renew, billing retry,
 ///   environment) come from the ``representative`` report: the greatest by ``ReportOrderKey``.
@@ -47,6 +48,10 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
     public var operatorRevocation: RevocationMark?
     /// The command time of the operator's latest unrevoke.
     public var operatorReinstatedAt: Date?
+    /// Store revocations dated before this are lifted by an operator: just after the latest store
+    /// revocation an unrevoke saw, so that a refund made earlier but reported after the unrevoke
+    /// still counts (for unrevokes recorded before they named what they saw: their time).
+    public var operatorLiftsStoreBefore: Date?
     /// Sticky: once a report says upgraded, the transaction stays upgraded.
     public var isUpgraded: Bool
     /// From the representative report.
@@ -68,7 +73,8 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
     public init(
         transactionID: String, originalTransactionID: String, productID: String, purchasedAt: Date, expiresAt: Date?,
         gracePeriodExpiresAt: Date?, storeRevocation: RevocationMark?, storeReinstatedAt: Date?,
-        operatorRevocation: RevocationMark? = nil, operatorReinstatedAt: Date? = nil, isUpgraded: Bool,
+        operatorRevocation: RevocationMark? = nil, operatorReinstatedAt: Date? = nil, operatorLiftsStoreBefore: Date? = nil,
+        isUpgraded: Bool,
         willAutoRenew: Bool?, inBillingRetry: Bool, environment: StoreEnvironment?, representative: ReportOrderKey,
         firstObservedAt: Date, lastObservedAt: Date, renewal: RenewalMark? = nil
     ) {
@@ -82,6 +88,7 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
         self.storeReinstatedAt = storeReinstatedAt
         self.operatorRevocation = operatorRevocation
         self.operatorReinstatedAt = operatorReinstatedAt
+        self.operatorLiftsStoreBefore = operatorLiftsStoreBefore
         self.isUpgraded = isUpgraded
         self.willAutoRenew = willAutoRenew
         self.inBillingRetry = inBillingRetry
@@ -111,17 +118,20 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
         storeReinstatedAt = Self.storeReinstatementTime(of: report)
         operatorRevocation = Self.operatorRevocationMark(of: report, key: representative)
         operatorReinstatedAt = Self.operatorReinstatementTime(of: report)
+        operatorLiftsStoreBefore = Self.operatorStoreLift(of: report)
         renewal = RenewalMark(report, key: representative)
     }
 
     /// Whether the transaction is revoked: the store's revocation or the operator's stands.
     public var isRevoked: Bool { isRevokedByStore || isRevokedByOperator }
 
-    /// Whether the store's revocation stands: neither the store nor an operator reinstated the
-    /// transaction after it.
+    /// Whether the store's revocation stands: the store did not reinstate the transaction after
+    /// it, and no operator's unrevoke lifted it (one that saw it, or for an older unrevoke, one
+    /// after it).
     public var isRevokedByStore: Bool {
         guard let storeRevocation else { return false }
-        return !Self.lifts(storeReinstatedAt, storeRevocation) && !Self.lifts(operatorReinstatedAt, storeRevocation)
+        let liftedByOperator = operatorLiftsStoreBefore.map { storeRevocation.revokedAt < $0 } ?? false
+        return !Self.lifts(storeReinstatedAt, storeRevocation) && !liftedByOperator
     }
 
     /// Whether the operator's revocation stands: no operator unrevoke is later. Nothing the store
@@ -160,6 +170,33 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
         return reinstatedAt > revocation.revokedAt
     }
 
+    /// Decodes a stored aggregate; one stored before unrevokes named the store revocation they saw
+    /// lifts the store's revocations before its latest unrevoke, as it did then.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let operatorReinstatedAt = try c.decodeIfPresent(Date.self, forKey: .operatorReinstatedAt)
+        self.init(
+            transactionID: try c.decode(String.self, forKey: .transactionID),
+            originalTransactionID: try c.decode(String.self, forKey: .originalTransactionID),
+            productID: try c.decode(String.self, forKey: .productID), purchasedAt: try c.decode(Date.self, forKey: .purchasedAt),
+            expiresAt: try c.decodeIfPresent(Date.self, forKey: .expiresAt),
+            gracePeriodExpiresAt: try c.decodeIfPresent(Date.self, forKey: .gracePeriodExpiresAt),
+            storeRevocation: try c.decodeIfPresent(RevocationMark.self, forKey: .storeRevocation),
+            storeReinstatedAt: try c.decodeIfPresent(Date.self, forKey: .storeReinstatedAt),
+            operatorRevocation: try c.decodeIfPresent(RevocationMark.self, forKey: .operatorRevocation),
+            operatorReinstatedAt: operatorReinstatedAt,
+            operatorLiftsStoreBefore: c.contains(.operatorLiftsStoreBefore)
+                ? try c.decodeIfPresent(Date.self, forKey: .operatorLiftsStoreBefore) : operatorReinstatedAt,
+            isUpgraded: try c.decode(Bool.self, forKey: .isUpgraded),
+            willAutoRenew: try c.decodeIfPresent(Bool.self, forKey: .willAutoRenew),
+            inBillingRetry: try c.decode(Bool.self, forKey: .inBillingRetry),
+            environment: try c.decodeIfPresent(StoreEnvironment.self, forKey: .environment),
+            representative: try c.decode(ReportOrderKey.self, forKey: .representative),
+            firstObservedAt: try c.decode(Date.self, forKey: .firstObservedAt),
+            lastObservedAt: try c.decode(Date.self, forKey: .lastObservedAt),
+            renewal: try c.decodeIfPresent(RenewalMark.self, forKey: .renewal))
+    }
+
     enum CodingKeys: String, CodingKey {
         case transactionID = "transaction_id"
         case originalTransactionID = "original_transaction_id"
@@ -171,6 +208,7 @@ public struct TransactionAggregate: Sendable, Hashable, Codable {
         case storeReinstatedAt = "latest_reinstated_at"
         case operatorRevocation = "operator_revocation"
         case operatorReinstatedAt = "operator_reinstated_at"
+        case operatorLiftsStoreBefore = "operator_lifts_store_before"
         case isUpgraded = "is_upgraded"
         case willAutoRenew = "will_auto_renew"
         case inBillingRetry = "in_billing_retry"

@@ -364,6 +364,32 @@ struct OperationsStoreTests {
         }
     }
 
+    @Test("an unrevoke lifts the refund it saw, not one made before it but reported after it")
+    func unrevokeLiftsOnlyTheRefundItSaw() async throws {
+        try await TestEnvironment.withFresh { env in
+            let r = SyncAPITests.report
+            try await OperationsFixture.ingest([
+                ("lou", "iphone", r("l1", "iphone", "l-t1", "voip.premium.monthly", -86_400, 29 * 86_400, 0, nil)),
+            ], pool: env.pool)
+            let admin = AdminOverride(pool: env.pool, catalogue: .default)
+            // Fraud: revoked; the user appeals and support unrevokes.
+            #expect(try await admin.apply(.revoke, transactionID: "l-t1", accountID: "lou", actor: "a", reason: "fraud").revoked)
+            #expect(try await admin.apply(.unrevoke, transactionID: "l-t1", accountID: "lou", actor: "b", reason: nil).revoked == false)
+            // Meanwhile the user had been refunded by Apple (before the unrevoke); it arrives now.
+            let refundedAt = Date().addingTimeInterval(-60).timeIntervalSince(SyncAPITests.start)
+            let now = Date().timeIntervalSince(SyncAPITests.start)
+            try await OperationsFixture.ingest([
+                ("lou", "iphone", r("l2", "iphone", "l-t1", "voip.premium.monthly", -86_400, 29 * 86_400, now, refundedAt)),
+            ], pool: env.pool)
+            let tier = try await env.pool.query("SELECT tier FROM account_states WHERE account_id = 'lou'")
+            #expect(try tier[0].decode(String.self, at: 0) == "free", "the refund was lifted by an unrevoke that never saw it")
+            // An unrevoke now sees that refund and lifts it.
+            #expect(try await admin.apply(.unrevoke, transactionID: "l-t1", accountID: "lou", actor: "c", reason: nil).revoked == false)
+            let check = try await Reconciler(pool: env.pool, catalogue: .default).reconcile(accounts: ["lou"], repair: false)
+            #expect(check.differences == [], "\(check.differences)")
+        }
+    }
+
     @Test("revoke and unrevoke record audited admin reports and resolve at once with admin events")
     func adminOverride() async throws {
         try await TestEnvironment.withFresh { env in

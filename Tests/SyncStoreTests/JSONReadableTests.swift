@@ -21,6 +21,18 @@ import TestSupport
         }
     }
 
+    @Test func anAggregateStoredBeforeUnrevokesNamedWhatTheySawLiftsByTime() throws {
+        var rng = SeededGenerator(seed: 42)
+        var aggregate = JSONWritableTests.aggregate(&rng)
+        let reinstated = Date(timeIntervalSince1970: 1_780_000_000)
+        aggregate.operatorReinstatedAt = reinstated
+        aggregate.operatorLiftsStoreBefore = nil
+        let text = try PostgresJSONEncoder.string(aggregate)
+        #expect(!text.contains("operator_lifts_store_before"))
+        #expect(Self.read(TransactionAggregate.self, text: text)?.operatorLiftsStoreBefore == reinstated)
+        #expect(try JSONDecoder.postgres.decode(TransactionAggregate.self, from: Data(text.utf8)).operatorLiftsStoreBefore == reinstated)
+    }
+
     @Test func readersMatchFoundationOnJSONBText() async throws {
         try await TestDatabase.withConnection { connection in
             var rng = SeededGenerator(seed: 20261125)

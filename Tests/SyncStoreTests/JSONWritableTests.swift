@@ -130,6 +130,8 @@ import TestSupport
         aggregate.storeReinstatedAt = maybe(&rng, date)
         aggregate.storeRevocation = maybe(&rng, revocation)
         aggregate.operatorReinstatedAt = maybe(&rng, date)
+        // Both come from an operator's unrevoke: one is there exactly when the other is.
+        aggregate.operatorLiftsStoreBefore = aggregate.operatorReinstatedAt.map { _ in date(&rng) }
         aggregate.operatorRevocation = maybe(&rng, revocation)
         aggregate.renewal = maybe(&rng, renewal)
         return aggregate

@@ -147,7 +147,10 @@ public enum UsageTimeline {
             if let revocation = aggregate.storeRevocation, revocation.revokedAt > t { aggregate.storeRevocation = nil }
             if let reinstated = aggregate.storeReinstatedAt, reinstated > t { aggregate.storeReinstatedAt = nil }
             if let revocation = aggregate.operatorRevocation, revocation.revokedAt > t { aggregate.operatorRevocation = nil }
-            if let reinstated = aggregate.operatorReinstatedAt, reinstated > t { aggregate.operatorReinstatedAt = nil }
+            if let reinstated = aggregate.operatorReinstatedAt, reinstated > t {
+                aggregate.operatorReinstatedAt = nil
+                aggregate.operatorLiftsStoreBefore = nil
+            }
             if aggregate.isUpgraded, let replaced = replacements[aggregate.transactionID], replaced > t {
                 aggregate.isUpgraded = false
             }

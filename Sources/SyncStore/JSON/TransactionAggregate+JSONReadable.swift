@@ -3,11 +3,12 @@ import Postgres
 import SyncCore
 
 extension TransactionAggregate: JSONReadable {
-    /// What the synthesized `init(from:)` decodes: optionals absent or `null` are `nil`.
+    /// What `init(from:)` decodes: optionals absent or `null` are `nil` (an absent
+    /// `operator_lifts_store_before` is the latest unrevoke's time).
     public init(json reader: inout JSONReader) throws {
         var transactionID: String?, originalTransactionID: String?, productID: String?, purchasedAt: Date?
         var expiresAt: Date?, gracePeriodExpiresAt: Date?, storeRevocation: RevocationMark?, storeReinstatedAt: Date?
-        var operatorRevocation: RevocationMark?, operatorReinstatedAt: Date?
+        var operatorRevocation: RevocationMark?, operatorReinstatedAt: Date?, operatorLiftsStoreBefore: Date??
         var isUpgraded: Bool?, willAutoRenew: Bool?, inBillingRetry: Bool?, environment: StoreEnvironment?
         var representative: ReportOrderKey?, firstObservedAt: Date?, lastObservedAt: Date?
         var renewal: RenewalMark?
@@ -30,6 +31,8 @@ extension TransactionAggregate: JSONReadable {
                 storeReinstatedAt = r.null() ? nil : try r.date()
             } else if key == "operator_revocation" {
                 operatorRevocation = r.null() ? nil : try RevocationMark(json: &r)
+            } else if key == "operator_lifts_store_before" {
+                operatorLiftsStoreBefore = .some(r.null() ? nil : try r.date())
             } else if key == "operator_reinstated_at" {
                 operatorReinstatedAt = r.null() ? nil : try r.date()
             } else if key == "is_upgraded" {
@@ -59,7 +62,9 @@ extension TransactionAggregate: JSONReadable {
             transactionID: transactionID, originalTransactionID: originalTransactionID, productID: productID,
             purchasedAt: purchasedAt, expiresAt: expiresAt, gracePeriodExpiresAt: gracePeriodExpiresAt,
             storeRevocation: storeRevocation, storeReinstatedAt: storeReinstatedAt, operatorRevocation: operatorRevocation,
-            operatorReinstatedAt: operatorReinstatedAt, isUpgraded: isUpgraded, willAutoRenew: willAutoRenew,
+            operatorReinstatedAt: operatorReinstatedAt,
+            // Stored before unrevokes named what they saw: lifted by time, as then.
+            operatorLiftsStoreBefore: operatorLiftsStoreBefore ?? operatorReinstatedAt, isUpgraded: isUpgraded, willAutoRenew: willAutoRenew,
             inBillingRetry: inBillingRetry, environment: environment, representative: representative,
             firstObservedAt: firstObservedAt, lastObservedAt: lastObservedAt, renewal: renewal)
     }

@@ -29,6 +29,10 @@ extension TransactionAggregate: JSONWritable {
                 w.key("latest_reinstated_at")
                 w.date(storeReinstatedAt)
             }
+            if let operatorLiftsStoreBefore {
+                w.key("operator_lifts_store_before")
+                w.date(operatorLiftsStoreBefore)
+            }
             if let operatorReinstatedAt {
                 w.key("operator_reinstated_at")
                 w.date(operatorReinstatedAt)

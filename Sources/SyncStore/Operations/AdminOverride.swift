@@ -118,7 +118,12 @@ public struct AdminOverride: Sendable {
                 reportID: ReportNamespace.admin + UUID().uuidString.lowercased(), deviceID: "admin", observedAt: at,
                 productID: aggregate.productID, originalTransactionID: aggregate.originalTransactionID,
                 transactionID: transactionID, purchasedAt: aggregate.purchasedAt, expiresAt: aggregate.expiresAt,
-                gracePeriodExpiresAt: aggregate.gracePeriodExpiresAt, revocationReason: action == .revoke ? .other : nil,
+                gracePeriodExpiresAt: aggregate.gracePeriodExpiresAt,
+                // An unrevoke names the store revocation it lifts (the store's own word, whatever an
+                // earlier unrevoke did), or the purchase time when there is none: a refund made
+                // before the unrevoke but reported after it still counts (docs/RESOLUTION.md).
+                revokedAt: action == .unrevoke ? (aggregate.storeSaysRevoked ? aggregate.storeRevocation?.revokedAt : nil) ?? aggregate.purchasedAt : nil,
+                revocationReason: action == .revoke ? .other : nil,
                 isUpgraded: aggregate.isUpgraded, willAutoRenew: aggregate.willAutoRenew,
                 inBillingRetry: aggregate.inBillingRetry, environment: aggregate.environment,
                 trust: .admin(action, at: at))

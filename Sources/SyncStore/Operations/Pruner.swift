@@ -139,6 +139,7 @@ public struct Pruner: Sendable {
         if let grace = aggregate.gracePeriodExpiresAt { keepFirst { $0.gracePeriodExpiresAt == grace } }
         if let reinstated = aggregate.storeReinstatedAt { keepFirst { $0.storeReinstatedAt == reinstated } }
         if let reinstated = aggregate.operatorReinstatedAt { keepFirst { $0.operatorReinstatedAt == reinstated } }
+        if let lift = aggregate.operatorLiftsStoreBefore { keepFirst { $0.operatorLiftsStoreBefore == lift } }
         if aggregate.isUpgraded { keepFirst { $0.isUpgraded } }
         keepFirst { $0.firstObservedAt == aggregate.firstObservedAt }
         keepFirst { $0.lastObservedAt == aggregate.lastObservedAt }
