@@ -128,11 +128,7 @@ struct NotificationController: Sendable {
         } else {
             // Under the purchase's binding lock: a device binding it right now either binds first
             // (its account is found here) or after this commits (and applies what is kept).
-            let kept = try await binder.pool.withTransaction { connection -> (owner: String?, inserted: Bool) in
-                try await binder.lockPurchases([claim.originalTransactionID], on: connection)
-                if let owner = try await binder.account(for: claim, on: connection) { return (owner, false) }
-                return (nil, try await store.insert(record, status: .unmatched, accountID: nil, on: connection))
-            }
+            let kept = try await binder.ownerOrKeepUnmatched(record, claim: claim, in: store)
             guard let owner = kept.owner else {
                 logger.notice("App Store notification for a purchase no account has yet", metadata: [
                     "type": "\(notification.notificationType)", "original_transaction_id": "\(report.originalTransactionID)",
@@ -146,21 +142,7 @@ struct NotificationController: Sendable {
         let binding = PurchaseClaim(
             originalTransactionID: claim.originalTransactionID,
             appAccountToken: claim.appAccountToken.flatMap { tokens.proves($0, for: accountID) ? $0 : nil })
-        let applied = try await binder.pool.withTransaction { connection -> String? in
-            guard try await store.insert(record, status: .applied, accountID: accountID, on: connection) else { return nil }
-            do {
-                _ = try await binder.submit(accountID: accountID, device: nil, reports: [report], claims: [binding], on: connection)
-                return accountID
-            } catch let conflict as BindingConflict {
-                // The token names one account and the purchase is another's (policy `reject`):
-                // Apple cannot be told 409, so the fact goes where the purchase is.
-                let owner = conflict.ownerAccountID
-                try await store.assign(notificationUUID, to: owner, on: connection)
-                let ownerClaim = PurchaseClaim(originalTransactionID: claim.originalTransactionID, appAccountToken: nil)
-                _ = try await binder.submit(accountID: owner, device: nil, reports: [report], claims: [ownerClaim], on: connection)
-                return owner
-            }
-        }
+        let applied = try await binder.applyNotification(record, report: report, to: accountID, claim: binding, in: store)
         guard let applied else { return answer }
         await arrivals.signal()
         logger.info("App Store notification applied", metadata: [
