@@ -42,14 +42,26 @@ struct NotificationController: Sendable {
             }
             let body = try await request.collectBody(upTo: Self.maximumBodyBytes, context: context)
             let answer = try await handle(Data(buffer: body))
-            ServiceMetrics.storeNotifications(answer.status).increment()
+            ServiceMetrics.storeNotifications(answer.status.rawValue).increment()
             return try JSONResponse.make(answer)
         }
     }
 
     /// The answer body.
     struct Answer: Encodable {
-        var status: String
+        /// What became of the notification; the raw value is what Apple is answered.
+        enum Status: String, Encodable {
+            /// Its report was stored for an account.
+            case applied
+            /// Handled before (its `notificationUUID` is recorded): nothing done.
+            case duplicate
+            /// No account has its purchase yet: kept for the account that binds it.
+            case unmatched
+            /// Nothing to apply (no transaction in it).
+            case ignored
+        }
+
+        var status: Status
         var notificationUUID: String
 
         enum CodingKeys: String, CodingKey {
@@ -95,14 +107,14 @@ struct NotificationController: Sendable {
         guard let notificationUUID = UUID(uuidString: notification.notificationUUID) else {
             throw APIError(.unprocessableContent, code: "malformed", message: "notificationUUID is not a UUID")
         }
-        var answer = Answer(status: "duplicate", notificationUUID: notificationUUID.uuidString.lowercased())
+        var answer = Answer(status: .duplicate, notificationUUID: notificationUUID.uuidString.lowercased())
         if try await store.contains(notificationUUID) { return answer }
 
         var record = StoreNotificationStore.Record(
             notificationUUID: notificationUUID, type: notification.notificationType, subtype: notification.subtype,
             originalTransactionID: nil, signedDate: notification.signedDate, signedPayload: signedPayload)
         guard let transactionJWS = notification.data?.signedTransactionInfo else {
-            answer.status = try await store.insert(record, status: .ignored, accountID: nil) ? "ignored" : "duplicate"
+            answer.status = try await store.insert(record, status: .ignored, accountID: nil) ? .ignored : .duplicate
             return answer
         }
         let transaction = try await verified { try await verifier.verifyTransaction(transactionJWS) }
@@ -133,7 +145,7 @@ struct NotificationController: Sendable {
                 logger.notice("App Store notification for a purchase no account has yet", metadata: [
                     "type": "\(notification.notificationType)", "original_transaction_id": "\(report.originalTransactionID)",
                 ])
-                answer.status = kept.inserted ? "unmatched" : "duplicate"
+                answer.status = kept.inserted ? .unmatched : .duplicate
                 return answer
             }
             accountID = owner
@@ -148,7 +160,7 @@ struct NotificationController: Sendable {
         logger.info("App Store notification applied", metadata: [
             "type": "\(notification.notificationType)", "account_id": "\(applied)",
         ])
-        answer.status = "applied"
+        answer.status = .applied
         return answer
     }
 
