@@ -684,7 +684,7 @@ struct WebhookOrderTests {
                 let wakeups = WakeSignal()
                 workers.append(
                     NotificationForwarder(
-                        configuration: env.connection, routes: [ResolutionEngine.deliveriesChannel: wakeups], logger: env.logger))
+                        configuration: env.connection, routes: [Outbox.deliveriesChannel: wakeups], logger: env.logger))
                 for index in 0..<2 {
                     configuration.partition = (index, 2)
                     workers.append(

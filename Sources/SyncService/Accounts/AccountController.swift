@@ -154,7 +154,7 @@ struct AccountController: Sendable {
         do {
             let outcome = try await binder.submit(
                 accountID: accountID, device: device, reports: admitted.reports, claims: admitted.claims, seenAt: clock.now())
-            if !outcome.transfers.isEmpty { ServiceMetrics.bindingConflicts("transferred").increment(by: outcome.transfers.count) }
+            if !outcome.transfers.isEmpty { ServiceMetrics.bindingConflicts(.transferred).increment(by: outcome.transfers.count) }
             for transfer in outcome.transfers {
                 logger.notice("purchase transferred between accounts", metadata: [
                     "original_transaction_id": "\(transfer.originalTransactionID)",
@@ -163,7 +163,7 @@ struct AccountController: Sendable {
             }
             return outcome.submission
         } catch let conflict as BindingConflict {
-            ServiceMetrics.bindingConflicts("rejected").increment()
+            ServiceMetrics.bindingConflicts(.rejected).increment()
             logger.notice("purchase bound to another account refused", metadata: [
                 "original_transaction_id": "\(conflict.originalTransactionID)", "by": "\(conflict.reason.rawValue)",
             ])

@@ -30,7 +30,7 @@ extension AdminController {
                 outcome = try await storeReconciler.reconcile(accountID: accountID, repair: !dryRun)
             } catch let error as AppStoreAPIError {
                 throw APIError(.badGateway, code: "store_unavailable", message: "the App Store could not be asked: \(error)")
-            } catch let error as StoreAnswers.NotOwned {
+            } catch let error as TransactionBinder.NotOwned {
                 throw APIError(.conflict, code: "purchase_moved", message: error.description)
             }
             let audit = try await OperatorLog(pool: pool).record(

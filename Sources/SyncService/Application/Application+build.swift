@@ -174,7 +174,7 @@ public func buildApplication(
     let deliveryWakeups = WakeSignal()
     var routes: [String: WakeSignal] = [:]
     if configuration.workers > 0 { routes[ReportInbox.channel] = arrivals }
-    if configuration.deliveryWorkers > 0 { routes[ResolutionEngine.deliveriesChannel] = deliveryWakeups }
+    if configuration.deliveryWorkers > 0 { routes[Outbox.deliveriesChannel] = deliveryWakeups }
     if !routes.isEmpty {
         services.append(NotificationForwarder(configuration: dependencies.connectionConfiguration, routes: routes, logger: logger))
     }

@@ -34,16 +34,33 @@ enum ServiceMetrics {
     static let tokenCacheHits = Counter(label: "subsync_storekit_token_cache_hits_total")
     /// Verified purchases whose `appAccountToken` was not the reporting account's (not bound).
     static let unprovenAppAccountTokens = Counter(label: "subsync_unproven_app_account_tokens_total")
+    /// What became of a purchase another account had; the raw value is the metric's label.
+    enum BindingConflictOutcome: String {
+        /// Refused (policy `reject`).
+        case rejected
+        /// Moved to the reporting account (policy `transfer`).
+        case transferred
+    }
     /// Purchases refused (`reject`) or moved (`transfer`) because another account had them.
-    static func bindingConflicts(_ outcome: String) -> Counter {
-        Counter(label: "subsync_binding_conflicts_total", dimensions: [("outcome", outcome)])
+    static func bindingConflicts(_ outcome: BindingConflictOutcome) -> Counter {
+        Counter(label: "subsync_binding_conflicts_total", dimensions: [("outcome", outcome.rawValue)])
     }
-    /// Windows of the App Store notification backfill, by outcome: `read` through, `failed` (the
-    /// checkpoint waits at the first), `skipped` (failed run after run while later ones read).
-    static func backfillWindows(_ outcome: String) -> Counter {
-        Counter(label: "subsync_appstore_backfill_windows_total", dimensions: [("outcome", outcome)])
+    /// What became of a window of the App Store notification backfill; the raw value is the
+    /// metric's label.
+    enum BackfillWindowOutcome: String {
+        /// Read through.
+        case read
+        /// Not read: the checkpoint waits at the first such window.
+        case failed
+        /// Failed run after run while later ones were read: left behind.
+        case skipped
     }
-    /// App Store Server Notifications handled, by status (applied, duplicate, unmatched, ignored).
+    /// Windows of the App Store notification backfill, by outcome.
+    static func backfillWindows(_ outcome: BackfillWindowOutcome) -> Counter {
+        Counter(label: "subsync_appstore_backfill_windows_total", dimensions: [("outcome", outcome.rawValue)])
+    }
+    /// App Store Server Notifications handled, by status (``NotificationController/Answer/Status``,
+    /// or `rate_limited` for those refused before they were read).
     static func storeNotifications(_ status: String) -> Counter {
         Counter(label: "subsync_store_notifications_total", dimensions: [("status", status)])
     }

@@ -42,14 +42,26 @@ struct NotificationController: Sendable {
             }
             let body = try await request.collectBody(upTo: Self.maximumBodyBytes, context: context)
             let answer = try await handle(Data(buffer: body))
-            ServiceMetrics.storeNotifications(answer.status).increment()
+            ServiceMetrics.storeNotifications(answer.status.rawValue).increment()
             return try JSONResponse.make(answer)
         }
     }
 
     /// The answer body.
     struct Answer: Encodable {
-        var status: String
+        /// What became of the notification; the raw value is what Apple is answered.
+        enum Status: String, Encodable {
+            /// Its report was stored for an account.
+            case applied
+            /// Handled before (its `notificationUUID` is recorded): nothing done.
+            case duplicate
+            /// No account has its purchase yet: kept for the account that binds it.
+            case unmatched
+            /// Nothing to apply (no transaction in it).
+            case ignored
+        }
+
+        var status: Status
         var notificationUUID: String
 
         enum CodingKeys: String, CodingKey {
@@ -95,14 +107,14 @@ struct NotificationController: Sendable {
         guard let notificationUUID = UUID(uuidString: notification.notificationUUID) else {
             throw APIError(.unprocessableContent, code: "malformed", message: "notificationUUID is not a UUID")
         }
-        var answer = Answer(status: "duplicate", notificationUUID: notificationUUID.uuidString.lowercased())
+        var answer = Answer(status: .duplicate, notificationUUID: notificationUUID.uuidString.lowercased())
         if try await store.contains(notificationUUID) { return answer }
 
         var record = StoreNotificationStore.Record(
             notificationUUID: notificationUUID, type: notification.notificationType, subtype: notification.subtype,
             originalTransactionID: nil, signedDate: notification.signedDate, signedPayload: signedPayload)
         guard let transactionJWS = notification.data?.signedTransactionInfo else {
-            answer.status = try await store.insert(record, status: .ignored, accountID: nil) ? "ignored" : "duplicate"
+            answer.status = try await store.insert(record, status: .ignored, accountID: nil) ? .ignored : .duplicate
             return answer
         }
         let transaction = try await verified { try await verifier.verifyTransaction(transactionJWS) }
@@ -128,16 +140,12 @@ struct NotificationController: Sendable {
         } else {
             // Under the purchase's binding lock: a device binding it right now either binds first
             // (its account is found here) or after this commits (and applies what is kept).
-            let kept = try await binder.pool.withTransaction { connection -> (owner: String?, inserted: Bool) in
-                try await binder.lockPurchases([claim.originalTransactionID], on: connection)
-                if let owner = try await binder.account(for: claim, on: connection) { return (owner, false) }
-                return (nil, try await store.insert(record, status: .unmatched, accountID: nil, on: connection))
-            }
+            let kept = try await binder.ownerOrKeepUnmatched(record, claim: claim, in: store)
             guard let owner = kept.owner else {
                 logger.notice("App Store notification for a purchase no account has yet", metadata: [
                     "type": "\(notification.notificationType)", "original_transaction_id": "\(report.originalTransactionID)",
                 ])
-                answer.status = kept.inserted ? "unmatched" : "duplicate"
+                answer.status = kept.inserted ? .unmatched : .duplicate
                 return answer
             }
             accountID = owner
@@ -146,27 +154,13 @@ struct NotificationController: Sendable {
         let binding = PurchaseClaim(
             originalTransactionID: claim.originalTransactionID,
             appAccountToken: claim.appAccountToken.flatMap { tokens.proves($0, for: accountID) ? $0 : nil })
-        let applied = try await binder.pool.withTransaction { connection -> String? in
-            guard try await store.insert(record, status: .applied, accountID: accountID, on: connection) else { return nil }
-            do {
-                _ = try await binder.submit(accountID: accountID, device: nil, reports: [report], claims: [binding], on: connection)
-                return accountID
-            } catch let conflict as BindingConflict {
-                // The token names one account and the purchase is another's (policy `reject`):
-                // Apple cannot be told 409, so the fact goes where the purchase is.
-                let owner = conflict.ownerAccountID
-                try await store.assign(notificationUUID, to: owner, on: connection)
-                let ownerClaim = PurchaseClaim(originalTransactionID: claim.originalTransactionID, appAccountToken: nil)
-                _ = try await binder.submit(accountID: owner, device: nil, reports: [report], claims: [ownerClaim], on: connection)
-                return owner
-            }
-        }
+        let applied = try await binder.applyNotification(record, report: report, to: accountID, claim: binding, in: store)
         guard let applied else { return answer }
         await arrivals.signal()
         logger.info("App Store notification applied", metadata: [
             "type": "\(notification.notificationType)", "account_id": "\(applied)",
         ])
-        answer.status = "applied"
+        answer.status = .applied
         return answer
     }
 

@@ -116,7 +116,7 @@ public struct NotificationBackfill: Service {
                 } catch {
                     if Task.isCancelled { return outcome }
                     outcome.failed += 1
-                    ServiceMetrics.backfillWindows("failed").increment()
+                    ServiceMetrics.backfillWindows(.failed).increment()
                     logger.warning("App Store notification backfill could not read a window", metadata: [
                         "start": "\(RFC3339.format(start))", "end": "\(RFC3339.format(end))", "error": "\(error)",
                     ])
@@ -126,7 +126,7 @@ public struct NotificationBackfill: Service {
                     start = end
                     continue
                 }
-                ServiceMetrics.backfillWindows("read").increment()
+                ServiceMetrics.backfillWindows(.read).increment()
                 if stuck == nil {
                     outcome.completed = try await checkpoints.advance(owner: owner, to: end, notifications: outcome.notifications, now: clock.now())
                     outcome.notifications = 0
@@ -179,7 +179,7 @@ public struct NotificationBackfill: Service {
         outcome.notifications = 0
         outcome.skipped += 1
         failing.withLockedValue { $0.removeAll() }
-        ServiceMetrics.backfillWindows("skipped").increment()
+        ServiceMetrics.backfillWindows(.skipped).increment()
         logger.error("App Store notification backfill skipped a window it could not read; notifications in it are not backfilled", metadata: [
             "start": "\(RFC3339.format(stuck.start))", "end": "\(RFC3339.format(stuck.end))", "runs": "\(runs)", "error": "\(stuck.error)",
             "fix": "subsync reconcile --against-store --all asks the store about every purchase",
@@ -206,7 +206,7 @@ public struct NotificationBackfill: Service {
                 outcome.notifications += 1
                 do {
                     let answer = try await notifications.handle(signedPayload: item.signedPayload, environment: api.configuration.storeEnvironment)
-                    if answer.status == "applied" { outcome.applied += 1 }
+                    if answer.status == .applied { outcome.applied += 1 }
                 } catch let error as APIError where error.status.code < 500 {
                     // A notification that does not verify or make a report changes nothing:
                     // said, and the run goes on.

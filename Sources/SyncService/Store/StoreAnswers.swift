@@ -12,17 +12,6 @@ struct StoreAnswers: Sendable {
     let verifier: StoreKitVerifier
     let binder: TransactionBinder
 
-    /// The purchase is not bound to the account (another account owns it, or none does yet): the
-    /// store's answer about it is not this account's to take.
-    struct NotOwned: Error, CustomStringConvertible {
-        var originalTransactionID: String
-        var owner: String?
-
-        var description: String {
-            "purchase \(originalTransactionID) is \(owner == nil ? "bound to no account" : "another account's"): the store's answer is not applied"
-        }
-    }
-
     /// The environment the API answers for, which every signed transaction must carry.
     var environment: StoreEnvironment { api.configuration.storeEnvironment }
 
@@ -89,25 +78,16 @@ struct StoreAnswers: Sendable {
     }
 
     /// Writes `reports` (all of one purchase's account) to `accountID` when it owns each purchase,
-    /// checked under the purchase's binding lock, so neither a binding nor a transfer happens here;
+    /// checked under the purchase's binding lock, so neither a binding nor a transfer happens here
+    /// (``TransactionBinder/submitOwned(_:accountID:)``, which throws ``TransactionBinder/NotOwned``);
     /// says which were written, which were there already, and which ids another report holds.
     func ingest(_ reports: [Report], accountID: String) async throws -> Ingested {
         guard !reports.isEmpty else { return Ingested() }
-        let originals = Set(reports.map(\.originalTransactionID)).sorted()
-        return try await binder.pool.withTransaction { connection in
-            try await binder.lockPurchases(originals, on: connection)
-            for original in originals {
-                let owner = try await binder.account(for: PurchaseClaim(originalTransactionID: original, appAccountToken: nil), on: connection)
-                guard owner == accountID else { throw NotOwned(originalTransactionID: original, owner: owner) }
-            }
-            let claims = originals.map { PurchaseClaim(originalTransactionID: $0, appAccountToken: nil) }
-            let submission = try await binder.submit(accountID: accountID, device: nil, reports: reports, claims: claims, on: connection).submission
-            let holders = try await ReportInbox(pool: binder.pool).sources(accountID: accountID, reportIDs: submission.duplicates, on: connection)
-            var ingested = Ingested(submitted: submission.accepted)
-            for id in submission.duplicates {
-                if holders[id] == .store { ingested.alreadyStored.append(id) } else { ingested.taken.append(id) }
-            }
-            return ingested
+        let owned = try await binder.submitOwned(reports, accountID: accountID)
+        var ingested = Ingested(submitted: owned.submission.accepted)
+        for id in owned.submission.duplicates {
+            if owned.holders[id] == .store { ingested.alreadyStored.append(id) } else { ingested.taken.append(id) }
         }
+        return ingested
     }
 }

@@ -107,7 +107,7 @@ public struct StoreExpiryCheck: Sendable {
                 var stopPass = false
                 do {
                     answer = try await ask(candidate, answers: answers, deadline: deadline)
-                } catch let error as StoreAnswers.NotOwned {
+                } catch let error as TransactionBinder.NotOwned {
                     // Final: the account does not own the purchase, so the store's answer is not
                     // its to take; the expiry stands.
                     logger.warning("asked the App Store about a purchase the account does not own", metadata: [

@@ -220,7 +220,7 @@ public struct TransactionBinder: Sendable {
         }
 
         let accounts = Array(Set(transfers.map(\.fromAccountID) + [accountID])).sorted()
-        let locked = try await engine.lockStates(of: accounts, on: connection)
+        let locked = try await AccountLocks.lockStates(of: accounts, catalogue: engine.catalogue, now: engine.clock.now(), on: connection)
         // The transfer events come first, with the snapshot each account had; what the move
         // changes follows as the resolution's own events.
         var sequences = locked.mapValues(\.lastSequence)
@@ -286,7 +286,7 @@ public struct TransactionBinder: Sendable {
                 """
             )
         }
-        try await ResolutionEngine.writeEvents(events, origin: .transfer, on: connection)
+        try await Outbox.write(events, origin: .transfer, on: connection)
         try await connection.preparedQuery(
             """
             UPDATE account_states AS s SET last_sequence = v.sequence

@@ -73,7 +73,7 @@ public struct Pruner: Sendable {
             cursor = last
             try await pool.withTransaction { connection in
                 // The workers' locks, in their order: no report of these accounts is joined meanwhile.
-                _ = try await ResolutionEngine.lockExisting(accounts.sorted(), skipLocked: false, on: connection)
+                _ = try await AccountLocks.lockExisting(accounts.sorted(), skipLocked: false, on: connection)
                 let rows = try await connection.preparedQuery(
                     """
                     SELECT account_id, received_at < \(cutoff), \(unescaped: Report.columns) FROM reports

@@ -110,7 +110,7 @@ public struct Reconciler: Sendable {
                 ON CONFLICT (account_id) DO NOTHING
                 """
             )
-            _ = try await ResolutionEngine.lockExisting(accounts.sorted(), skipLocked: false, on: connection)
+            _ = try await AccountLocks.lockExisting(accounts.sorted(), skipLocked: false, on: connection)
             let inspections = try await inspect(accounts, on: connection)
             let drifted = accounts.filter { !(inspections[$0]?.differences.isEmpty ?? true) }
             guard !drifted.isEmpty else { return (0, [], 0) }
@@ -286,7 +286,7 @@ public struct Reconciler: Sendable {
             lastEvents[try row.decode(String.self, at: 0)] = try row.decode(Int64.self, at: 1)
         }
 
-        let storedCredits = try await ResolutionEngine.storedCreditEntries(of: accounts, on: connection)
+        let storedCredits = try await UsageLedger.storedCreditEntries(of: accounts, on: connection)
         let storedAllowances = try await Self.storedAllowances(of: accounts, on: connection)
         let storedTotals = try await UsageTotals.rows(of: accounts, on: connection)
         let decoder = JSONDecoder.postgres

@@ -78,7 +78,7 @@ extension ResolutionEngine {
                      LIMIT \(limit))
                     """
                 ).map { try $0.decode(String.self, at: 0) }
-                let locked = try await Self.lockExisting(Array(Set(candidates)).sorted(), skipLocked: true, on: connection)
+                let locked = try await AccountLocks.lockExisting(Array(Set(candidates)).sorted(), skipLocked: true, on: connection)
                 dueAccounts = locked.keys.sorted()
                 return try await resolve(locked: locked, accounts: dueAccounts, newReports: [:], origin: .sweeper, on: connection)
             }
@@ -152,7 +152,7 @@ extension ResolutionEngine {
         /// The claimed reports' ids (a failed batch counts an attempt on them).
         var reportIDs: [String] = []
         /// The claimed accounts' states, locked.
-        var locked: [String: LockedState] = [:]
+        var locked: [String: AccountLocks.LockedState] = [:]
         /// Accounts another transaction held, queued again (claims with `skipLocked`).
         var deferred: [String] = []
     }
@@ -222,7 +222,8 @@ extension ResolutionEngine {
     func claim(accounts: [String], skipLocked: Bool = false, on connection: Connection) async throws -> Claimed {
         var claimed = Claimed()
         guard !accounts.isEmpty else { return claimed }
-        claimed.locked = try await lockStatesToResolve(of: accounts, skipLocked: skipLocked, on: connection)
+        claimed.locked = try await AccountLocks.lockStatesToResolve(
+            of: accounts, catalogue: catalogue, clock: clock, topology: topology, skipLocked: skipLocked, on: connection)
         claimed.deferred = accounts.filter { claimed.locked[$0] == nil }
         if !claimed.deferred.isEmpty {
             try await connection.preparedQuery(

@@ -8,18 +8,15 @@ import SyncCore
 /// so there is one way state, events and deliveries are written.
 ///
 /// Within one transaction it
-/// 1. locks the accounts' `account_states` rows in sorted order (creating missing ones; a
-///    worker's claim reserves them under their advisory lock instead, and inserts each row
-///    once with its resolved state, sql/0025), so concurrent workers, sweepers and operators on
-///    the same account serialise and cannot deadlock;
+/// 1. locks the accounts' `account_states` rows in sorted order (``AccountLocks``: creating
+///    missing ones; a worker's claim reserves them under their advisory lock instead, and
+///    inserts each row once with its resolved state, sql/0025), so concurrent workers, sweepers
+///    and operators on the same account serialise and cannot deadlock;
 /// 2. joins new reports into the stored transaction aggregates (a join: order-free);
 /// 3. resolves each account with the catalogue at `now`;
-/// 4. writes aggregates, account state, entitlements, events with gap-free per-account
-///    sequence numbers, and one delivery per subscribed enabled endpoint (the outbox).
+/// 4. writes aggregates, account state, entitlements, and events with gap-free per-account
+///    sequence numbers with their deliveries (``Outbox``).
 public struct ResolutionEngine: Sendable {
-    /// The NOTIFY channel that tells delivery workers new deliveries exist.
-    public static let deliveriesChannel = "subsync_deliveries"
-
     public let pool: ConnectionPool
     public let catalogue: Catalogue
     let clock: any ServiceClock
@@ -70,15 +67,6 @@ public struct ResolutionEngine: Sendable {
         }
     }
 
-    /// Where a resolution came from; recorded on its events.
-    public enum Origin: String, Sendable {
-        case worker, sweeper, reconcile, admin, store, transfer
-        /// Device usage and holds (usage events).
-        case usage
-        /// A rewarded ad's callback (its credit event and usage events).
-        case reward
-    }
-
     /// Resolves `accounts` (sorted and deduplicated here) on `connection`, which must be inside
     /// a transaction. `newReports` are joined first; an account without new reports is simply
     /// re-resolved at the current time (the sweeper's and reconciliation's case).
@@ -86,7 +74,7 @@ public struct ResolutionEngine: Sendable {
     public func resolve(
         accounts: [String],
         newReports: [String: [Report]],
-        origin: Origin,
+        origin: Outbox.Origin,
         on connection: Connection
     ) async throws -> Outcome {
         try await resolve(accounts: accounts, aggregates: .join(newReports), origin: origin, on: connection)
@@ -103,7 +91,7 @@ public struct ResolutionEngine: Sendable {
         accounts: [String],
         replacingAggregatesWith ledgers: [String: TransactionLedger],
         reportCounts: [String: [String: Int]] = [:],
-        origin: Origin,
+        origin: Outbox.Origin,
         on connection: Connection
     ) async throws -> Outcome {
         try await resolve(accounts: accounts, aggregates: .replace(ledgers, reportCounts), origin: origin, on: connection)
@@ -118,12 +106,12 @@ public struct ResolutionEngine: Sendable {
     }
 
     /// ``resolve(accounts:newReports:origin:on:)`` for accounts whose `account_states` rows this
-    /// transaction has locked already (`locked`, from ``lockStates(of:on:)``): the claims.
+    /// transaction has locked already (`locked`, from ``AccountLocks``): the claims.
     func resolve(
-        locked: [String: LockedState],
+        locked: [String: AccountLocks.LockedState],
         accounts: [String],
         newReports: [String: [Report]],
-        origin: Origin,
+        origin: Outbox.Origin,
         on connection: Connection
     ) async throws -> Outcome {
         try await resolve(accounts: accounts, aggregates: .join(newReports), origin: origin, locked: locked, on: connection)
@@ -132,15 +120,19 @@ public struct ResolutionEngine: Sendable {
     private func resolve(
         accounts: [String],
         aggregates input: AggregateInput,
-        origin: Origin,
-        locked prelocked: [String: LockedState]? = nil,
+        origin: Outbox.Origin,
+        locked prelocked: [String: AccountLocks.LockedState]? = nil,
         on connection: Connection
     ) async throws -> Outcome {
         let accountIDs = Array(Set(accounts)).sorted()
         guard !accountIDs.isEmpty else { return Outcome() }
         // 1. Lock (unless the caller holds the locks already).
-        let locked: [String: LockedState]
-        if let prelocked { locked = prelocked } else { locked = try await lockStates(of: accountIDs, on: connection) }
+        let locked: [String: AccountLocks.LockedState]
+        if let prelocked {
+            locked = prelocked
+        } else {
+            locked = try await AccountLocks.lockStates(of: accountIDs, catalogue: catalogue, now: clock.now(), on: connection)
+        }
         // The clock is read only once the locks are held, and never goes back for an account:
         // a worker that waited on a lock must not resolve at an instant older than the one the
         // previous holder (another process, maybe with a skewed clock) already resolved at,
@@ -229,7 +221,7 @@ public struct ResolutionEngine: Sendable {
         // second refund or a purchase that came back adds, and which credit entries are new
         // (their events).
         let withConsumables = usage.indices.filter { usage[$0].entries.contains { $0.kind == .credit } }
-        let storedCredits = try await Self.storedCreditEntries(of: withConsumables.map { usage[$0].accountID }, on: connection)
+        let storedCredits = try await UsageLedger.storedCreditEntries(of: withConsumables.map { usage[$0].accountID }, on: connection)
         for index in withConsumables {
             let accountID = usage[index].accountID
             guard let ledger = ledgers[accountID] else { continue }
@@ -260,7 +252,7 @@ public struct ResolutionEngine: Sendable {
         try await writeStates(
             states, encoded: encodedStates, resolvedAt: now,
             reserved: Set(locked.lazy.filter(\.value.isReserved).map(\.key)), on: connection)
-        try await Self.writeEvents(events, origin: origin, encodedStates: encodedStates, on: connection)
+        try await Outbox.write(events, origin: origin, encodedStates: encodedStates, on: connection)
         return outcome
     }
 
@@ -273,7 +265,7 @@ public struct ResolutionEngine: Sendable {
     private func usageEvents(
         credited: Set<String>, retimed: Set<String>, all: [String],
         states: inout [(accountID: String, state: AccountState, lastSequence: Int64)],
-        origin: Origin, now: Date, on connection: Connection
+        origin: Outbox.Origin, now: Date, on connection: Connection
     ) async throws -> [Event] {
         // The sweeper visits accounts whose state changes with time (a lapse starts a period)
         // and whose closed periods have a revision due: every one of them is looked at.
@@ -306,23 +298,6 @@ public struct ResolutionEngine: Sendable {
             states[index].lastSequence = account.lastSequence
         }
         return events
-    }
-
-    /// The ids of the consumables' credit entries (`credit`, `credit_revoked`, `credit_restored`)
-    /// of `accountIDs`: per account, per meter.
-    static func storedCreditEntries(of accountIDs: [String], on connection: Connection) async throws -> [String: [String: Set<String>]] {
-        guard !accountIDs.isEmpty else { return [:] }
-        var stored: [String: [String: Set<String>]] = [:]
-        for row in try await connection.preparedQuery(
-            """
-            SELECT account_id, meter, entry_id FROM usage_entries
-            WHERE account_id = ANY(\(accountIDs)::text[]) AND kind IN ('credit', 'credit_revoked', 'credit_restored')
-            """
-        ) {
-            stored[try row.decode(String.self, at: 0), default: [:]][try row.decode(String.self, at: 1), default: []]
-                .insert(try row.decode(String.self, at: 2))
-        }
-        return stored
     }
 
     /// `credits.granted` / `credits.revoked` for the consumables' credit entries this resolution
@@ -417,7 +392,7 @@ public struct ResolutionEngine: Sendable {
                 \(aggregates.map(\.isRevoked))::boolean[],
                 \(aggregates.map(\.isUpgraded))::boolean[],
                 \(changed.map { Int64($0.reportCount) })::bigint[],
-                \(try aggregates.map(Self.json))::text[]
+                \(try aggregates.map(JSONText.of))::text[]
             ) AS v(a, t, o, p, e, g, r, u, c, j)
             \(unescaped: upsert ? Self.transactionsUpsertClause : "")
             """
@@ -437,7 +412,7 @@ public struct ResolutionEngine: Sendable {
         """
 
     /// Writes the resolved states: over the accounts' rows, or, for the accounts `reserved` by
-    /// ``lockStatesToResolve(of:skipLocked:on:)``, as their new rows.
+    /// ``AccountLocks/lockStatesToResolve(of:catalogue:clock:topology:skipLocked:on:)``, as their new rows.
     private func writeStates(
         _ states: [(accountID: String, state: AccountState, lastSequence: Int64)],
         encoded: [String: (state: AccountState, json: EncodedJSON)],
@@ -448,7 +423,7 @@ public struct ResolutionEngine: Sendable {
         func columns(_ states: [(accountID: String, state: AccountState, lastSequence: Int64)]) throws
             -> (ids: [String], tiers: [String], states: [String], sequences: [Int64], transitions: [Date?]) {
             (states.map(\.accountID), states.map(\.state.tier),
-             try states.map { try encoded[$0.accountID].map { String(decoding: $0.json.bytes, as: UTF8.self) } ?? Self.json($0.state) },
+             try states.map { try encoded[$0.accountID].map { String(decoding: $0.json.bytes, as: UTF8.self) } ?? JSONText.of($0.state) },
              states.map(\.lastSequence), states.map(\.state.nextTransitionAt))
         }
         let inserted = reserved.isEmpty ? [] : states.filter { reserved.contains($0.accountID) }
@@ -519,7 +494,7 @@ public struct ResolutionEngine: Sendable {
                 \(entitlements.map(\.productID))::text[],
                 \(entitlements.map(\.sourceTransactionID))::text[],
                 \(entitlements.map(\.willRenew))::boolean[],
-                \(try entitlements.map(Self.json))::text[]
+                \(try entitlements.map(JSONText.of))::text[]
             ) AS v(a, id, st, e, p, t, w, j)
             ON CONFLICT (account_id, entitlement_id) DO UPDATE SET
                 status = EXCLUDED.status,
@@ -533,62 +508,6 @@ public struct ResolutionEngine: Sendable {
         )
     }
 
-    /// An account's stored state, read under its lock.
-    struct LockedState {
-        var state: AccountState
-        var lastSequence: Int64
-        /// `nil` for a placeholder that was never resolved.
-        var resolvedAt: Date?
-        /// The account has no row yet: it is reserved under its advisory lock (sql/0025), and
-        /// its first resolved state is inserted rather than written over a placeholder.
-        var isReserved = false
-    }
-
-    /// Locks the `account_states` rows of `accountIDs` in sorted order, creating placeholders for
-    /// missing ones (one at a time in that order too, so concurrent inserts cannot deadlock). A placeholder's
-    /// `resolved_at` is -infinity: it has never been resolved.
-    ///
-    /// With `skipLocked`, accounts another transaction holds, or is creating, are left out of the
-    /// result instead of waited for (sql/0023: creators take an advisory lock on the account
-    /// first, which this only tries).
-    func lockStates(of accountIDs: [String], skipLocked: Bool = false, on connection: Connection) async throws -> [String: LockedState] {
-        try await Self.lockStates(of: accountIDs, catalogue: catalogue, now: clock.now(), skipLocked: skipLocked, on: connection)
-    }
-
-    /// ``lockStates(of:skipLocked:on:)`` for callers without an engine (usage holds serialize on
-    /// the same row).
-    static func lockStates(
-        of accountIDs: [String], catalogue: Catalogue, now: Date, skipLocked: Bool = false, on connection: Connection
-    ) async throws -> [String: LockedState] {
-        let sorted = Array(Set(accountIDs)).sorted()
-        let baseState = Resolver.resolve(transactions: [], catalogue: catalogue, now: now)
-        return try await lock(sorted, skipLocked: skipLocked, placeholder: baseState, on: connection)
-    }
-
-    /// Locks the `account_states` rows of `sortedAccountIDs` that exist, in that order, through
-    /// `subsync_lock_account_states` (sql/0014, 0022, 0023, 0032): one statement per account, which Citus routes to one
-    /// shard, where a multi-account `FOR UPDATE` is refused. With `skipLocked`, accounts another
-    /// transaction holds are left out of the result.
-    static func lockExisting(_ sortedAccountIDs: [String], skipLocked: Bool, on connection: Connection) async throws -> [String: LockedState] {
-        try await lock(sortedAccountIDs, skipLocked: skipLocked, placeholder: nil, on: connection)
-    }
-
-    /// `subsync_lock_account_states` (sql/0014, 0022, 0023, 0032): with a `placeholder`, missing rows are
-    /// created with it first, one account at a time in the same order, each under an advisory
-    /// lock on the account.
-    private static func lock(
-        _ sortedAccountIDs: [String], skipLocked: Bool, placeholder: AccountState?, on connection: Connection
-    ) async throws -> [String: LockedState] {
-        let rows = try await connection.preparedQuery(
-            """
-            SELECT account_id, state, last_sequence, resolved_at
-            FROM subsync_lock_account_states(\(sortedAccountIDs)::text[], \(skipLocked),
-                                             \(placeholder?.tier)::text, \(try placeholder.map { try JSONParameter($0) })::json)
-            """
-        )
-        return try lockedStates(from: rows, reserved: nil)
-    }
-
     /// Whether a batch's key arrays go to the planner opaque (`= ANY((SELECT $1::text[])::text[])`):
     /// on one PostgreSQL, yes: a custom plan estimated each of 500 constant keys (1.4–2.4 ms a
     /// plan for the aggregates' select, 37 ms of a 40,000-report drain) and, on a table of
@@ -597,113 +516,6 @@ public struct ResolutionEngine: Sendable {
     /// (docs/performance/JOURNAL.md item 39).
     func keysOpaqueToPlanner(on connection: Connection) async throws -> Bool {
         try await !topology.isCitus(on: connection)
-    }
-
-    /// ``lockStates(of:skipLocked:on:)`` for a worker's claim, through
-    /// `subsync_lock_account_states_to_resolve` (sql/0025, 0032): a missing account is reserved under its
-    /// advisory lock instead of created with a placeholder, and ``writeStates`` inserts its row
-    /// with its first resolved state, one row version instead of two.
-    ///
-    /// Skipping on one PostgreSQL, `subsync_lock_account_states_skipping` (sql/0033) gives the
-    /// same answer in three statements over the whole array instead of three or four per account.
-    func lockStatesToResolve(of accountIDs: [String], skipLocked: Bool, on connection: Connection) async throws -> [String: LockedState] {
-        let sorted = Array(Set(accountIDs)).sorted()
-        let rows: QueryResult
-        if skipLocked, try await !topology.isCitus(on: connection) {
-            rows = try await connection.preparedQuery(
-                "SELECT account_id, state, last_sequence, resolved_at FROM subsync_lock_account_states_skipping(\(sorted)::text[])"
-            )
-        } else {
-            rows = try await connection.preparedQuery(
-                """
-                SELECT account_id, state, last_sequence, resolved_at
-                FROM subsync_lock_account_states_to_resolve(\(sorted)::text[], \(skipLocked))
-                """
-            )
-        }
-        return try Self.lockedStates(from: rows, reserved: Resolver.resolve(transactions: [], catalogue: catalogue, now: clock.now()))
-    }
-
-    /// The rows of either lock function; a NULL state is a reserved account, given `reserved`.
-    private static func lockedStates(from rows: QueryResult, reserved: AccountState?) throws -> [String: LockedState] {
-        var locked: [String: LockedState] = [:]
-        for row in rows {
-            let accountID = try row.decode(String.self, at: 0)
-            let resolvedAt = try row.decode(Date.self, at: 3)
-            if let reserved, row.isNull(1) {
-                locked[accountID] = LockedState(state: reserved, lastSequence: 0, resolvedAt: nil, isReserved: true)
-                continue
-            }
-            locked[accountID] = LockedState(
-                state: try row.decode(JSONColumn<AccountState>.self, at: 1).value,
-                lastSequence: try row.decode(Int64.self, at: 2),
-                resolvedAt: resolvedAt == .distantPast ? nil : resolvedAt)
-        }
-        return locked
-    }
-
-    /// Writes `events` and their deliveries. `encodedStates` holds states encoded already, by
-    /// account: an event whose state is the one there embeds that encoding.
-    static func writeEvents(
-        _ events: [Event], origin: Origin,
-        encodedStates: [String: (state: AccountState, json: EncodedJSON)] = [:],
-        on connection: Connection
-    ) async throws {
-        guard !events.isEmpty else { return }
-        let ids = events.map(\.id)
-        let payloads = try events.map { event in
-            guard let encoded = encodedStates[event.accountID], encoded.state == event.state else { return try Self.json(event) }
-            return try Self.json(EventPayload(event: event, state: encoded.json))
-        }
-        try await connection.preparedQuery(
-            """
-            INSERT INTO events (account_id, sequence, event_id, type, origin, occurred_at, payload)
-            SELECT a, s, i::uuid, t, \(origin.rawValue), o, p::json FROM unnest(
-                \(events.map(\.accountID))::text[],
-                \(events.map(\.sequence))::bigint[],
-                \(ids)::text[],
-                \(events.map(\.type.rawValue))::text[],
-                \(events.map(\.occurredAt))::timestamptz[],
-                \(payloads)::text[]
-            ) AS v(a, s, i, t, o, p)
-            """
-        )
-        // The outbox: one delivery per event and subscribed, enabled endpoint, due when the event
-        // occurred on the engine's clock (not the database's), so delivery and resolution share
-        // one time.
-        let deliveries = try await connection.preparedQuery(
-            """
-            INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id, next_attempt_at)
-            SELECT v.a, w.endpoint_id, v.s, v.i::uuid, v.o
-            FROM unnest(
-                \(events.map(\.accountID))::text[], \(events.map(\.sequence))::bigint[], \(ids)::text[], \(events.map(\.type.rawValue))::text[],
-                \(events.map(\.occurredAt))::timestamptz[]
-            ) AS v(a, s, i, t, o)
-            JOIN webhook_endpoints AS w ON w.enabled AND (w.event_types IS NULL OR v.t = ANY(w.event_types))
-            ORDER BY v.a, v.s
-            """
-        )
-        if deliveries.affectedRows > 0 {
-            try await connection.notify(channel: Self.deliveriesChannel)
-        }
-    }
-
-    static func json(_ value: some Encodable) throws -> String {
-        try PostgresJSONEncoder.string(value)
-    }
-
-    /// An event encoded with its state encoded before.
-    private struct EventPayload: JSONWritable {
-        var event: Event
-        var state: EncodedJSON
-
-        func encode(to encoder: any Encoder) throws {
-            try event.encode(to: encoder, state: state)
-        }
-
-        func write(to writer: inout JSONWriter) throws {
-            try event.write(to: &writer) { w in w.raw(state.bytes) }
-        }
     }
 }
 

@@ -107,7 +107,7 @@ enum UsageEvents {
                 \(changed.map(\.marks.period.start))::timestamptz[], \(changed.map(\.marks.period.end))::timestamptz[],
                 \(changed.map(\.marks.low))::boolean[], \(changed.map(\.marks.exhausted))::boolean[],
                 \(changed.map { Int64($0.marks.closedRevision) })::bigint[],
-                \(try changed.map { try $0.marks.closedTotals.map(ResolutionEngine.json) })::text[],
+                \(try changed.map { try $0.marks.closedTotals.map(JSONText.of) })::text[],
                 \(changed.map(\.marks.revisionDue))::boolean[]
             ) AS v(a, m, s, e, l, x, r, t, d)
             ON CONFLICT (account_id, meter, period_start, period_end) DO UPDATE SET
@@ -120,13 +120,13 @@ enum UsageEvents {
     }
 
     /// For the writers outside the resolution engine (device usage, holds, rewards,
-    /// adjustments), which hold the account's lock (`locked`): `credits` (entries with their
+    /// adjustments), which hold the account's lock (`locked`, from ``AccountLocks``): `credits` (entries with their
     /// transaction and audit), then the account's usage notices, as events with their
     /// deliveries, and the account's last sequence moved on. Returns the events written.
     @discardableResult
     static func write(
         credits: [(entry: UsageEntry, transactionID: String?, actor: String?, reason: String?)] = [],
-        accountID: String, locked: ResolutionEngine.LockedState?, catalogue: Catalogue, origin: ResolutionEngine.Origin,
+        accountID: String, locked: AccountLocks.LockedState?, catalogue: Catalogue, origin: Outbox.Origin,
         now: Date, on connection: Connection
     ) async throws -> [Event] {
         // Never before the instant the account was last resolved at (the request's time was
@@ -144,7 +144,7 @@ enum UsageEvents {
             events.append(event(&account, type: notice.type, now: now, usage: notice.usage))
         }
         guard !events.isEmpty else { return [] }
-        try await ResolutionEngine.writeEvents(events, origin: origin, on: connection)
+        try await Outbox.write(events, origin: origin, on: connection)
         try await connection.preparedQuery(
             "UPDATE account_states SET last_sequence = \(account.lastSequence) WHERE account_id = \(accountID)"
         )

@@ -64,7 +64,7 @@ public struct UsageHolds: Sendable {
         accountID: String, device: DeviceInfo, meter: String, units: Int, ttl: TimeInterval, now: Date
     ) async throws -> Reservation {
         try await pool.withTransaction { connection in
-            _ = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
+            _ = try await AccountLocks.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             _ = try await UsageLedger.recordContact(of: device, accountID: accountID, now: now, on: connection)
             let open = try await Self.openHolds(of: accountID, meter: meter, now: now, on: connection)
             if open.count >= policy.maximumOpenHolds {
@@ -95,7 +95,7 @@ public struct UsageHolds: Sendable {
     /// a settle cannot place the call in an earlier period than the one it was reserved in.
     public func settle(accountID: String, holdID: UUID, units: Int, at: Date, now: Date) async throws -> Hold {
         try await pool.withTransaction { connection in
-            let locked = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
+            let locked = try await AccountLocks.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             guard var hold = try await Self.hold(accountID: accountID, holdID: holdID, now: now, on: connection) else { throw HoldError.notFound }
             switch hold.status {
             case .settled where hold.settledUnits == units: return hold
@@ -132,7 +132,7 @@ public struct UsageHolds: Sendable {
     /// ``HoldError/ended(_:)``.
     public func release(accountID: String, holdID: UUID, now: Date) async throws -> Hold {
         try await pool.withTransaction { connection in
-            _ = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
+            _ = try await AccountLocks.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             guard var hold = try await Self.hold(accountID: accountID, holdID: holdID, now: now, on: connection) else { throw HoldError.notFound }
             switch hold.status {
             case .released: return hold

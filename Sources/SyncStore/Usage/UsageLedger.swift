@@ -46,7 +46,7 @@ public struct UsageLedger: Sendable {
     /// new entries call for (`usage.low`, `usage.exhausted`, a closed period's first totals).
     public func submit(_ usage: [UsageEntry], accountID: String, device: DeviceInfo, now: Date) async throws -> Submission {
         try await pool.withTransaction { connection in
-            let locked = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
+            let locked = try await AccountLocks.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             let firstContact = try await Self.recordContact(of: device, accountID: accountID, now: now, on: connection)
             let earliest = firstContact.addingTimeInterval(-UsagePolicy.clockSkew)
             // Compared as stored (microseconds), as the contact was read back.
@@ -137,7 +137,7 @@ public struct UsageLedger: Sendable {
         let byToken = { (nonce: String) in "reward:\(network):token:\(nonce)" }
         let entry = UsageEntry(id: once.map(byToken) ?? byTransaction, meter: meter, kind: .reward, units: units, at: at)
         return try await pool.withTransaction { connection in
-            let locked = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
+            let locked = try await AccountLocks.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             // The reward under its other name counts too: tokens turned on or off while AdMob
             // retries a callback must not credit it twice (`alsoOnce`: the token's nonce when
             // the reward is named by the transaction, and the other way round).
@@ -181,7 +181,7 @@ public struct UsageLedger: Sendable {
     public func adjust(accountID: String, meter: String, units: Int, id: String, actor: String, reason: String, now: Date) async throws -> Adjustment {
         let entry = UsageEntry(id: "adjustment:\(id)", meter: meter, kind: .adjustment, units: units, at: now.roundedToMicroseconds)
         return try await pool.withTransaction { connection in
-            let locked = try await ResolutionEngine.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
+            let locked = try await AccountLocks.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             let rows = try await connection.preparedQuery(
                 """
                 INSERT INTO usage_entries (account_id, meter, entry_id, kind, units, at, actor, reason)
@@ -369,6 +369,23 @@ public struct UsageLedger: Sendable {
         let new = flat.filter { inserted.contains([$0.0, $0.1.meter, $0.1.id]) }
         try await UsageTotals.add(new.map { (accountID: $0.0, entry: $0.1) }, on: connection)
         return Set(new.map(\.0))
+    }
+
+    /// The ids of the consumables' credit entries (`credit`, `credit_revoked`, `credit_restored`)
+    /// of `accountIDs`: per account, per meter.
+    static func storedCreditEntries(of accountIDs: [String], on connection: Connection) async throws -> [String: [String: Set<String>]] {
+        guard !accountIDs.isEmpty else { return [:] }
+        var stored: [String: [String: Set<String>]] = [:]
+        for row in try await connection.preparedQuery(
+            """
+            SELECT account_id, meter, entry_id FROM usage_entries
+            WHERE account_id = ANY(\(accountIDs)::text[]) AND kind IN ('credit', 'credit_revoked', 'credit_restored')
+            """
+        ) {
+            stored[try row.decode(String.self, at: 0), default: [:]][try row.decode(String.self, at: 1), default: []]
+                .insert(try row.decode(String.self, at: 2))
+        }
+        return stored
     }
 
     /// An entry's identity in `usage_entries` (its key after the account): meter and id.

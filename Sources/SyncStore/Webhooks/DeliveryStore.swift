@@ -789,7 +789,7 @@ public struct DeliveryStore: Sendable {
         )
         let count = try rows[0].decode(Int.self, at: 0)
         if count > 0 {
-            try await pool.query("SELECT pg_notify(\(ResolutionEngine.deliveriesChannel), '')")
+            try await pool.query("SELECT pg_notify(\(Outbox.deliveriesChannel), '')")
         }
         return count
     }
@@ -844,7 +844,7 @@ public struct DeliveryStore: Sendable {
                 """
             )
             if try rows[0].decode(Int.self, at: 0) > 0 {
-                try await pool.query("SELECT pg_notify(\(ResolutionEngine.deliveriesChannel), '')")
+                try await pool.query("SELECT pg_notify(\(Outbox.deliveriesChannel), '')")
                 return .cancelled
             }
             let now = try await pool.query(
@@ -870,7 +870,7 @@ public struct DeliveryStore: Sendable {
             """
         )
         if result.affectedRows > 0 {
-            try await pool.query("SELECT pg_notify(\(ResolutionEngine.deliveriesChannel), '')")
+            try await pool.query("SELECT pg_notify(\(Outbox.deliveriesChannel), '')")
         }
         return result.affectedRows
     }

@@ -1,0 +1,81 @@
+import Foundation
+import Postgres
+import SyncCore
+
+/// The outbox: events are written in the transaction that made them, each with one delivery per
+/// subscribed, enabled endpoint, so an event is delivered if and only if it was committed.
+/// Resolution, usage writers and binding all write their events here; delivery workers wait on
+/// ``deliveriesChannel``.
+public enum Outbox {
+    /// The NOTIFY channel that tells delivery workers new deliveries exist.
+    public static let deliveriesChannel = "subsync_deliveries"
+
+    /// What wrote an event; recorded on it.
+    public enum Origin: String, Sendable {
+        case worker, sweeper, reconcile, admin, store, transfer
+        /// Device usage and holds (usage events).
+        case usage
+        /// A rewarded ad's callback (its credit event and usage events).
+        case reward
+    }
+
+    /// Writes `events` and their deliveries, and wakes the delivery workers when there are any.
+    /// `encodedStates` holds states encoded already, by account: an event whose state is the one
+    /// there embeds that encoding.
+    static func write(
+        _ events: [Event], origin: Origin,
+        encodedStates: [String: (state: AccountState, json: EncodedJSON)] = [:],
+        on connection: Connection
+    ) async throws {
+        guard !events.isEmpty else { return }
+        let ids = events.map(\.id)
+        let payloads = try events.map { event in
+            guard let encoded = encodedStates[event.accountID], encoded.state == event.state else { return try JSONText.of(event) }
+            return try JSONText.of(EventPayload(event: event, state: encoded.json))
+        }
+        try await connection.preparedQuery(
+            """
+            INSERT INTO events (account_id, sequence, event_id, type, origin, occurred_at, payload)
+            SELECT a, s, i::uuid, t, \(origin.rawValue), o, p::json FROM unnest(
+                \(events.map(\.accountID))::text[],
+                \(events.map(\.sequence))::bigint[],
+                \(ids)::text[],
+                \(events.map(\.type.rawValue))::text[],
+                \(events.map(\.occurredAt))::timestamptz[],
+                \(payloads)::text[]
+            ) AS v(a, s, i, t, o, p)
+            """
+        )
+        // One delivery per event and subscribed, enabled endpoint, due when the event occurred on
+        // the writer's clock (not the database's), so delivery and resolution share one time.
+        let deliveries = try await connection.preparedQuery(
+            """
+            INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id, next_attempt_at)
+            SELECT v.a, w.endpoint_id, v.s, v.i::uuid, v.o
+            FROM unnest(
+                \(events.map(\.accountID))::text[], \(events.map(\.sequence))::bigint[], \(ids)::text[], \(events.map(\.type.rawValue))::text[],
+                \(events.map(\.occurredAt))::timestamptz[]
+            ) AS v(a, s, i, t, o)
+            JOIN webhook_endpoints AS w ON w.enabled AND (w.event_types IS NULL OR v.t = ANY(w.event_types))
+            ORDER BY v.a, v.s
+            """
+        )
+        if deliveries.affectedRows > 0 {
+            try await connection.notify(channel: deliveriesChannel)
+        }
+    }
+
+    /// An event encoded with its state encoded before.
+    private struct EventPayload: JSONWritable {
+        var event: Event
+        var state: EncodedJSON
+
+        func encode(to encoder: any Encoder) throws {
+            try event.encode(to: encoder, state: state)
+        }
+
+        func write(to writer: inout JSONWriter) throws {
+            try event.write(to: &writer) { w in w.raw(state.bytes) }
+        }
+    }
+}
