@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// docs/CONFIGURATION.md lists every setting exactly once: the environment variables the code
@@ -7,7 +8,7 @@ import Testing
 /// variables the scripts or tests read.
 @Suite("docs/CONFIGURATION.md")
 struct ConfigurationDocumentTests {
-    static let root = EmbeddedServe.packageRoot
+    static let root = TestPackage.root
     static var settingLiteral: Regex<(Substring, Substring)> { #/"((?:SUBSYNC_[A-Z0-9_]+)|DATABASE_URL)"/# }
     static var tableRow: Regex<(Substring, Substring)> { #/^\| `([A-Z][A-Z0-9_]*)` \|/# }
 

@@ -83,7 +83,7 @@ struct FirstRunTests {
 
     @Test("the README's first-run block runs as written against a fresh serve")
     func readmeFirstRun() async throws {
-        let readme = try String(contentsOf: EmbeddedServe.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try String(contentsOf: TestPackage.root.appendingPathComponent("README.md"), encoding: .utf8)
         let begin = try #require(readme.range(of: "<!-- first-run: begin -->\n```sh\n"))
         let end = try #require(readme.range(of: "```\n<!-- first-run: end -->", range: begin.upperBound..<readme.endIndex))
         let block = String(readme[begin.upperBound..<end.lowerBound])
@@ -96,7 +96,7 @@ struct FirstRunTests {
         try FileManager.default.createDirectory(at: release, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(at: release.appendingPathComponent("subsync"), withDestinationURL: ServeCommandTests.binary)
         try FileManager.default.createSymbolicLink(
-            at: serve.directory.appendingPathComponent("scripts"), withDestinationURL: EmbeddedServe.packageRoot.appendingPathComponent("scripts"))
+            at: serve.directory.appendingPathComponent("scripts"), withDestinationURL: TestPackage.root.appendingPathComponent("scripts"))
         try await serve.start(dataDirectory: nil)
 
         // Only the ports change: the machine running the tests may have 8080 and 9000 taken.
@@ -197,7 +197,6 @@ struct FirstRunTests {
 /// One `subsync serve` process in the embedded mode, in a folder of its own.
 final class EmbeddedServe: @unchecked Sendable {
     // @unchecked: a test drives one instance from one task at a time.
-    static var packageRoot: URL { TestPackage.root }
 
     /// The working folder; the data folder is `.subsync` in it, as with `scripts/run`.
     let directory: URL
@@ -359,28 +358,3 @@ func runBash(_ script: String, directory: URL, seconds: Double) async throws -> 
     return result
 }
 
-/// Runs a program to its end with output in files (no pipe a background child could hold open).
-func runProcess(_ path: String, _ arguments: [String], directory: URL? = nil) async throws -> (status: Int32, stdout: String, output: String) {
-    let base = FileManager.default.temporaryDirectory.appendingPathComponent("subsync-run-\(UUID().uuidString)")
-    let outFile = base.appendingPathExtension("out"), errFile = base.appendingPathExtension("err")
-    _ = FileManager.default.createFile(atPath: outFile.path, contents: nil)
-    _ = FileManager.default.createFile(atPath: errFile.path, contents: nil)
-    defer {
-        try? FileManager.default.removeItem(at: outFile)
-        try? FileManager.default.removeItem(at: errFile)
-    }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    if let directory { process.currentDirectoryURL = directory }
-    let out = try FileHandle(forWritingTo: outFile), err = try FileHandle(forWritingTo: errFile)
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    try out.close()
-    try err.close()
-    _ = await waitUntil(seconds: 3600) { !process.isRunning }
-    let stdout = try String(contentsOf: outFile, encoding: .utf8)
-    return (process.terminationStatus, stdout, stdout + (try String(contentsOf: errFile, encoding: .utf8)))
-}

@@ -9,7 +9,7 @@ import Testing
 /// index does not.
 @Suite("sql/schema.sql")
 struct SchemaFileTests {
-    static let root = EmbeddedServe.packageRoot
+    static let root = TestPackage.root
 
     /// The normalized dump of the database `configuration` names, as `scripts/schema` writes it.
     static func dump(_ configuration: ConnectionConfiguration) async throws -> String {
