@@ -127,7 +127,7 @@ struct ServeProcess {
     /// `workers`: resolution workers of its own (none by default: the API only).
     init(workers: Int = 0) async throws {
         let url = try TestDatabase.url()
-        process.executableURL = ServeCommandTests.binary
+        process.executableURL = TestPackage.subsyncBinary
         process.arguments = ["serve", "--port", String(port), "--workers", String(workers), "--database-url", url]
         var environment = ProcessInfo.processInfo.environment
         environment["SUBSYNC_REQUIRE_SIGNED"] = "false"

@@ -94,7 +94,7 @@ struct FirstRunTests {
         // The block runs where `scripts/run` runs: beside `scripts/` and `.build/release/subsync`.
         let release = serve.directory.appendingPathComponent(".build/release")
         try FileManager.default.createDirectory(at: release, withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(at: release.appendingPathComponent("subsync"), withDestinationURL: ServeCommandTests.binary)
+        try FileManager.default.createSymbolicLink(at: release.appendingPathComponent("subsync"), withDestinationURL: TestPackage.subsyncBinary)
         try FileManager.default.createSymbolicLink(
             at: serve.directory.appendingPathComponent("scripts"), withDestinationURL: TestPackage.root.appendingPathComponent("scripts"))
         try await serve.start(dataDirectory: nil)
@@ -226,7 +226,7 @@ final class EmbeddedServe: @unchecked Sendable {
 
     func launch(environment overrides: [String: String] = [:], dataDirectory: String? = ".subsync") throws {
         let process = Process()
-        process.executableURL = ServeCommandTests.binary
+        process.executableURL = TestPackage.subsyncBinary
         process.currentDirectoryURL = directory
         process.arguments = ["serve", "--port", String(httpPort)] + (dataDirectory.map { ["--data-dir", $0] } ?? [])
         var environment = ProcessInfo.processInfo.environment

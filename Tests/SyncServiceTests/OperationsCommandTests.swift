@@ -28,7 +28,7 @@ struct OperationsCommandTests {
 
     static func start(_ arguments: [String], env: TestEnvironment?, extra: [String: String] = [:]) throws -> (Process, Pipe, Pipe) {
         let process = Process()
-        process.executableURL = ServeCommandTests.binary
+        process.executableURL = TestPackage.subsyncBinary
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["DATABASE_URL"] = env.map(url) ?? ""

@@ -8,7 +8,6 @@ import TestSupport
 @Suite("subsync serve and migrate, as processes", .serialized)
 struct ServeCommandTests {
     /// The `subsync` executable built next to this test bundle.
-    static var binary: URL { TestPackage.file(".build/debug/subsync") }
 
     @Test("serve with no DATABASE_URL starts an embedded PostgreSQL, migrates, answers /readyz, and stops on SIGTERM")
     func serveEmbedded() async throws {
@@ -16,7 +15,7 @@ struct ServeCommandTests {
         defer { try? FileManager.default.removeItem(at: dataDirectory) }
         let httpPort = freeTCPPort()
         let process = Process()
-        process.executableURL = Self.binary
+        process.executableURL = TestPackage.subsyncBinary
         process.arguments = ["serve", "--port", String(httpPort), "--data-dir", dataDirectory.path]
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "DATABASE_URL")
@@ -56,7 +55,7 @@ struct ServeCommandTests {
     static func serveOnTestDatabase(port: Int, _ settings: [String: String]) async throws -> Process {
         let base = try TestDatabase.configuration()
         let process = Process()
-        process.executableURL = binary
+        process.executableURL = TestPackage.subsyncBinary
         process.arguments = ["serve", "--port", String(port), "--workers", "1"]
         var environment = ProcessInfo.processInfo.environment
         environment["DATABASE_URL"] = "postgresql://subsync@\(base["host"] ?? "127.0.0.1"):\(base["port"] ?? "5432")/\(base["dbname"] ?? "subsync")?connect_timeout=120"
@@ -214,7 +213,7 @@ struct ServeCommandTests {
         let tokenSecret = "token-secret-\(UUID().uuidString)-\(UUID().uuidString)"
         let httpPort = freeTCPPort()
         let process = Process()
-        process.executableURL = Self.binary
+        process.executableURL = TestPackage.subsyncBinary
         process.arguments = ["serve", "--port", String(httpPort), "--workers", "1"]
         var environment = ProcessInfo.processInfo.environment
         // Trust authentication ignores the password, so it only has to stay out of the logs. The
@@ -332,7 +331,7 @@ struct ServeCommandTests {
 
     func run(_ arguments: [String], environment overrides: [String: String]) async throws -> Result {
         let process = Process()
-        process.executableURL = Self.binary
+        process.executableURL = TestPackage.subsyncBinary
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         for (key, value) in overrides { environment[key] = value }

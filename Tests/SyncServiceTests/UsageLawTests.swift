@@ -389,7 +389,7 @@ struct UsageLawAcrossProcessesTests {
     /// Runs the `subsync` binary with the suite's database; its exit status.
     func runSubsync(_ arguments: [String]) async throws -> Int32 {
         let process = Process()
-        process.executableURL = ServeCommandTests.binary
+        process.executableURL = TestPackage.subsyncBinary
         process.arguments = arguments
         var environment = try TestDatabase.environment()
         environment["SUBSYNC_LOG_LEVEL"] = "error"

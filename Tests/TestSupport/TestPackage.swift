@@ -12,6 +12,10 @@ public enum TestPackage {
         root.appendingPathComponent(relativePath)
     }
 
+    /// The `subsync` binary the tests start as a process: the debug build of this package
+    /// (`swift build --build-tests` makes it with the tests).
+    public static var subsyncBinary: URL { file(".build/debug/subsync") }
+
     /// A file under Tests/Fixtures (third-party test material kept in the repository, each folder
     /// with its licence and source).
     public static func fixture(_ relativePath: String) -> URL {
