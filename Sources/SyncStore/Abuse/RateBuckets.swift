@@ -120,9 +120,7 @@ public struct RateBuckets: Sendable {
     /// ``pauseSlots(_:ratePerSecond:until:now:)``), so that processes whose clocks disagree still
     /// keep one schedule (docs/STORE.md, "Rate limits").
     public func databaseNow() async throws -> Date {
-        let rows = try await pool.query("SELECT clock_timestamp()")
-        guard let row = rows.first else { throw PostgresError(.client, message: "SELECT clock_timestamp() returned no row") }
-        return try row.decode(Date.self, at: 0)
+        try await pool.withConnection { try await DatabaseClock.now(on: $0) }
     }
 
     /// How long after `now` the next free slot of `key` is (zero when one is free now).

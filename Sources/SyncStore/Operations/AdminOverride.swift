@@ -100,7 +100,7 @@ public struct AdminOverride: Sendable {
             // store's revocation, but an unrevoke never more than `dateTolerance` past the
             // database's clock, so that a date from a clock that ran ahead (or a device's made-up
             // one) cannot carry the unrevoke past refunds that come later.
-            let now = try await Self.databaseNow(on: connection)
+            let now = try await DatabaseClock.now(on: connection)
             var acted = [aggregate.operatorRevocation?.revokedAt, aggregate.operatorReinstatedAt]
             if action == .unrevoke { acted.append(aggregate.storeRevocation?.revokedAt) }
             let bound = action == .revoke ? Date.distantFuture : now.addingTimeInterval(Self.dateTolerance)
@@ -150,13 +150,6 @@ public struct AdminOverride: Sendable {
 
     /// How far past the database's clock an unrevoke may be dated to come after what it lifts.
     static let dateTolerance: TimeInterval = 300
-
-    /// The database's clock, which dates every operator decision.
-    static func databaseNow(on connection: Connection) async throws -> Date {
-        let rows = try await connection.preparedQuery("SELECT clock_timestamp()")
-        guard let row = rows.first else { throw PostgresError(.client, message: "SELECT clock_timestamp() returned no row") }
-        return try row.decode(Date.self, at: 0)
-    }
 
     /// The account that has `transactionID`: `accountID` if given, else the only one.
     private func owner(of transactionID: String, accountID: String?) async throws -> String {
