@@ -15,7 +15,7 @@ struct AppStoreBackfillTests {
         let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
         return NotificationController(
             verifier: verifier, binder: TransactionBinder(pool: env.pool, engine: engine, policy: .reject),
-            store: StoreNotificationStore(pool: env.pool), tokens: AppAccountTokens(key: nil), limiter: nil, arrivals: WakeSignal(),
+            store: AppStoreNotificationStore(pool: env.pool), tokens: AppAccountTokens(key: nil), limiter: nil, arrivals: WakeSignal(),
             logger: env.logger)
     }
 
@@ -86,7 +86,7 @@ struct AppStoreBackfillTests {
             #expect(try await env.scalar("SELECT count(*) FROM reports WHERE account_id = 'lost' AND source = 'store'") == 1)
             // A stopped process gave its lease up; a new one resumes from the checkpoint.
             #expect(try await env.scalar("SELECT count(*) FROM store_backfill WHERE lease_owner IS NULL") == 1)
-            let checkpoints = StoreBackfillCheckpoint(pool: env.pool)
+            let checkpoints = AppStoreBackfillCheckpoint(pool: env.pool)
             let state = try #require(try await checkpoints.lease(owner: "next", now: clock.now(), duration: 600))
             #expect(state.checkpoint?.timeIntervalSince1970.rounded() == now.addingTimeInterval(7_200).timeIntervalSince1970.rounded())
             #expect(try await checkpoints.lease(owner: "other", now: clock.now(), duration: 600) == nil, "one process at a time")
@@ -115,7 +115,7 @@ struct AppStoreBackfillTests {
             let api = try AppStoreAPITests.client(double, attempts: 1)
             let backfill = NotificationBackfill(
                 api: api, notifications: Self.notifications(env, verifier: trust.verifier),
-                checkpoints: StoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger)
+                checkpoints: AppStoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger)
             let outcome = await backfill.runOnce()
             #expect(outcome.leased)
             // Both windows of the first run fail on their second page (the store answers the same
@@ -142,7 +142,7 @@ struct AppStoreBackfillTests {
             let purchased = now.addingTimeInterval(-86_400)
             let expires = now.addingTimeInterval(29 * 86_400)
             let first = TrustAPITests.transaction(original: "t-sbx", purchased: purchased, expires: expires, signed: purchased)
-            try await StoreReconcileCommandTests.deviceReported(first, account: "sandboxed", trust: trust, env: env)
+            try await AppStoreReconcileCommandTests.deviceReported(first, account: "sandboxed", trust: trust, env: env)
             let body = try trust.notification("REFUND", transaction: TrustAPITests.transaction(
                 original: "t-sbx", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-60),
                 revoked: now.addingTimeInterval(-120), environment: "Sandbox"), signed: now.addingTimeInterval(-60), environment: "Sandbox")
@@ -152,7 +152,7 @@ struct AppStoreBackfillTests {
             ])
             let backfill = NotificationBackfill(
                 api: try AppStoreAPITests.client(double, attempts: 1), notifications: Self.notifications(env, verifier: both),
-                checkpoints: StoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger)
+                checkpoints: AppStoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger)
             let outcome = await backfill.runOnce()
             #expect(outcome.completed)
             #expect(outcome.refused == 2 && outcome.applied == 0, "\(outcome)")
@@ -180,7 +180,7 @@ struct AppStoreBackfillTests {
             // A bound of 50 pages a window keeps the test short; the store gets nowhere near it.
             let backfill = NotificationBackfill(
                 api: try AppStoreAPITests.client(double, attempts: 1), notifications: Self.notifications(env, verifier: trust.verifier),
-                checkpoints: StoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger,
+                checkpoints: AppStoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger,
                 maximumPages: 50)
             let outcome = await backfill.runOnce()
             #expect(outcome.leased && !outcome.completed)
@@ -204,7 +204,7 @@ struct AppStoreBackfillTests {
             let purchased = now.addingTimeInterval(-86_400)
             let expires = now.addingTimeInterval(29 * 86_400)
             let first = TrustAPITests.transaction(original: "t-stuck", purchased: purchased, expires: expires, signed: purchased)
-            try await StoreReconcileCommandTests.deviceReported(first, account: "stuck", trust: trust, env: env)
+            try await AppStoreReconcileCommandTests.deviceReported(first, account: "stuck", trust: trust, env: env)
             // A refund in the last window (the last ten minutes), whose notification was lost.
             let body = try trust.notification("REFUND", transaction: TrustAPITests.transaction(
                 original: "t-stuck", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-60),
@@ -216,7 +216,7 @@ struct AppStoreBackfillTests {
             try await double.script("POST", "/inApps/v1/notifications/history", [failing, refund, failing, refund, failing, refund])
             let backfill = NotificationBackfill(
                 api: try AppStoreAPITests.client(double, attempts: 1), notifications: Self.notifications(env, verifier: trust.verifier),
-                checkpoints: StoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger)
+                checkpoints: AppStoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger)
 
             // The first run: the refund is applied although the window before it failed.
             var outcome = await backfill.runOnce()

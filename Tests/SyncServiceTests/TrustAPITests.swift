@@ -541,7 +541,7 @@ struct TrustAPITests {
     /// The one way a store notification meets a binding conflict: its account was found through
     /// the purchase's token, and while it waited for the purchase's lock another account bound
     /// the purchase. Apple cannot be answered 409, so the fact goes where the purchase is, and
-    /// the recorded notification names that account (`StoreNotificationStore.assign`).
+    /// the recorded notification names that account (`AppStoreNotificationStore.assign`).
     @Test("a notification whose purchase another account binds while it waits for the purchase's lock is applied to that account")
     func notificationMeetingABindingGoesToThePurchasesOwner() async throws {
         try await TestEnvironment.withFresh { env in

@@ -23,7 +23,7 @@ struct AdminController: Sendable {
     let clock: any ServiceClock
     let logger: Logger
     /// Reconciles against the App Store, when its Server API is configured (docs/STORE.md).
-    var storeReconciler: StoreReconciler?
+    var storeReconciler: AppStoreReconciler?
 
     func addRoutes(to router: Router<SubsyncRequestContext>) {
         let admin = router.group("v1/admin")

@@ -145,7 +145,7 @@ public func buildApplication(
         usage: usage
     ).addRoutes(to: router)
     let notifications = NotificationController(
-        verifier: dependencies.storeKitVerifier, binder: binder, store: StoreNotificationStore(pool: pool),
+        verifier: dependencies.storeKitVerifier, binder: binder, store: AppStoreNotificationStore(pool: pool),
         tokens: tokens, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },
         proxies: configuration.trustedProxies, arrivals: arrivals, logger: logger
     )
@@ -157,9 +157,9 @@ public func buildApplication(
     // The operator console and the admin routes it calls (docs/OPERATIONS.md).
     let history = MetricsHistory()
     let sampleInterval = Duration.seconds(5)
-    var storeReconciler: StoreReconciler?
+    var storeReconciler: AppStoreReconciler?
     if let api = dependencies.appStoreAPI, let verifier = dependencies.storeKitVerifier {
-        storeReconciler = StoreReconciler(api: api, verifier: verifier, binder: binder, catalogue: dependencies.catalogue, logger: logger)
+        storeReconciler = AppStoreReconciler(api: api, verifier: verifier, binder: binder, catalogue: dependencies.catalogue, logger: logger)
     }
     AdminController(
         pool: pool, catalogue: dependencies.catalogue, authenticator: dependencies.authenticator,
@@ -181,7 +181,7 @@ public func buildApplication(
     if let api = dependencies.appStoreAPI, dependencies.storeKitVerifier != nil {
         // Missed App Store notifications, asked of the store (docs/STORE.md, "Backfill").
         services.append(NotificationBackfill(
-            api: api, notifications: notifications, checkpoints: StoreBackfillCheckpoint(pool: pool),
+            api: api, notifications: notifications, checkpoints: AppStoreBackfillCheckpoint(pool: pool),
             interval: configuration.appStoreBackfillInterval, clock: dependencies.clock, logger: logger))
     }
     if let keys = dependencies.adMobKeys {
@@ -199,12 +199,12 @@ public func buildApplication(
                 logger: logger
             )
         )
-        var storeCheck: StoreExpiryCheck?
+        var storeCheck: AppStoreExpiryCheck?
         if let api = dependencies.appStoreAPI, let verifier = dependencies.storeKitVerifier {
-            let check = StoreExpiryCheck(
+            let check = AppStoreExpiryCheck(
                 api: api, verifier: verifier, binder: binder, catalogue: dependencies.catalogue, clock: dependencies.clock, logger: logger)
             storeCheck = check
-            services.append(StoreExpiryQuestions(check: check, interval: configuration.sweepInterval, clock: dependencies.clock))
+            services.append(AppStoreExpiryQuestions(check: check, interval: configuration.sweepInterval, clock: dependencies.clock))
         }
         services.append(
             ExpirySweeper(

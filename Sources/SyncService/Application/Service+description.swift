@@ -38,6 +38,6 @@ extension AdMobKeyRefresher: CustomStringConvertible {
     var description: String { "AdMobKeyRefresher" }
 }
 
-extension StoreExpiryQuestions: CustomStringConvertible {
-    public var description: String { "StoreExpiryQuestions" }
+extension AppStoreExpiryQuestions: CustomStringConvertible {
+    public var description: String { "AppStoreExpiryQuestions" }
 }

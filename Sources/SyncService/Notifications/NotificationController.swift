@@ -19,7 +19,7 @@ import SyncStore
 struct NotificationController: Sendable {
     let verifier: StoreKitVerifier?
     let binder: TransactionBinder
-    let store: StoreNotificationStore
+    let store: AppStoreNotificationStore
     /// Which account a token on the purchase may bind to.
     let tokens: AppAccountTokens
     /// Per source address: the route takes no key, and every request costs a signature check.
@@ -110,7 +110,7 @@ struct NotificationController: Sendable {
         var answer = Answer(status: .duplicate, notificationUUID: notificationUUID.uuidString.lowercased())
         if try await store.contains(notificationUUID) { return answer }
 
-        var record = StoreNotificationStore.Record(
+        var record = AppStoreNotificationStore.Record(
             notificationUUID: notificationUUID, type: notification.notificationType, subtype: notification.subtype,
             originalTransactionID: nil, signedDate: notification.signedDate, signedPayload: signedPayload)
         guard let transactionJWS = notification.data?.signedTransactionInfo else {

@@ -18,12 +18,12 @@ public struct ExpirySweeper: Service {
     /// Shared rate-limit buckets, whose full ones it forgets once a minute.
     let rateBuckets: RateBuckets?
     /// Holds the expiries the App Store has not answered yet (docs/STORE.md), when configured.
-    let storeCheck: StoreExpiryCheck?
+    let storeCheck: AppStoreExpiryCheck?
     let logger: Logger
 
     public init(
         engine: ResolutionEngine, interval: Duration, clock: any ServiceClock = SystemClock(), batchSize: Int = 200,
-        resolutions: WakeSignal, rateBuckets: RateBuckets? = nil, storeCheck: StoreExpiryCheck? = nil, logger: Logger
+        resolutions: WakeSignal, rateBuckets: RateBuckets? = nil, storeCheck: AppStoreExpiryCheck? = nil, logger: Logger
     ) {
         self.rateBuckets = rateBuckets
         self.storeCheck = storeCheck
@@ -66,7 +66,7 @@ public struct ExpirySweeper: Service {
             logger.warning("could not re-queue stalled reports; will retry", metadata: ["error": "\(error)"])
         }
         // What the store has not answered yet is held first (the questions are asked apart, by
-        // StoreExpiryQuestions: this sweep never waits on the network).
+        // AppStoreExpiryQuestions: this sweep never waits on the network).
         if let storeCheck { await storeCheck.holdUnanswered() }
         do {
             while !Task.isCancelled {

@@ -48,7 +48,7 @@ extension TransactionBinder {
     /// this moment either binds first (and its account is returned) or finds what was kept.
     /// `inserted` is false when the notification was recorded before.
     public func ownerOrKeepUnmatched(
-        _ record: StoreNotificationStore.Record, claim: PurchaseClaim, in notifications: StoreNotificationStore
+        _ record: AppStoreNotificationStore.Record, claim: PurchaseClaim, in notifications: AppStoreNotificationStore
     ) async throws -> (owner: String?, inserted: Bool) {
         try await pool.withTransaction { connection -> (owner: String?, inserted: Bool) in
             try await lockPurchases([claim.originalTransactionID], on: connection)
@@ -63,8 +63,8 @@ extension TransactionBinder {
     /// ``BindingPolicy/reject`` cannot be refused (Apple cannot be told 409): the notification
     /// and its report go to the owner.
     public func applyNotification(
-        _ record: StoreNotificationStore.Record, report: Report, to accountID: String, claim: PurchaseClaim,
-        in notifications: StoreNotificationStore
+        _ record: AppStoreNotificationStore.Record, report: Report, to accountID: String, claim: PurchaseClaim,
+        in notifications: AppStoreNotificationStore
     ) async throws -> String? {
         try await pool.withTransaction { connection -> String? in
             guard try await notifications.insert(record, status: .applied, accountID: accountID, on: connection) else { return nil }

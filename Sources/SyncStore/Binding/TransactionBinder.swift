@@ -54,7 +54,7 @@ public struct TransactionBinder: Sendable {
         let (transfers, newlyBound) = try await bind(claims, to: accountID, on: connection)
         let inbox = ReportInbox(pool: pool)
         // What the store said of these purchases before any account had them.
-        let kept = try await StoreNotificationStore(pool: pool).takeUnmatched(purchases: newlyBound, for: accountID, on: connection)
+        let kept = try await AppStoreNotificationStore(pool: pool).takeUnmatched(purchases: newlyBound, for: accountID, on: connection)
         if !kept.isEmpty {
             _ = try await inbox.insert(accountID: accountID, reports: kept, on: connection)
             try await connection.notify(channel: ReportInbox.channel, payload: accountID)

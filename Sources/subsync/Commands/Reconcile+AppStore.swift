@@ -51,7 +51,7 @@ extension Reconcile {
             // Apple's limits are per app: this command takes its slots from the schedule the
             // running serve processes share.
             let api = AppStoreServerAPI(configuration: apiConfiguration, sharedBudget: RateBuckets(pool: pool), logger: logger)
-            let reconciler = StoreReconciler(
+            let reconciler = AppStoreReconciler(
                 api: api, verifier: verifier, binder: TransactionBinder(pool: pool, engine: engine, policy: configuration.accountBinding),
                 catalogue: catalogue, logger: logger)
             output.begin()
@@ -90,8 +90,8 @@ extension Reconcile {
     }
 
     /// One account: its differences printed, the summary counted.
-    private func check(_ accountID: String, _ reconciler: StoreReconciler, output: DifferenceOutput, summary: inout Summary) async throws {
-        let outcome: StoreReconciler.Outcome
+    private func check(_ accountID: String, _ reconciler: AppStoreReconciler, output: DifferenceOutput, summary: inout Summary) async throws {
+        let outcome: AppStoreReconciler.Outcome
         do {
             outcome = try await reconciler.reconcile(accountID: accountID, repair: !dryRun)
         } catch let error as PostgresError where error.isConnectionLoss {

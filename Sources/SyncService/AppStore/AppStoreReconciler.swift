@@ -16,7 +16,7 @@ import SyncStore
 /// counted and changes nothing. Only purchases the account already has are compared: the history
 /// of an Apple ID can hold purchases of other accounts (a shared device), which are not this
 /// account's to take.
-public struct StoreReconciler: Sendable {
+public struct AppStoreReconciler: Sendable {
     let api: AppStoreServerAPI
     let verifier: StoreKitVerifier
     let binder: TransactionBinder
@@ -54,7 +54,7 @@ public struct StoreReconciler: Sendable {
         var storedByID: [String: TransactionAggregate] = [:]
         for aggregate in stored { storedByID[aggregate.transactionID] = aggregate }
         let originals = try await StoredTransactions.owned(Set(stored.map(\.originalTransactionID)), by: accountID, pool: binder.pool)
-        let answers = StoreAnswers(api: api, verifier: verifier, binder: binder)
+        let answers = AppStoreAnswers(api: api, verifier: verifier, binder: binder)
         var outcome = Outcome()
         var fromStore: [String: Report] = [:]
         var covered: Set<String> = []
@@ -106,7 +106,7 @@ public struct StoreReconciler: Sendable {
                     || ($0.field == "transactions.revoked_at" && report.revokedAt == nil)
             }
             // (A transaction id too long for the answer's name keeps the fact-named id.)
-            repairs.append(descriptive ? (try? StoreAnswers.answerNamed(report)) ?? report : report)
+            repairs.append(descriptive ? (try? AppStoreAnswers.answerNamed(report)) ?? report : report)
         }
         if repair, !repairs.isEmpty {
             let ingested = try await answers.ingest(repairs, accountID: accountID)
@@ -126,8 +126,8 @@ public struct StoreReconciler: Sendable {
         return outcome
     }
 
-    /// ``StoreAnswers/report(transaction:renewal:originals:)``, counting what does not verify.
-    private func report(_ answers: StoreAnswers, _ jws: String, renewal: String?, originals: Set<String>, outcome: inout Outcome) async -> Report? {
+    /// ``AppStoreAnswers/report(transaction:renewal:originals:)``, counting what does not verify.
+    private func report(_ answers: AppStoreAnswers, _ jws: String, renewal: String?, originals: Set<String>, outcome: inout Outcome) async -> Report? {
         do {
             return try await answers.report(transaction: jws, renewal: renewal, originals: originals)
         } catch {

@@ -10,7 +10,7 @@ import Testing
 /// Asking the App Store before an expiry (docs/STORE.md "Before an expiry"): the
 /// application's own sweeper and workers (`.live`, a test clock) against the store double.
 @Suite("Asking the store before an expiry", .serialized)
-struct StoreExpiryCheckTests {
+struct AppStoreExpiryCheckTests {
     static let day: TimeInterval = 86_400
 
     /// Syncs a verified premium subscription of `account` ending at `expires` and waits until it
@@ -66,7 +66,7 @@ struct StoreExpiryCheckTests {
                 #expect(trust.entitlementStatus(account) == "active")
                 // Another pass (as any sweep of any process runs it): nothing left to ask.
                 clock.advance(by: .seconds(5))
-                let check = StoreExpiryCheck(
+                let check = AppStoreExpiryCheck(
                     api: api, verifier: trust.verifier,
                     binder: TransactionBinder(pool: env.pool, engine: ResolutionEngine(pool: env.pool, catalogue: .default), policy: .reject),
                     catalogue: .default, clock: clock, logger: env.logger)
@@ -203,7 +203,7 @@ struct StoreExpiryCheckTests {
 
                 // The pass's deadline cancels the question; the next pass asks t-q1 and its
                 // expiry is applied.
-                clock.advance(by: StoreExpiryCheck.passDuration)
+                clock.advance(by: AppStoreExpiryCheck.passDuration)
                 #expect(try await clock.advancing(by: .milliseconds(1)) { try await Self.expired(env, "quick") })
                 #expect(try await env.scalar(
                     "SELECT count(*) FROM store_expiry_checks WHERE account_id = 'slow' AND outcome = 'failed'") == 1)

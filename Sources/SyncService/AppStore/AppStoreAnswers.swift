@@ -6,8 +6,8 @@ import SyncCore
 import SyncStore
 
 /// What the store's signed answers become (docs/STORE.md): verified store reports, written only
-/// to the account that owns the purchase. Shared by ``StoreReconciler`` and ``StoreExpiryCheck``.
-struct StoreAnswers: Sendable {
+/// to the account that owns the purchase. Shared by ``AppStoreReconciler`` and ``AppStoreExpiryCheck``.
+struct AppStoreAnswers: Sendable {
     let api: AppStoreServerAPI
     let verifier: StoreKitVerifier
     let binder: TransactionBinder

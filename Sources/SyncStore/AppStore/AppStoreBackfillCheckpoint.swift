@@ -3,7 +3,7 @@ import Postgres
 
 /// The checkpoint and lease of a backfill from the App Store (`store_backfill`, sql/0038;
 /// docs/STORE.md "Backfill"): which process runs it now, and up to when it has asked.
-public struct StoreBackfillCheckpoint: Sendable {
+public struct AppStoreBackfillCheckpoint: Sendable {
     let pool: ConnectionPool
     /// The backfill's row.
     public let name: String

@@ -5,13 +5,13 @@ import TestSupport
 import Testing
 
 /// The record of handled App Store notifications, against a real database.
-@Suite struct StoreNotificationStoreTests {
+@Suite struct AppStoreNotificationStoreTests {
     @Test func aNotificationIsRecordedOnceAndItsAccountCanBeNamedLater() async throws {
         try await withMigratedDatabase { pool, connection in
-            let store = StoreNotificationStore(pool: pool)
+            let store = AppStoreNotificationStore(pool: pool)
             let first = UUID()
             let other = UUID()
-            func record(_ uuid: UUID) -> StoreNotificationStore.Record {
+            func record(_ uuid: UUID) -> AppStoreNotificationStore.Record {
                 .init(notificationUUID: uuid, type: "DID_RENEW", subtype: nil, originalTransactionID: "8300",
                       signedDate: Date(timeIntervalSince1970: 1_800_000_000), signedPayload: nil)
             }

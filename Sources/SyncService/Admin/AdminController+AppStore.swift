@@ -25,7 +25,7 @@ extension AdminController {
                 throw Self.accountNotFound
             }
             let dryRun = body.dryRun ?? true
-            let outcome: StoreReconciler.Outcome
+            let outcome: AppStoreReconciler.Outcome
             do {
                 outcome = try await storeReconciler.reconcile(accountID: accountID, repair: !dryRun)
             } catch let error as AppStoreAPIError {
@@ -42,14 +42,14 @@ extension AdminController {
             logger.notice("operator reconciled an account against the App Store", metadata: [
                 "account": "\(accountID)", "actor": "\(actor)", "dry_run": "\(dryRun)", "differences": "\(outcome.differences.count)",
             ])
-            return try JSONResponse.make(StoreReconcileAnswer(
+            return try JSONResponse.make(AppStoreReconcileAnswer(
                 accountID: accountID, dryRun: dryRun, differences: outcome.differences, reportsSubmitted: outcome.reportsSubmitted,
                 reportsAlreadyStored: outcome.reportsAlreadyStored, reportIDsTaken: outcome.reportIDsTaken,
                 unverified: outcome.unverified, unknownToStore: outcome.unknownToStore, actor: actor, at: audit.at, audit: audit))
         }
     }
 
-    struct StoreReconcileAnswer: Encodable {
+    struct AppStoreReconcileAnswer: Encodable {
         var accountID: String
         var dryRun: Bool
         /// `recomputed`: the store's value.

@@ -11,7 +11,7 @@ import X509
 /// `subsync reconcile --against-store` (docs/STORE.md): the built binary against a
 /// real database and the store double.
 @Suite("Reconcile against the store", .serialized)
-struct StoreReconcileCommandTests {
+struct AppStoreReconcileCommandTests {
     typealias Command = OperationsCommandTests
 
     /// A monthly premium subscription `original` whose first period ended ten days before `now`
@@ -213,7 +213,7 @@ struct StoreReconcileCommandTests {
             refunded.revocationDate = now.addingTimeInterval(-3_600)
             refunded.revocationReason = 0
             let refund = try trust.authority.sign(refunded)
-            let answers = StoreAnswers(api: try AppStoreAPITests.client(double), verifier: trust.verifier, binder: binder)
+            let answers = AppStoreAnswers(api: try AppStoreAPITests.client(double), verifier: trust.verifier, binder: binder)
             let storeID = try #require(try await answers.report(transaction: refund, renewal: nil, originals: ["t-p1"])?.reportID)
             // A device synced a spare pre-refund copy under that id (every fact of its name is the
             // device's to know), before the service refused such ids.
@@ -336,13 +336,13 @@ struct StoreReconcileCommandTests {
         product.productId = "voip.premium.monthly"
         var names: [String] = []
         for payload in [plain, upgraded, reason, product] {
-            // Made as StoreAnswers makes them: from the verified JWS, source store, signed at another
+            // Made as AppStoreAnswers makes them: from the verified JWS, source store, signed at another
             // moment each time (the signing time is not in the name).
             var signed = payload
             signed.signedDate = now.addingTimeInterval(Double(names.count) * 60)
             let report = try await trust.verifier.verifyTransaction(try trust.authority.sign(signed))
                 .report(reportID: "store", deviceID: NotificationController.deviceID, observedAt: signed.signedDate, source: .store)
-            names.append("store:t-n2:" + StoreAnswers.factsDigest(of: report))
+            names.append("store:t-n2:" + AppStoreAnswers.factsDigest(of: report))
         }
         #expect(Set(names).count == 4, "\(names)")
         // The same facts signed later keep their name: asking again stores nothing new.
@@ -350,7 +350,7 @@ struct StoreReconcileCommandTests {
         again.signedDate = now.addingTimeInterval(3_600)
         let report = try await trust.verifier.verifyTransaction(try trust.authority.sign(again))
             .report(reportID: "store", deviceID: NotificationController.deviceID, observedAt: again.signedDate, source: .store)
-        #expect("store:t-n2:" + StoreAnswers.factsDigest(of: report) == names[0])
+        #expect("store:t-n2:" + AppStoreAnswers.factsDigest(of: report) == names[0])
     }
 
     @Test("an upgrade the store reports after it repaired the same transaction: the upgraded-away answer is stored, not taken for the earlier one, and its entitlement ends")

@@ -10,7 +10,7 @@ import SyncStore
 /// the user never sees the paywall.
 ///
 /// Two parts, so the sweep never waits on the network: the sweeper calls ``holdUnanswered()``
-/// (the database only) right before it applies expiries, and ``StoreExpiryQuestions`` asks the
+/// (the database only) right before it applies expiries, and ``AppStoreExpiryQuestions`` asks the
 /// questions (``askDue()``) in a loop of its own. An answer ends its hold: "expired" (or a
 /// subscription the store does not know) is applied by the next sweep, seconds later.
 ///
@@ -20,16 +20,16 @@ import SyncStore
 /// whose question is not answered yet is held and asked again at most once a minute, but never
 /// longer than ``bound`` after it: then it is applied, and the notification backfill corrects it
 /// when the store speaks again.
-public struct StoreExpiryCheck: Sendable {
+public struct AppStoreExpiryCheck: Sendable {
     let api: AppStoreServerAPI
     let verifier: StoreKitVerifier
     let binder: TransactionBinder
-    let checks: StoreExpiryChecks
+    let checks: AppStoreExpiryChecks
     let catalogue: Catalogue
     let clock: any ServiceClock
     let logger: Logger
 
-    typealias Outcome = StoreExpiryChecks.Outcome
+    typealias Outcome = AppStoreExpiryChecks.Outcome
 
     /// The longest an expiry waits for the store's answer.
     public static let bound: TimeInterval = 15 * 60
@@ -47,7 +47,7 @@ public struct StoreExpiryCheck: Sendable {
         self.api = api
         self.verifier = verifier
         self.binder = binder
-        self.checks = StoreExpiryChecks(pool: binder.pool)
+        self.checks = AppStoreExpiryChecks(pool: binder.pool)
         self.catalogue = catalogue
         self.clock = clock
         self.logger = logger
@@ -93,7 +93,7 @@ public struct StoreExpiryCheck: Sendable {
         var outcome = PassOutcome()
         let products = self.products
         guard !products.isEmpty else { return outcome }
-        let answers = StoreAnswers(api: api, verifier: verifier, binder: binder)
+        let answers = AppStoreAnswers(api: api, verifier: verifier, binder: binder)
         let deadline = clock.uptime() + Self.passDuration
         do {
             let due = try await checks.due(
@@ -151,7 +151,7 @@ public struct StoreExpiryCheck: Sendable {
 
     /// The question in flight ran past its pass's deadline and was cancelled.
     struct PassDeadline: Error, CustomStringConvertible {
-        var description: String { "no answer within the pass's \(StoreExpiryCheck.passDuration)" }
+        var description: String { "no answer within the pass's \(AppStoreExpiryCheck.passDuration)" }
     }
 
     /// Whether a failed question ends the pass: the store timed out or asked to wait.
@@ -182,7 +182,7 @@ public struct StoreExpiryCheck: Sendable {
     /// Asks about one expiry: `renewed` / `revoked` (a store report was written) or `unchanged`
     /// (the store agrees, or does not know the subscription: the expiry stands). Only the
     /// question itself races the deadline; what the store said is written whole.
-    private func ask(_ candidate: StoreExpiryChecks.Candidate, answers: StoreAnswers, deadline: Duration) async throws -> Outcome {
+    private func ask(_ candidate: AppStoreExpiryChecks.Candidate, answers: AppStoreAnswers, deadline: Duration) async throws -> Outcome {
         guard let statuses = try await statuses(candidate.originalTransactionID, deadline: deadline) else { return .unchanged }
         for last in statuses.data.flatMap(\.lastTransactions) where last.originalTransactionId == candidate.originalTransactionID {
             guard let jws = last.signedTransactionInfo else { continue }
@@ -205,7 +205,7 @@ public struct StoreExpiryCheck: Sendable {
             else { continue }
             // Renewal details win by signing time: named by this answer, so a statement the store
             // made before (and something else since) is not a duplicate. Asked once per period.
-            let named = report.renewal == nil ? report : (try? StoreAnswers.answerNamed(report)) ?? report
+            let named = report.renewal == nil ? report : (try? AppStoreAnswers.answerNamed(report)) ?? report
             let ingested = try await answers.ingest([named], accountID: candidate.accountID)
             if !ingested.taken.isEmpty {
                 logger.error("the App Store's answer before an expiry was not written: another report holds its id", metadata: [

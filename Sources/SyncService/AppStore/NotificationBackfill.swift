@@ -20,7 +20,7 @@ import SyncStore
 public struct NotificationBackfill: Service {
     let api: AppStoreServerAPI
     let notifications: NotificationController
-    let checkpoints: StoreBackfillCheckpoint
+    let checkpoints: AppStoreBackfillCheckpoint
     let interval: Duration
     let clock: any ServiceClock
     let logger: Logger
@@ -49,7 +49,7 @@ public struct NotificationBackfill: Service {
     private let failing = NIOLockedValueBox<[Date: Int]>([:])
 
     init(
-        api: AppStoreServerAPI, notifications: NotificationController, checkpoints: StoreBackfillCheckpoint, interval: Duration,
+        api: AppStoreServerAPI, notifications: NotificationController, checkpoints: AppStoreBackfillCheckpoint, interval: Duration,
         clock: any ServiceClock, logger: Logger, owner: String = UUID().uuidString, maximumPages: Int = Self.maximumPages
     ) {
         self.api = api

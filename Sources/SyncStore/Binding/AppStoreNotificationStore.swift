@@ -4,7 +4,7 @@ import SyncCore
 
 /// The App Store Server Notifications already handled, once per `notificationUUID`: Apple retries
 /// until it gets a 200 and may deliver one notification twice.
-public struct StoreNotificationStore: Sendable {
+public struct AppStoreNotificationStore: Sendable {
     let pool: ConnectionPool
 
     public init(pool: ConnectionPool) {

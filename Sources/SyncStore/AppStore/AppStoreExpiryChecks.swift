@@ -4,7 +4,7 @@ import Postgres
 /// The questions asked of the App Store before an expiry (`store_expiry_checks`, sql/0039;
 /// docs/STORE.md "Before an expiry"), and the hold that keeps an expiry from being applied while
 /// its question is open.
-public struct StoreExpiryChecks: Sendable {
+public struct AppStoreExpiryChecks: Sendable {
     let pool: ConnectionPool
 
     public init(pool: ConnectionPool) {
