@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Postgres
+import SyncService
 
 /// `--database-url`, shared by every command that talks to the database.
 struct DatabaseOptions: ParsableArguments {
@@ -11,8 +12,7 @@ struct DatabaseOptions: ParsableArguments {
     /// The URL from the flag or the environment, or nil when neither is set.
     var resolvedURL: String? {
         if let databaseURL, !databaseURL.isEmpty { return databaseURL }
-        if let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty { return url }
-        return nil
+        return ServiceConfiguration.databaseURL(from: ProcessInfo.processInfo.environment)
     }
 
     /// A pool on the configured database; exits with a usage error when none is configured.

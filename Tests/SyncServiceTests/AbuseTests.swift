@@ -83,8 +83,8 @@ struct AbuseTests {
             // `serve` processes behind a load balancer. No token refills while the clock stands.
             let clock = ManualClock()
             let limit = RateLimiter.Limit(ratePerSecond: 0.1, burst: 10)
-            let first = env.application(workers: 0, deviceRateLimit: limit, sharedRateLimits: shared, clock: clock)
-            let second = env.application(workers: 0, deviceRateLimit: limit, sharedRateLimits: shared, clock: clock)
+            let first = try env.application(workers: 0, deviceRateLimit: limit, sharedRateLimits: shared, clock: clock)
+            let second = try env.application(workers: 0, deviceRateLimit: limit, sharedRateLimits: shared, clock: clock)
             let token = try await env.token(for: "roamer")
             try await first.test(.router) { one in
                 try await second.test(.router) { two in

@@ -41,7 +41,7 @@ struct AppStoreBackfillTests {
                 AppStoreDouble.Answer(json: ["hasMore": false, "notificationHistory": [["signedPayload": .string(signedPayload)]]]),
             ])
             let api = try AppStoreAPITests.client(double)
-            let app = env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
+            let app = try env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
             try await app.testLive { client in
                 let jws = try trust.authority.sign(TrustAPITests.transaction(original: "t-lost", purchased: purchased, expires: expires, signed: now))
                 let (status, _) = try await client.sync(account: "lost", body: try TrustAPITests.signedBody(reportID: "p1", jws: jws))

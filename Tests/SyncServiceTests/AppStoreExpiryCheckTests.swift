@@ -47,7 +47,7 @@ struct AppStoreExpiryCheckTests {
                 ]]]],
             ])])
             let api = try AppStoreAPITests.client(double)
-            let app = env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
+            let app = try env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
             try await app.testLive { client in
                 try await Self.subscribe(
                     client, trust: trust, account: "renewing", original: "t-e1", purchased: expires.addingTimeInterval(-30 * Self.day),
@@ -90,7 +90,7 @@ struct AppStoreExpiryCheckTests {
             let expires = now.addingTimeInterval(60)
             try await double.script("GET", "/inApps/v1/subscriptions/t-d1", [AppStoreDouble.Answer(status: 500, json: AppStoreAPITests.error(5000000, "An unknown error occurred."))])
             let api = try AppStoreAPITests.client(double, attempts: 1)
-            let app = env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
+            let app = try env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
             try await app.testLive { client in
                 try await Self.subscribe(
                     client, trust: trust, account: "waiting", original: "t-d1", purchased: expires.addingTimeInterval(-30 * Self.day),
@@ -134,7 +134,7 @@ struct AppStoreExpiryCheckTests {
             ])])
             // t-h2 is not scripted: the double answers "transaction id not found".
             let api = try AppStoreAPITests.client(double)
-            let app = env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
+            let app = try env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
             try await app.testLive { client in
                 for (account, original) in [("lapsed", "t-h1"), ("stranger", "t-h2")] {
                     try await Self.subscribe(client, trust: trust, account: account, original: original, purchased: purchased, expires: expires, now: now)
@@ -181,7 +181,7 @@ struct AppStoreExpiryCheckTests {
             try await double.script("GET", "/inApps/v1/subscriptions/t-s1", [AppStoreDouble.Answer(
                 status: 404, json: AppStoreAPITests.error(4040010, "Transaction id not found."), delay: 600)])
             let api = try AppStoreAPITests.client(double)
-            let app = env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
+            let app = try env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
             try await app.testLive { client in
                 let purchased = ends.addingTimeInterval(-30 * Self.day)
                 try await Self.subscribe(client, trust: trust, account: "slow", original: "t-s1", purchased: purchased, expires: ends, now: now)

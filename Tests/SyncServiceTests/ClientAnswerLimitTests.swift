@@ -19,7 +19,7 @@ struct ClientAnswerLimitTests {
         try await TestEnvironment.withFresh { env in
             try await ClientTests.withFolder { folder in
                 let port = freeTCPPort()
-                try await ClientTests.serving(env.application(port: port), port: port) {
+                try await ClientTests.serving(try env.application(port: port), port: port) {
                     // The service's answer to a sync is a few hundred bytes: 64 is too few.
                     let tight = try ClientTests.client(env, port: port, account: "lena", folder: folder, maximumAnswerBytes: 64)
                     let outcome = try await tight.sync([ClientTests.unsigned("t1")])

@@ -120,7 +120,7 @@ struct ClientTests {
         try await TestEnvironment.withFresh { env in
             try await Self.withFolder { folder in
                 let port = freeTCPPort()
-                try await Self.serving(env.application(requireSigned: true, verifier: verifier, port: port), port: port) {
+                try await Self.serving(try env.application(requireSigned: true, verifier: verifier, port: port), port: port) {
                     let client = try Self.client(env, port: port, account: "amy", folder: folder)
                     let now = Date()
                     let good = try authority.sign(TrustAPITests.transaction(
@@ -163,7 +163,7 @@ struct ClientTests {
         try await TestEnvironment.withFresh { env in
             try await Self.withFolder { folder in
                 let port = freeTCPPort()
-                try await Self.serving(env.application(port: port), port: port) {
+                try await Self.serving(try env.application(port: port), port: port) {
                     let client = try Self.client(env, port: port, account: "bea", folder: folder)
                     #expect(try await client.sync([Self.unsigned("t1")]) == .delivered(1))
                     #expect(await client.tier() == "premium")
@@ -179,7 +179,7 @@ struct ClientTests {
                 #expect(await before.tier() == "premium", "the cached state answers while offline")
 
                 // The app is killed; a new process opens the same folder once the service is back.
-                try await Self.serving(env.application(port: port), port: port) {
+                try await Self.serving(try env.application(port: port), port: port) {
                     let after = try Self.client(env, port: port, account: "bea", folder: folder)
                     #expect(await after.pendingCount == 2)
                     #expect(try await Self.flushUntilDelivered(after) == 2)
@@ -203,7 +203,7 @@ struct ClientTests {
                 // One request per 50 s: the second request comes before the bucket refills even
                 // after a long stall of a busy core (with 10 s, a stall delivered both at once).
                 let limit = RateLimiter.Limit(ratePerSecond: 0.02, burst: 1)
-                try await Self.serving(env.application(accountRateLimit: limit, port: port), port: port) {
+                try await Self.serving(try env.application(accountRateLimit: limit, port: port), port: port) {
                     let client = try Self.client(env, port: port, account: "cal", folder: folder, batchSize: 1, waitMilliseconds: 0)
                     let started = Date()
                     let outcome = try await client.sync([Self.unsigned("r1"), Self.unsigned("r2")])
@@ -232,7 +232,7 @@ struct ClientTests {
                 // The clock starts at the purchase's own instant (`base`, fixed when the suite first
                 // reads it), so 3,601 s later is always past its expiry, however long the set-up took.
                 let clock = ManualClock(start: Self.base)
-                try await Self.serving(env.application(port: port), port: port) {
+                try await Self.serving(try env.application(port: port), port: port) {
                     let client = try Self.client(env, port: port, account: "dan", folder: folder, now: { clock.now() })
                     _ = try await client.sync([Self.unsigned("s1", expires: 3_600)])
                     _ = try await client.refresh()
@@ -264,7 +264,7 @@ struct ClientTests {
         try await TestEnvironment.withFresh { env in
             try await Self.withFolder { folder in
                 let port = freeTCPPort()
-                try await Self.serving(env.application(port: port), port: port) {
+                try await Self.serving(try env.application(port: port), port: port) {
                     let client = try Self.client(env, port: port, account: "eli", folder: folder)
                     let call = recentlyThisMonth(60)
                     #expect(try await client.reportUsage(meter: "minutes", units: 90, id: "call-1", at: call) == .delivered(1))

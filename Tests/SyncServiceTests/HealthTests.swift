@@ -12,7 +12,7 @@ import TestSupport
 struct HealthTests {
     let logger = Logger(label: "test")
 
-    func app(_ connection: ConnectionConfiguration) async -> some ApplicationProtocol {
+    func app(_ connection: ConnectionConfiguration) async throws -> some ApplicationProtocol {
         let pool = ConnectionPool(configuration: .init(connection: connection, maximumConnections: 2))
         let dependencies = ServiceDependencies(
             pool: pool,
@@ -22,14 +22,14 @@ struct HealthTests {
         )
         var configuration = ServiceConfiguration(port: 0, workers: 0)
         configuration.deliveryWorkers = 0
-        return buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
+        return try buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
     }
 
     @Test("GET /healthz answers 200 without touching the database")
     func healthz() async throws {
         // A pool pointing at a port where nothing listens: healthz must not care.
         let unreachable = ConnectionConfiguration([("host", "127.0.0.1"), ("port", "1"), ("connect_timeout", "1")])
-        let app = await app(unreachable)
+        let app = try await app(unreachable)
         try await app.test(.router) { client in
             try await client.execute(uri: "/healthz", method: .get) { response in
                 #expect(response.status == .ok)
@@ -40,7 +40,7 @@ struct HealthTests {
 
     @Test("GET /readyz answers 200 when the database answers")
     func readyWithDatabase() async throws {
-        let app = await app(try TestDatabase.configuration())
+        let app = try await app(try TestDatabase.configuration())
         try await app.testLive { client in
             // readyz gives the database 2 s; on a starved single core (scripts/test --stress) the
             // first connection can take longer, and a 503 then is the right answer. What must
@@ -60,7 +60,7 @@ struct HealthTests {
     @Test("GET /readyz answers 503 with Retry-After and a JSON error when the database is down")
     func notReadyWithoutDatabase() async throws {
         let unreachable = ConnectionConfiguration([("host", "127.0.0.1"), ("port", "1"), ("connect_timeout", "1")])
-        let app = await app(unreachable)
+        let app = try await app(unreachable)
         try await app.test(.router) { client in
             try await client.execute(uri: "/readyz", method: .get) { response in
                 #expect(response.status == .serviceUnavailable)
@@ -73,7 +73,7 @@ struct HealthTests {
 
     @Test("an unknown route answers 404")
     func unknownRoute() async throws {
-        let app = await app(try TestDatabase.configuration())
+        let app = try await app(try TestDatabase.configuration())
         try await app.test(.router) { client in
             try await client.execute(uri: "/nope", method: .get) { response in
                 #expect(response.status == .notFound)

@@ -49,8 +49,8 @@ struct PipelineTests {
         try await TestEnvironment.withFresh(poolSize: 16) { env in
             let reports = Self.randomReports(accounts: 40, perAccount: 12, seed: 7)
             let clock = ManualClock(start: SyncAPITests.start)
-            let appA = env.application(workers: 2, batchSize: 7, clock: clock)
-            let appB = env.application(workers: 2, batchSize: 13, clock: clock)
+            let appA = try env.application(workers: 2, batchSize: 7, clock: clock)
+            let appB = try env.application(workers: 2, batchSize: 13, clock: clock)
             try await appA.testLive { clientA in
                 try await appB.testLive { clientB in
                     try await withThrowingTaskGroup(of: Void.self) { group in

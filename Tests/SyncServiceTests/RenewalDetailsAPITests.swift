@@ -49,7 +49,7 @@ struct RenewalDetailsAPITests {
                 original: "t-rd1", product: "voip.premium.monthly", purchased: now.addingTimeInterval(-10 * day), expires: expires,
                 signed: now.addingTimeInterval(-10 * day))
             let signedTransaction = try trust.authority.sign(transaction)
-            let app = env.application(
+            let app = try env.application(
                 deliveryWorkers: 1, webhookGuard: WebhookDeliveryTests.loopback, requireSigned: true, verifier: trust.verifier,
                 appStoreAPI: try AppStoreAPITests.client(double))
             try await app.testLive { client in

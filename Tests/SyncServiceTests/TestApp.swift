@@ -103,7 +103,7 @@ struct TestEnvironment: Sendable {
         appStoreAPI: AppStoreServerAPI? = nil,
         appStoreBackfillInterval: Duration = .seconds(3600),
         port: Int = 0
-    ) -> some ApplicationProtocol {
+    ) throws -> some ApplicationProtocol {
         var configuration = ServiceConfiguration(port: port)
         configuration.appStoreBackfillInterval = appStoreBackfillInterval
         configuration.usagePolicy = usagePolicy
@@ -157,7 +157,7 @@ struct TestEnvironment: Sendable {
             adMobKeys: adMobKeys,
             appStoreAPI: appStoreAPI
         )
-        return buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
+        return try buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
     }
 
     func token(for accountID: String, validFor: TimeInterval = 3600) async throws -> String {

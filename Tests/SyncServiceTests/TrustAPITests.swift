@@ -99,7 +99,7 @@ struct TrustAPITests {
     @Test("with signatures required, an unsigned report is refused (signature_required) and nothing is stored")
     func unsignedRefused() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier)
+            let app = try env.application(requireSigned: true, verifier: verifier)
             try await app.test(.router) { client in
                 let (status, json) = try await client.sync(account: "acct-unsigned", body: try Self.unsignedBody(reportID: "u1"))
                 #expect(status == .unprocessableContent)
@@ -113,7 +113,7 @@ struct TrustAPITests {
     @Test("a forged far-future expiry grants nothing when signatures are required; the signed expiry is what counts")
     func forgedExpiry() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier)
+            let app = try env.application(requireSigned: true, verifier: verifier)
             let now = Date()
             try await app.test(.router) { client in
                 // 1. Unsigned, claiming business until 2099: refused, the account stays free.
@@ -158,7 +158,7 @@ struct TrustAPITests {
     @Test("each way a signed transaction can be wrong is refused with its own code, and nothing is stored")
     func rejectionCodes() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier)
+            let app = try env.application(requireSigned: true, verifier: verifier)
             let now = Date()
             let good = Self.transaction(original: "7000", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now)
             let valid = try authority.sign(good)
@@ -207,7 +207,7 @@ struct TrustAPITests {
             ]
             for (index, testCase) in cases.enumerated() {
                 let account = "acct-reject-\(index)"
-                let app = env.application(requireSigned: true, verifier: testCase.verifier)
+                let app = try env.application(requireSigned: true, verifier: testCase.verifier)
                 try await app.test(.router) { client in
                     let (status, json) = try await client.sync(account: account, body: try Self.signedBody(reportID: "r", jws: testCase.jws))
                     #expect(status == .unprocessableContent, "\(testCase.name)")
@@ -228,7 +228,7 @@ struct TrustAPITests {
     @Test("with signatures optional, unsigned reports are stored unverified, and a bad signature is still refused")
     func optionalSignatures() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: false, verifier: verifier)
+            let app = try env.application(requireSigned: false, verifier: verifier)
             try await app.test(.router) { client in
                 let (status, _) = try await client.sync(account: "acct-optional", body: try Self.unsignedBody(reportID: "o1"))
                 #expect(status == .accepted)
@@ -249,7 +249,7 @@ struct TrustAPITests {
     @Test("App Store notifications: REFUND after a device's active report revokes, REFUND_REVERSED restores, a duplicate is ignored")
     func refundAndReversal() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier)
+            let app = try env.application(requireSigned: true, verifier: verifier)
             let now = Date()
             let purchased = now.addingTimeInterval(-86_400)
             let expires = now.addingTimeInterval(86_400 * 29)
@@ -347,7 +347,7 @@ struct TrustAPITests {
     @Test("an operator's revoke stands when the user syncs the same purchase signed afresh afterwards; only the operator's unrevoke lifts it")
     func operatorRevokeOutlivesResignedReport() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier)
+            let app = try env.application(requireSigned: true, verifier: verifier)
             try await app.test(.router) { client in
                 let (token, purchase) = try await operatorRevokedPurchase(client, env: env, account: "acct-fraud", original: "7000", now: Date())
                 // The user toggles auto-renew (or calls AppStore.sync()): StoreKit hands the app
@@ -370,7 +370,7 @@ struct TrustAPITests {
     @Test("an operator's revoke stands against later App Store notifications without a revocation, a refund's reversal included")
     func operatorRevokeOutlivesNotifications() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier)
+            let app = try env.application(requireSigned: true, verifier: verifier)
             try await app.test(.router) { client in
                 let (_, purchase) = try await operatorRevokedPurchase(client, env: env, account: "acct-fraud", original: "7100", now: Date())
                 // The user turns auto-renew off: Apple notifies with the transaction signed anew.
@@ -406,7 +406,7 @@ struct TrustAPITests {
     @Test("notifications: token lookup, renewal info, unmatched purchases, TEST, and bad signatures")
     func notificationRouting() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier)
+            let app = try env.application(requireSigned: true, verifier: verifier)
             let now = Date()
             try await app.test(.router) { client in
                 // An account whose id is the token itself (apps that use the account UUID).
@@ -469,7 +469,7 @@ struct TrustAPITests {
     @Test("a notification and the device's first sync of its purchase, at the same moment: the notification is applied either way")
     func notificationRacesFirstBinding() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier)
+            let app = try env.application(requireSigned: true, verifier: verifier)
             let now = Date()
             let purchased = now.addingTimeInterval(-3600)
             let expires = now.addingTimeInterval(29 * 86_400)
@@ -546,7 +546,7 @@ struct TrustAPITests {
     func notificationMeetingABindingGoesToThePurchasesOwner() async throws {
         try await TestEnvironment.withFresh { env in
             let key = Self.appAccountTokenKey
-            let app = env.application(requireSigned: true, verifier: verifier, binding: .reject, appAccountTokenKey: key)
+            let app = try env.application(requireSigned: true, verifier: verifier, binding: .reject, appAccountTokenKey: key)
             let token = try #require(AppAccountTokens(key: key).token(for: "acct-token"))
             let binder = TransactionBinder(pool: env.pool, engine: ResolutionEngine(pool: env.pool, catalogue: .default), policy: .reject)
             let now = Date()
@@ -600,7 +600,7 @@ struct TrustAPITests {
     @Test("signed renewal info on /sync: a subscriber in the billing grace period keeps access; renewal info that does not fit is refused")
     func renewalInfoOnSync() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier)
+            let app = try env.application(requireSigned: true, verifier: verifier)
             let now = Date()
             // The last renewal failed an hour ago; the App Store retries, with three days of grace.
             let lapsed = Self.transaction(
@@ -660,7 +660,7 @@ struct TrustAPITests {
         try await TestEnvironment.withFresh { env in
             // Both environments accepted (as on a staging server), so that only the cross-check refuses.
             let both = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: Self.bundleID, allowedEnvironments: [.production, .sandbox])
-            let app = env.application(requireSigned: true, verifier: both)
+            let app = try env.application(requireSigned: true, verifier: both)
             let now = Date()
             let production = Self.transaction(
                 original: "9100", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(30 * 86_400), signed: now.addingTimeInterval(-30))
@@ -706,7 +706,7 @@ struct TrustAPITests {
     @Test("a notification that comes before any account has the purchase is applied when the purchase is bound: a refund is not lost")
     func unmatchedAppliedOnBinding() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier)
+            let app = try env.application(requireSigned: true, verifier: verifier)
             let now = Date()
             let purchased = now.addingTimeInterval(-3600)
             let expires = now.addingTimeInterval(29 * 86_400)
@@ -752,7 +752,7 @@ struct TrustAPITests {
     @Test("without trusted roots the notifications route is 404 not_configured, and a signed report cannot be verified")
     func notConfigured() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: false, verifier: nil)
+            let app = try env.application(requireSigned: false, verifier: nil)
             try await app.test(.router) { client in
                 let body = try notification("TEST", transaction: nil, signed: Date())
                 let answer = try await client.postJSON("/v1/notifications/apple", body: body, credential: nil)
@@ -772,7 +772,7 @@ struct TrustAPITests {
     @Test("binding policy reject: a purchase of another account is refused with 409 and nothing is stored")
     func bindingReject() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier, binding: .reject)
+            let app = try env.application(requireSigned: true, verifier: verifier, binding: .reject)
             let now = Date()
             let jws = try authority.sign(Self.transaction(
                 original: "8000", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now))
@@ -803,7 +803,7 @@ struct TrustAPITests {
             // A fresh verifier, so its count of chain validations starts at zero.
             let fresh = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: Self.bundleID, allowedEnvironments: [.production])
             let limit = RateLimiter.Limit(ratePerSecond: 0.2, burst: 5)
-            let app = env.application(verifier: fresh, notificationRateLimit: limit, clock: clock)
+            let app = try env.application(verifier: fresh, notificationRateLimit: limit, clock: clock)
             try await app.test(.router) { client in
                 // The real chain, a signature of random bytes.
                 for _ in 0..<5 {
@@ -832,7 +832,7 @@ struct TrustAPITests {
             }
             // A correctly signed token whose chain leads nowhere trusted: the chain is built once.
             let stranger = try TestCertificateAuthority(name: "stranger")
-            let strangerApp = env.application(verifier: fresh, notificationRateLimit: nil)
+            let strangerApp = try env.application(verifier: fresh, notificationRateLimit: nil)
             try await strangerApp.test(.router) { client in
                 for _ in 0..<4 {
                     let payload: [String: Any] = [
@@ -852,7 +852,7 @@ struct TrustAPITests {
     @Test("a genuine signed transaction resent under fresh report ids is stored once; new facts about it are stored")
     func resentSignedTransactionIsStoredOnce() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier)
+            let app = try env.application(requireSigned: true, verifier: verifier)
             let now = Date()
             let jws = try authority.sign(Self.transaction(
                 original: "9100", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now))
@@ -890,7 +890,7 @@ struct TrustAPITests {
     func tokenCannotBeClaimed() async throws {
         try await TestEnvironment.withFresh { env in
             let key = Self.appAccountTokenKey
-            let app = env.application(requireSigned: true, verifier: verifier, binding: .reject, appAccountTokenKey: key)
+            let app = try env.application(requireSigned: true, verifier: verifier, binding: .reject, appAccountTokenKey: key)
             let victimToken = try #require(AppAccountTokens(key: key).token(for: "acct-victim"))
             #expect(AppAccountTokens(key: key).token(for: "acct-attacker") != victimToken)
             let now = Date()
@@ -940,7 +940,7 @@ struct TrustAPITests {
     @Test("binding race: two accounts reporting one new purchase at once, exactly one wins and the other gets 409")
     func bindingRace() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier, binding: .reject)
+            let app = try env.application(requireSigned: true, verifier: verifier, binding: .reject)
             let now = Date()
             try await app.testLive { client in
                 for round in 0..<8 {
@@ -968,7 +968,7 @@ struct TrustAPITests {
     @Test("binding policy transfer: the purchase moves, both accounts get entitlement.transferred, and reconcile finds no drift")
     func bindingTransfer() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
+            let app = try env.application(requireSigned: true, verifier: verifier, binding: .transfer)
             let now = Date()
             let jws = try authority.sign(Self.transaction(
                 original: "8100", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now))
@@ -1008,7 +1008,7 @@ struct TrustAPITests {
     @Test("a sync carrying two transactions of one purchase (a renewal) moves it once: one entitlement.transferred each side")
     func transferOfARenewedPurchaseIsOneTransfer() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
+            let app = try env.application(requireSigned: true, verifier: verifier, binding: .transfer)
             let now = Date()
             let first = try authority.sign(Self.transaction(
                 original: "8600", purchased: now.addingTimeInterval(-86_400 * 40), expires: now.addingTimeInterval(-86_400 * 10), signed: now))
@@ -1038,7 +1038,7 @@ struct TrustAPITests {
     @Test("a transferred minute pack is credited to one account only: the old account is debited, and reconcile agrees")
     func transferredPackIsCreditedOnce() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
+            let app = try env.application(requireSigned: true, verifier: verifier, binding: .transfer)
             let now = Date()
             let jws = try signedPack("8200", purchased: now.addingTimeInterval(-60), signed: now)
             try await app.test(.router) { client in
@@ -1062,7 +1062,7 @@ struct TrustAPITests {
     @Test("a minute pack that moves to another account and back, and over again, is always credited to the one that has it")
     func packMovingBackAndForth() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
+            let app = try env.application(requireSigned: true, verifier: verifier, binding: .transfer)
             let now = Date()
             let jws = try signedPack("8400", purchased: now.addingTimeInterval(-60), signed: now)
             let ledger = UsageLedger(pool: env.pool, catalogue: .default)
@@ -1089,7 +1089,7 @@ struct TrustAPITests {
         // A modified client keeps a pack's JWS and syncs it into account after account, spending
         // it in each before it moves on.
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
+            let app = try env.application(requireSigned: true, verifier: verifier, binding: .transfer)
             let jws = try signedPack("8500", purchased: Date().addingTimeInterval(-60), signed: Date())
             let ledger = UsageLedger(pool: env.pool, catalogue: .default)
             let accounts = ["spend-a", "spend-b", "spend-c"]
@@ -1138,7 +1138,7 @@ struct TrustAPITests {
     @Test("a refunded minute pack that moves to another account is not taken back from the old one a second time")
     func transferredRefundedPackIsNotDebitedTwice() async throws {
         try await TestEnvironment.withFresh { env in
-            let app = env.application(requireSigned: true, verifier: verifier, binding: .transfer)
+            let app = try env.application(requireSigned: true, verifier: verifier, binding: .transfer)
             let now = Date()
             let bought = try signedPack("8300", purchased: now.addingTimeInterval(-120), signed: now.addingTimeInterval(-120))
             let refunded = try signedPack(

@@ -263,9 +263,9 @@ struct WebhookDeliveryTests {
             // A process that resolves and delivers but polls once an hour (and sweeps once an
             // hour): once its parts are waiting, only a NOTIFY can wake them. Reports come
             // through another process, as from a second `serve`.
-            let back = env.application(
+            let back = try env.application(
                 workers: 2, sweepInterval: .seconds(3600), deliveryWorkers: 3, webhookGuard: Self.loopback, pollInterval: .seconds(3600))
-            let front = env.application(workers: 0)
+            let front = try env.application(workers: 0)
             try await back.testLive { _ in
                 let listening = """
                     SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'

@@ -5,6 +5,7 @@ import Logging
 import Postgres
 import Atomics
 import SyncCore
+import SyncService
 import SyncStore
 
 /// What the operator commands share: a pool, the catalogue, error mapping, parsing.
@@ -18,8 +19,7 @@ enum Operator {
     /// The catalogue the service resolves with ($SUBSYNC_CATALOGUE or the built-in one), so
     /// recomputations agree with the workers.
     static func catalogue() throws -> Catalogue {
-        let path = ProcessInfo.processInfo.environment["SUBSYNC_CATALOGUE"].flatMap { $0.isEmpty ? nil : $0 }
-        return try loadCatalogue(path: path)
+        try loadCatalogue(path: ServiceConfiguration.cataloguePath(from: ProcessInfo.processInfo.environment))
     }
 
     /// Runs `body` with a pool on the configured database, closes the pool, and maps failures

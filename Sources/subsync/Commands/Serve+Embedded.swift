@@ -61,7 +61,7 @@ extension Serve {
             printError("could not read or create the development credentials in \(dataDirectory.path): \(error)")
             throw ExitCodes.unavailable
         }
-        if ProcessInfo.processInfo.environment["SUBSYNC_WEBHOOK_ALLOW"] == nil {
+        if !configuration.webhookAddressGuardIsSet {
             // Development receivers run on this machine.
             configuration.webhookAddressGuard = (try? AddressGuard(allowList: "127.0.0.0/8, ::1/128")) ?? .publicOnly
         }

@@ -44,33 +44,7 @@ struct Serve: AsyncParsableCommand {
     var workers: Int?
 
     func run() async throws {
-        var configuration: ServiceConfiguration
-        do {
-            configuration = try ServiceConfiguration.fromEnvironment()
-        } catch {
-            printError("\(error)")
-            throw ExitCodes.usage
-        }
-        if let url = database.resolvedURL { configuration.databaseURL = url }
-        if let host { configuration.host = host }
-        if let port {
-            guard (0...65_535).contains(port) else {
-                printError("--port must be from 0 to 65535")
-                throw ExitCodes.usage
-            }
-            configuration.port = port
-        }
-        if let dataDir { configuration.dataDirectory = dataDir }
-        if let workers {
-            guard (0...64).contains(workers) else {
-                printError("--workers must be from 0 to 64")
-                throw ExitCodes.usage
-            }
-            configuration.workers = workers
-            if ProcessInfo.processInfo.environment["SUBSYNC_DB_POOL_SIZE"] == nil {
-                configuration.databasePoolSize = configuration.recommendedPoolSize
-            }
-        }
+        var configuration = try readConfiguration()
         let catalogue = try loadCatalogue(path: configuration.cataloguePath)
 
         let level = configuration.logLevel
@@ -82,32 +56,16 @@ struct Serve: AsyncParsableCommand {
         let logger = Logger(label: "subsync")
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        let verifier = try storeKitVerifier(configuration, logger: logger)
-        let appStoreConfiguration = try appStoreServerAPI(configuration, logger: logger)
-        if appStoreConfiguration != nil, verifier == nil {
-            printError(
-                "SUBSYNC_APPSTORE_KEY_FILE is set, but the store's answers are verified like device reports: set SUBSYNC_APPLE_ROOT_CERTIFICATES and SUBSYNC_BUNDLE_ID")
+        let verifier: StoreKitVerifier?
+        let appStoreConfiguration: AppStoreAPIConfiguration?
+        let adMobKeys: AdMobKeys?
+        do {
+            verifier = try configuration.makeStoreKitVerifier(logger: logger)
+            appStoreConfiguration = try configuration.makeAppStoreAPIConfiguration(logger: logger)
+            adMobKeys = try await configuration.loadAdMobKeys(clock: SystemClock(), logger: logger)
+        } catch {
+            printError("\(error)")
             throw ExitCodes.usage
-        }
-        var adMobKeys: AdMobKeys?
-        if configuration.adMobKeysFile != nil || configuration.adMobKeysURL != nil {
-            guard !configuration.adMobAdUnits.isEmpty else {
-                printError("SUBSYNC_ADMOB_AD_UNITS must list the app's rewarded ad unit ids: AdMob signs every publisher's callbacks with the same keys")
-                throw ExitCodes.usage
-            }
-            guard !configuration.adMobRewardTokens || configuration.tokenSecret != nil else {
-                printError("rewarded ads bind each reward to its account with a reward token signed under SUBSYNC_TOKEN_SECRET: set it, or SUBSYNC_ADMOB_REWARD_TOKENS=off (then a modified app can credit any account)")
-                throw ExitCodes.usage
-            }
-            let keys = AdMobKeys(source: .init(file: configuration.adMobKeysFile, url: configuration.adMobKeysURL), clock: SystemClock(), logger: logger)
-            do {
-                try await keys.load()
-            } catch {
-                printError("\(error)")
-                throw ExitCodes.usage
-            }
-            if await keys.count == 0 { logger.warning("no AdMob key could be loaded yet: rewarded-ad callbacks are refused until one is") }
-            adMobKeys = keys
         }
         if configuration.databaseURL != nil, !configuration.secretSealer.isSealing {
             logger.warning("SUBSYNC_SECRET_KEYS is not set: webhook signing secrets are stored in clear")
@@ -178,7 +136,13 @@ struct Serve: AsyncParsableCommand {
             // Apple's limits are per app: every process of it shares one schedule (docs/STORE.md).
             appStoreAPI: appStoreConfiguration.map { AppStoreServerAPI(configuration: $0, sharedBudget: RateBuckets(pool: pool), logger: logger) }
         )
-        let app = buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
+        let app: any Service
+        do {
+            app = try buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
+        } catch {
+            printError("\(error)")
+            throw ExitCodes.usage
+        }
         // Services stop in reverse order: the HTTP server and workers first, the embedded
         // database last.
         let group = ServiceGroup(
@@ -214,72 +178,27 @@ func loadCatalogue(path: String?) throws -> Catalogue {
 }
 
 extension Serve {
-    /// The App Store Server API configuration (its key read and parsed now), said out loud once:
-    /// on, with its environment and key id, or off. The client is made once the pool is.
-    /// - Throws: ``ExitCodes/usage`` when a setting or the key cannot be used.
-    func appStoreServerAPI(_ configuration: ServiceConfiguration, logger: Logger) throws -> AppStoreAPIConfiguration? {
-        guard let settings = configuration.appStoreAPI else {
-            logger.notice("App Store Server API off (no SUBSYNC_APPSTORE_KEY_FILE): the store is never asked (docs/STORE.md)")
-            return nil
-        }
-        let apiConfiguration: AppStoreAPIConfiguration
+    /// The settings of the environment, with this command's flags over them, checked as a whole
+    /// (docs/CONFIGURATION.md): a bad value is a usage error naming its variable or flag.
+    func readConfiguration() throws -> ServiceConfiguration {
         do {
-            apiConfiguration = try settings.configuration(bundleID: configuration.bundleID)
+            var configuration = try ServiceConfiguration.fromEnvironment()
+            if let url = database.resolvedURL { configuration.databaseURL = url }
+            if let host { configuration.host = host }
+            if let port {
+                guard (0...65_535).contains(port) else { throw ConfigurationError(variable: "--port", message: "must be from 0 to 65535") }
+                configuration.port = port
+            }
+            if let dataDir { configuration.dataDirectory = dataDir }
+            if let workers {
+                guard (0...64).contains(workers) else { throw ConfigurationError(variable: "--workers", message: "must be from 0 to 64") }
+                configuration.setWorkers(workers)
+            }
+            try configuration.validate()
+            return configuration
         } catch {
             printError("\(error)")
             throw ExitCodes.usage
         }
-        logger.notice("App Store Server API on", metadata: [
-            "environment": "\(apiConfiguration.environment.rawValue)", "key_id": "\(apiConfiguration.keyID)",
-            "base_url": "\(apiConfiguration.baseURL)",
-        ])
-        return apiConfiguration
-    }
-
-    /// The StoreKit verifier of the configuration, and the signature policy said out loud.
-    /// - Throws: ``ExitCodes/usage`` when signatures are required but cannot be verified, or a
-    ///   root certificate cannot be read.
-    func storeKitVerifier(_ configuration: ServiceConfiguration, logger: Logger) throws -> StoreKitVerifier? {
-        var verifier: StoreKitVerifier?
-        if let bundleID = configuration.bundleID, !configuration.appleRootCertificatePaths.isEmpty {
-            do {
-                verifier = try StoreKitVerifier(
-                    rootCertificatePaths: configuration.appleRootCertificatePaths, bundleID: bundleID,
-                    allowedEnvironments: configuration.storeEnvironments, appAppleID: configuration.appAppleID)
-            } catch {
-                printError("SUBSYNC_APPLE_ROOT_CERTIFICATES: \(error)")
-                throw ExitCodes.usage
-            }
-            logger.notice("StoreKit verification on", metadata: [
-                "bundle_id": "\(bundleID)",
-                "environments": "\(configuration.storeEnvironments.map(\.rawValue).sorted().joined(separator: ","))",
-                "roots": "\(configuration.appleRootCertificatePaths.count)",
-            ])
-        } else if configuration.bundleID != nil || !configuration.appleRootCertificatePaths.isEmpty {
-            printError("StoreKit verification needs both SUBSYNC_APPLE_ROOT_CERTIFICATES and SUBSYNC_BUNDLE_ID")
-            throw ExitCodes.usage
-        }
-        if configuration.requiresSignedReports {
-            guard verifier != nil else {
-                printError(
-                    """
-                    SUBSYNC_REQUIRE_SIGNED is on (the default with a DATABASE_URL), but StoreKit verification is not \
-                    configured: set SUBSYNC_APPLE_ROOT_CERTIFICATES (e.g. AppleRootCA-G3.cer) and SUBSYNC_BUNDLE_ID, \
-                    or SUBSYNC_REQUIRE_SIGNED=false for development
-                    """)
-                throw ExitCodes.usage
-            }
-        } else {
-            let why = configuration.requireSigned == false ? "SUBSYNC_REQUIRE_SIGNED=false" : "embedded development mode (no DATABASE_URL)"
-            for line in [
-                "**************************************************************************************",
-                "SIGNATURES ARE NOT REQUIRED (\(why)): unsigned device reports are trusted as sent,",
-                "so any device can grant itself any subscription. Never run production like this.",
-                "**************************************************************************************",
-            ] {
-                logger.warning("\(line)")
-            }
-        }
-        return verifier
     }
 }

@@ -48,7 +48,7 @@ struct Tokens: AsyncParsableCommand {
         }
 
         func run() async throws {
-            guard let secret = ProcessInfo.processInfo.environment["SUBSYNC_TOKEN_SECRET"], secret.utf8.count >= 32 else {
+            guard let secret = (try? ServiceConfiguration.tokenSecret(from: ProcessInfo.processInfo.environment)) ?? nil else {
                 printError("SUBSYNC_TOKEN_SECRET must be set to at least 32 bytes")
                 throw ExitCodes.usage
             }
