@@ -358,7 +358,7 @@ public struct Reconciler: Sendable {
                 for (key, row) in rows.sorted(by: { ($0.key.meter, $0.key.start) < ($1.key.meter, $1.key.start) }) {
                     var recomputed = spans[key].flatMap { summed[$0] } ?? UsageSums()
                     // A period made final before sql/0042 holds its transfers among the debits,
-                    // as it was billed then (docs/USAGE.md, "Final periods").
+                    // as it was billed then (docs/ARCHITECTURE.md, "How the usage ledger is stored").
                     if row.final != nil, row.sums.transfers == 0 { recomputed = recomputed.transfersAsDebits }
                     guard recomputed != row.sums else { continue }
                     inspection.driftedTotals.append(key)

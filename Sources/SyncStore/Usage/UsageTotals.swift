@@ -2,7 +2,8 @@ import Foundation
 import Postgres
 import SyncCore
 
-/// Balances from stored per-period totals (`usage_totals`, sql/0036; docs/USAGE.md "Cost"): a
+/// Balances from stored per-period totals (`usage_totals`, sql/0036; docs/ARCHITECTURE.md, "How
+/// the usage ledger is stored"; the rule: docs/USAGE.md "Cost"): a
 /// balance, a write, a hold or a read costs the same at 100 and at 100,000 entries.
 ///
 /// A row holds the ``UsageSums`` of one account's recorded entries of one meter in `[start, end)`.
