@@ -8,7 +8,8 @@ import SyncService
 import TestSupport
 import Testing
 
-/// Rewarded ads through AdMob's server-side verification callback (docs/USAGE.md), signed with
+/// Rewarded ads through AdMob's server-side verification callback (docs/USAGE.md; the callback:
+/// docs/API.md "Rewarded ads"), signed with
 /// keys of our own in AdMob's published format; the signature is checked by the service, never
 /// mocked.
 @Suite("Rewarded ads (AdMob SSV)", .serialized)

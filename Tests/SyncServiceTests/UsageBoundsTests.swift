@@ -9,7 +9,7 @@ import TestSupport
 import Testing
 
 /// Backdating, bounds and paging of the usage ledger (docs/USAGE.md "Late usage",
-/// "Bounds", "Reading usage"): each abuse sent as an attacker would, refused or neutral, and the
+/// "Bounds"; paging: docs/API.md "Usage"): each abuse sent as an attacker would, refused or neutral, and the
 /// legitimate use beside it still served.
 @Suite("Usage: backdating, bounds and pages")
 struct UsageBoundsTests {

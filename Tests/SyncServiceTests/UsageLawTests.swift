@@ -7,7 +7,7 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// The usage law end to end (docs/USAGE.md "The balance is a function of the facts"):
+/// The usage law end to end (docs/USAGE.md, "Which allowance an account has"):
 /// the same facts (subscription and pass reports of several tiers, renewals, lapses and refunds,
 /// minute packs with refunds and reversals, rewards, operators' adjustments, usage from several
 /// devices, holds settled) give the same balance and the same announced period totals whatever

@@ -11,12 +11,10 @@ import Darwin
 /// Random (version 4) UUIDs in the lowercase text form that event ids take, drawn from the
 /// operating system's cryptographic generator a block at a time.
 ///
-/// `UUID()` asks the kernel for 16 bytes at every call (one `getrandom`, about 2.4 µs here); a
-/// worker's batch writes two events an account, and those calls were 0.6 % of the machine's
-/// samples in a resolution drain, `uuidString.lowercased()` another copy and pass per id
-/// (docs/performance/JOURNAL.md item 43). Here the ids are taken from a block of 256, filled by 16
-/// `getentropy` calls of 256 bytes: as random as `UUID()`'s (the same source), only fetched
-/// together.
+/// `UUID()` asks the kernel for 16 bytes at every call (one `getrandom`), and a worker's batch
+/// writes two events an account, each id then lowercased in another copy (docs/PERFORMANCE.md,
+/// "In the code"). Here the ids are taken from a block of 256, filled by 16 `getentropy` calls of
+/// 256 bytes: as random as `UUID()`'s (the same source), only fetched together.
 enum RandomUUID {
     /// Unused random bytes, shared by every task of the process (taken under the lock, a few
     /// nanoseconds an id).

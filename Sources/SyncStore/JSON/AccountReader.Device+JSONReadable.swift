@@ -2,9 +2,8 @@ import Foundation
 import Postgres
 
 /// A device of an account's snapshot, from the `json_agg` of ``AccountReader/snapshot(accountID:now:countingPending:)``:
-/// read by hand, as the stored documents are (``JSONReadable``). Through `JSONDecoder` the list
-/// was about 3 % of `serve`'s CPU in a paced sync run, every sync reading it (docs/performance/JOURNAL.md
-/// item 34).
+/// read by hand, as the stored documents are (``JSONReadable``), since every sync reads it
+/// (docs/PERFORMANCE.md, "In the code").
 extension AccountReader.Device: JSONReadable {
     public init(json reader: inout JSONReader) throws {
         var id: String?

@@ -4,10 +4,9 @@ import Postgres
 /// other text ids too (report, transaction, device, meter), so every index probe, insert and
 /// sort compares them. Under the `C` (or `POSIX`) collation PostgreSQL compares the bytes
 /// directly; under any other libc or ICU collation, even `C.UTF-8`, each comparison copies both
-/// strings and goes through the locale: about 4 % of a resolution drain's busy CPU here, and a
-/// drain about 7 % longer (docs/performance/JOURNAL.md item 53). Nothing in subsync needs a language's
-/// order for its ids, so the clusters it creates use `C`, and `serve` says so when an
-/// operator's database does not.
+/// strings and goes through the locale (docs/PERFORMANCE.md, "In the code"). Nothing in subsync
+/// needs a language's order for its ids, so the clusters it creates use `C`, and `serve` says so
+/// when an operator's database does not.
 public enum DatabaseCollation {
     /// The database's default collation when it does not compare bytewise: the libc locale's
     /// name, or `ICU <locale>` for a database with the ICU provider; `nil` for `C` and `POSIX`

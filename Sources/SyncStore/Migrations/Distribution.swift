@@ -1,29 +1,10 @@
 import Foundation
 import Postgres
 
-/// The distribution step for Citus (docs/CITUS.md): run after the
-/// migrations, on the coordinator, by `subsync distribute`. The migrations stay plain PostgreSQL;
-/// this step is separate, idempotent (a table already distributed is left as it is), and does
-/// nothing on a database without the `citus` extension.
-///
-/// - Every per-account table is distributed by `account_id` and co-located with
-///   `account_states`, so one account's rows of every table live on one shard group and a
-///   statement with `account_id = $1` touches one node.
-/// - The global lookups are distributed by their own key: `transaction_owners` (by
-///   `original_transaction_id`: a purchase's owner is looked up by the purchase),
-///   `app_account_tokens` (by the token), `store_notifications` (by the notification's uuid),
-///   `rate_buckets` (by the bucket key). Binding a purchase writes an owner row and an account's
-///   rows in one distributed transaction.
-/// - `webhook_endpoints` is a reference table: small, read by every outbox insert (joined with
-///   the events being written), copied to every node.
-/// - `schema_migrations` and `reconcile_checkpoints` stay local to the coordinator: only the
-///   command line reads them, never joined with distributed tables. So does `store_backfill`
-///   (sql/0038), the notification backfill's checkpoint and lease.
-/// - `account_work`, the workers' claim queue (sql/0014), stays local to the coordinator too:
-///   claims lock its rows with `FOR UPDATE SKIP LOCKED`, which Citus can only run on one node.
-///   So does `operator_actions`, the operators' audit log (sql/0015), written and read by the
-///   admin API only, never joined with distributed tables, and `token_revocations` (sql/0041),
-///   read whole (or what changed) by each `serve` into memory, written with an audit record.
+/// The distribution step for Citus, run after the migrations on the coordinator by
+/// `subsync distribute`: apart from the migrations, which stay plain PostgreSQL, idempotent (a
+/// table already distributed is left as it is), and nothing without the `citus` extension.
+/// Where every table goes, and why: docs/CITUS.md, "The distribution step".
 public struct Distribution: Sendable {
     public enum Placement: Sendable, Equatable, Codable {
         /// Hash-distributed by `column`, co-located with another table (`none`: a group of its

@@ -4,34 +4,9 @@ import Postgres
 import SyncCore
 
 /// `subsync reconcile`: recomputes accounts from their stored reports and compares, or repairs.
-///
-/// **What is compared.** From an account's *resolved* reports (pending ones are the workers'
-/// job; quarantined ones were never joined) the reconciler rebuilds each transaction's aggregate
-/// with the same join the workers use, then:
-/// 1. compares the rebuilt aggregates with `transactions` (the JSON and its column copies); this
-///    is independent of time;
-/// 2. resolves the rebuilt aggregates **at the instant the stored state was resolved**
-///    (`account_states.resolved_at`) and compares the result with `account_states` and
-///    `entitlements`. The workers resolve at exactly that instant (the engine stores the `now` it
-///    resolved at), so a healthy account agrees exactly, and time passing since its last
-///    resolution (an expiry the sweeper has not reached yet) is not reported as drift: that is
-///    the sweeper's job, not damage. Resolving both sides at one common later `now` would hide a
-///    corrupted `account_states.state` (nothing of it would be compared); resolving at the stored
-///    instant compares everything that is persisted and still ignores the clock.
-/// 3. checks that `account_states.last_sequence` is not behind the account's events, since the
-///    next event would then collide with an existing sequence number.
-///
-/// **Consistency while workers run.** The check reads a batch in one REPEATABLE READ snapshot.
-/// Workers write reports' status, aggregates and state in one transaction, so a snapshot shows
-/// either all or nothing of a worker's batch: no false drift, and no locks taken.
-///
-/// **Repair** takes the same locks as the workers (`account_states` rows `FOR UPDATE` in sorted
-/// order, creating missing rows first), checks again under the lock, and re-resolves the drifted
-/// accounts through ``ResolutionEngine`` with their aggregates *replaced* by the rebuilt ones.
-/// State, entitlements, events (`origin = 'reconcile'`) and deliveries are then written exactly
-/// as a worker writes them, resolved at the current time, so webhook consumers converge too. An
-/// account whose state row was lost gets it back with the event counter at its last event and,
-/// as "previous" state, the snapshot of that last event (what consumers were last told).
+/// The rebuilt aggregates are resolved at the stored `resolved_at`, so time passing since is not
+/// drift while everything persisted is still compared. What is compared, why a running pipeline
+/// never shows as drift, and how a repair locks and writes: docs/OPERATIONS.md, "Reconciliation".
 public struct Reconciler: Sendable {
     public let pool: ConnectionPool
     public let catalogue: Catalogue
@@ -358,7 +333,7 @@ public struct Reconciler: Sendable {
                 for (key, row) in rows.sorted(by: { ($0.key.meter, $0.key.start) < ($1.key.meter, $1.key.start) }) {
                     var recomputed = spans[key].flatMap { summed[$0] } ?? UsageSums()
                     // A period made final before sql/0042 holds its transfers among the debits,
-                    // as it was billed then (docs/USAGE.md, "Final periods").
+                    // as it was billed then (docs/ARCHITECTURE.md, "How the usage ledger is stored").
                     if row.final != nil, row.sums.transfers == 0 { recomputed = recomputed.transfersAsDebits }
                     guard recomputed != row.sums else { continue }
                     inspection.driftedTotals.append(key)

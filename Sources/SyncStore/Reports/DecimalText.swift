@@ -2,7 +2,7 @@ import Foundation
 
 /// Decimal text of times in the form the fact digest pins (`ReportInbox.factDigest`, sql/0007):
 /// what `String(format: "%.6f", value)` writes, without a printf call per field (five a
-/// verified report; 2.6 % of a signed sync's CPU went to them).
+/// verified report; docs/PERFORMANCE.md, "In the code").
 public enum DecimalText {
     /// `value` with six decimals, exactly as `String(format: "%.6f", value)` writes it: the
     /// binary value rounded to six decimals, ties to even (glibc's printf in its default

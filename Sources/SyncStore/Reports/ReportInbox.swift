@@ -70,8 +70,8 @@ public struct ReportInbox: Sendable {
         return Submission(reportIDs: unordered.map(\.reportID), inserted: Set(try rows.map { try $0.decode(String.self, at: 0) }))
     }
 
-    /// The statement of ``submit(accountID:device:reports:on:)``, built once (it was about 1 % of
-    /// `serve`'s CPU when built for every request).
+    /// The statement of ``submit(accountID:device:reports:on:)``, built once rather than for every
+    /// request (docs/PERFORMANCE.md, "In the code").
     private static let submitSQL = """
         WITH device AS (
             -- last_seen_at from EXCLUDED: Citus refuses now() in DO UPDATE SET (not immutable).

@@ -116,9 +116,8 @@ extension ResolutionEngine {
     /// brings those reports back (sql/0014). The expiry sweeper runs it.
     ///
     /// It looks at the `limit` oldest pending reports only, then at their age: stalled reports
-    /// are the oldest pending ones. Filtered by age first, a fresh backlog (every report younger
-    /// than `age`) made it read the whole pending set each sweep, 21 ms for 40,000 reports while
-    /// workers drained them (docs/performance/JOURNAL.md item 27).
+    /// are the oldest pending ones, and filtering by age first reads the whole pending set while a
+    /// fresh backlog drains (docs/PERFORMANCE.md, "In the code").
     public func requeueStalledAccounts(age: TimeInterval = 5, limit: Int = 1000) async throws -> Int {
         try await pool.withConnection { connection in
             let stalled = try await connection.preparedQuery(
@@ -164,15 +163,14 @@ extension ResolutionEngine {
     ///
     /// How many: `limit`, or fewer near the end of a backlog, a `sharedBy`-th of the entries
     /// nobody has taken (the queue's last id less its first unlocked one, both read from the
-    /// primary key's ends), at least a tenth of `limit`. With every worker claiming a full
-    /// batch to the end, the last batches of a drain ran alone while the other workers had
-    /// nothing left: shares of what is left let the workers finish together (docs/performance/JOURNAL.md
-    /// item 48). Pass the number of workers that claim from this process.
+    /// primary key's ends), at least a tenth of `limit`, so that the workers finish a drain together
+    /// rather than the last full batches running alone (docs/PERFORMANCE.md, "In the code"). Pass
+    /// the number of workers that claim from this process.
     ///
     /// The entries are deleted by key, `id = ANY(ARRAY(...))`: written `id IN (...)`, the planner
-    /// joined the taken ids with a sequential scan of the whole queue, 8,000 rows read to delete
-    /// 500 at the start of a 40,000-report drain, a claim costing more the longer the backlog
-    /// (docs/performance/JOURNAL.md item 40). The queue is local to the coordinator on Citus as well.
+    /// scanned the whole queue, so a claim cost more the longer the backlog (docs/PERFORMANCE.md,
+    /// "How a path's cost grows with its data"). The queue is local to the coordinator on Citus as
+    /// well.
     func claimQueue(limit: Int, sharedBy workers: Int = 1, on connection: Connection) async throws -> (accounts: [String], queuedAfter: Int) {
         let limit = max(1, limit)
         let workers = max(1, workers)
@@ -206,15 +204,13 @@ extension ResolutionEngine {
     /// statement and so the same snapshot, every pending report of them, marked resolved as it is
     /// read. A report committed after that snapshot has an entry the delete did not see, and is
     /// claimed next time. The reports come in no particular order: an account's resolution is a
-    /// join of its reports, the same in any order (sorting a batch's 2,500 reports by arrival
-    /// cost about 1 ms a batch, docs/performance/JOURNAL.md item 43).
+    /// join of its reports, the same in any order, so they are not sorted.
     ///
     /// Marking in the claim rather than after the resolution is the same commit: if anything in
     /// the batch fails, the transaction rolls back and the reports are pending again. It spares
-    /// a second visit of every row (by key, after the resolution), which was the batch's most
-    /// expensive statement (docs/performance/JOURNAL.md item 15). The reports' row locks are held from
-    /// here to the commit, so a device sending one of them again meanwhile waits for the batch
-    /// (about 0.1 s) before its insert finds the report stored.
+    /// a second visit of every row by key after the resolution (docs/PERFORMANCE.md, "In the
+    /// code"). The reports' row locks are held from here to the commit, so a device sending one of
+    /// them again meanwhile waits for the batch before its insert finds the report stored.
     ///
     /// With `skipLocked`, the accounts another transaction holds are not waited for: they get a
     /// new queue entry (in this transaction, so a rolled-back batch leaves the entries it took,

@@ -364,10 +364,9 @@ public struct ResolutionEngine: Sendable {
     }
 
     /// Writes `changed`: the transactions new to their accounts with a plain `INSERT`, the others
-    /// over their rows (`ON CONFLICT ... DO UPDATE`). An upsert is a speculative insertion, an
-    /// arbiter probe and a confirmation record a row: 18.1-19.3 ms against 14.1-15.6 ms for the
-    /// same 1,760 new rows (docs/performance/JOURNAL.md item 45), and a batch's transactions are
-    /// mostly new (a renewal is a new transaction).
+    /// over their rows (`ON CONFLICT ... DO UPDATE`), as an upsert costs more a row (a speculative
+    /// insertion, an arbiter probe and a confirmation record) and a batch's transactions are mostly
+    /// new, a renewal being a new transaction (docs/PERFORMANCE.md, "In the code").
     private func writeTransactions(_ changed: [ChangedTransaction], on connection: Connection) async throws {
         let new = changed.filter { !$0.mayBeStored }
         if !new.isEmpty { try await connection.preparedQuery(Self.transactionsInsert(new, upsert: false)) }
@@ -509,11 +508,9 @@ public struct ResolutionEngine: Sendable {
     }
 
     /// Whether a batch's key arrays go to the planner opaque (`= ANY((SELECT $1::text[])::text[])`):
-    /// on one PostgreSQL, yes: a custom plan estimated each of 500 constant keys (1.4–2.4 ms a
-    /// plan for the aggregates' select, 37 ms of a 40,000-report drain) and, on a table of
-    /// 16,000 rows, scanned it whole (3.2–3.7 ms) where the index took 1.0–1.7 ms. On Citus, no:
-    /// its planner reads the keys to send the statement only to their shards
-    /// (docs/performance/JOURNAL.md item 39).
+    /// on one PostgreSQL, yes, so that a plan is not made for each call's keys; on Citus, no: its
+    /// planner reads the keys to send the statement only to their shards (docs/PERFORMANCE.md, "In
+    /// the code").
     func keysOpaqueToPlanner(on connection: Connection) async throws -> Bool {
         try await !topology.isCitus(on: connection)
     }

@@ -2,7 +2,8 @@ import Foundation
 import Postgres
 import SyncCore
 
-/// Balances from stored per-period totals (`usage_totals`, sql/0036; docs/USAGE.md "Cost"): a
+/// Balances from stored per-period totals (`usage_totals`, sql/0036; docs/ARCHITECTURE.md, "How
+/// the usage ledger is stored"; the rule: docs/USAGE.md "Cost"): a
 /// balance, a write, a hold or a read costs the same at 100 and at 100,000 entries.
 ///
 /// A row holds the ``UsageSums`` of one account's recorded entries of one meter in `[start, end)`.
@@ -264,8 +265,8 @@ enum UsageTotals {
     /// `counted_at`, else their `at`), from the entries (one statement, a single-shard one on
     /// Citus). The two ways an entry is counted are two index range scans, `usage_entries_by_time`
     /// for `at` and `usage_entries_counted` for `counted_at`, so only the entries in the spans are
-    /// read: one condition with an `OR` of the two read every entry of the account's meter, which
-    /// made every request's cost grow with the ledger (15× at 100,000 entries; scripts/bench-usage).
+    /// read: one condition with an `OR` of the two reads every entry of the account's meter, and a
+    /// request's cost would grow with the ledger (docs/PERFORMANCE.md, "Usage: the ledger").
     /// A span without entries has no row: zero.
     static func sums(of accountID: String, spans: [StoredKey], on connection: Connection) async throws -> [StoredKey: UsageSums] {
         guard !spans.isEmpty else { return [:] }

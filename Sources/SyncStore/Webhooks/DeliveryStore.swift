@@ -121,8 +121,8 @@ public struct DeliveryStore: Sendable {
         if try await topology.isCitus(pool) {
             // `subsync_claim_due_deliveries` (sql/0014, 0035) finds the heads without locks and leases each
             // stream with statements that name its account: on Citus, one shard each, where the
-            // multi-shard `FOR UPDATE` below is refused. On one PostgreSQL it is 0.7-0.9x as
-            // fast as the statement below (docs/CITUS.md), so that one stays.
+            // multi-shard `FOR UPDATE` below is refused. On one PostgreSQL it is slower than the
+            // statement below (docs/CITUS.md, "How the pipeline runs on Citus"), so that one stays.
             rows = try await pool.preparedQuery(
                 """
                 SELECT * FROM subsync_claim_due_deliveries(
@@ -374,34 +374,20 @@ public struct DeliveryStore: Sendable {
     /// status, and the endpoints' health (a success clears `failing_since`; a failure sets it;
     /// 410, or failing for longer than `disableAfter`, disables the endpoint).
     ///
-    /// After each stream's last attempt in `results`, what waits behind it (the account's later
-    /// deliveries to that endpoint, claimed with it but not sent, or held back by `holdBlocked`)
-    /// becomes due when that delivery is retried, or now when it succeeded, died or was
-    /// cancelled: nothing goes before it, and nothing stays held or leased after it.
-    /// `results` must hold at most one failure per stream, its last attempt.
+    /// After each stream's last attempt in `results`, what waits behind it (claimed with it but not
+    /// sent, or held back by `holdBlocked`) becomes due when that delivery is retried, or now when it
+    /// succeeded, died or was cancelled: nothing goes before it, and nothing stays held or leased
+    /// after it. `results` must hold at most one failure per stream, its last attempt.
     ///
-    /// With `lease` (the claim's ``Claimed/leasedUntil``), only deliveries that still hold that
-    /// lease get the attempts' status and have their streams' leases ended: a sender that
-    /// outlived its lease (stalled past it; the deadline normally prevents that) and whose streams
-    /// another sender claimed meanwhile records its attempts in the log, but leaves the
-    /// deliveries and the other sender's leases alone. Nil records without that check. The lease
-    /// goes in as a column of the rows (`v.lease`), a join condition: as a parameter compared
-    /// with `leased_until`, the planner drove the status update from a scan of every delivery
-    /// (256 ms a call, 40 times the update's time).
-    ///
-    /// `lettingGoOfStreams` false records the attempts and nothing behind them: for attempts of
-    /// a round recorded one at a time that are not their stream's last in the round, as what
-    /// follows them is the same round's, still leased to it, and recorded next (letting go of
-    /// it would end its lease, and its own record, which checks the lease, would then find
-    /// nothing to update: the delivery would be sent again).
-    ///
-    /// An attempt already in the log (a sender that outlived its lease logged the same attempt
-    /// at the same delivery before the sender that claimed it after) is kept as it is, unless
-    /// `onlyNewAttempts`: then the whole call fails with a unique violation and changes nothing.
-    /// That is the delivery loops' first try at a round, as a plain insert costs about half of
-    /// one that looks for the attempt first (`ON CONFLICT DO NOTHING`: 44–74 against 79–149 ms
-    /// for 20,000 rows, docs/performance/JOURNAL.md item 50); they record the round again attempt by
-    /// attempt, without it, when it fails.
+    /// - `lease` (the claim's ``Claimed/leasedUntil``): only deliveries that still hold it are
+    ///   updated, so a sender that outlived its lease logs its attempts but leaves the deliveries and
+    ///   the leases of the sender that claimed them since alone. Nil: no check.
+    /// - `lettingGoOfStreams` false: the attempts only, for attempts of a round recorded one at a
+    ///   time that are not their stream's last (what follows is still leased to the round, and
+    ///   letting go of it would have it sent again).
+    /// - `onlyNewAttempts`: an attempt already logged fails the whole call (a unique violation)
+    ///   instead of being kept; the loops try this cheaper plain insert first and record attempt by
+    ///   attempt when it fails (docs/PERFORMANCE.md, "In the code").
     public func record(
         _ results: [AttemptResult], lease: Date? = nil, disableAfter: TimeInterval, now: Date = Date(), lettingGoOfStreams: Bool = true,
         onlyNewAttempts: Bool = false
@@ -411,12 +397,8 @@ public struct DeliveryStore: Sendable {
         let isCitus = try await topology.isCitus(pool)
         try await pool.withTransaction { connection in
             if !isCitus {
-                // Every statement below names its rows by key, a few hundred of them: nested
-                // loops over the keys. The planner (random_page_cost 4, as if from disk) preferred
-                // to hash every pending delivery for each call below a few 100,000 of them: 7-10
-                // ms a call at 30,000 pending where the keys take 1-2 (docs/performance/JOURNAL.md item
-                // 16). An `account_id = ANY(...)` hint, as in the resolution, turned into a scan
-                // comparing every row with every key when an account had many deliveries.
+                // Every statement below names a few hundred rows by key: nested loops over the keys, not a
+                // hash of every pending delivery (docs/PERFORMANCE.md, "In the code").
                 try await connection.execute(script: "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
             }
             try await connection.preparedQuery(
@@ -437,15 +419,10 @@ public struct DeliveryStore: Sendable {
                 case .gone: "cancelled"
                 }
             }
-            // By key, one probe per result. The pending check compares the status with a column
-            // of the results (`expected`), not with a constant: with `d.status = 'pending'` and
-            // statistics taken while few deliveries were pending (a steady state analyzed, then
-            // a burst, which autovacuum analyzes only after a share of the table has changed),
-            // the planner estimated one pending delivery, started from it (a scan of the pending
-            // index, or of the table), and compared every pending delivery with every result:
-            // 3.3 s a call for 500 results among 30,000 pending (docs/performance/JOURNAL.md item 28).
-            // As a join condition it restricts nothing on its own, so the deliveries are only
-            // ever probed by key. The claim's lease likewise.
+            // By key, one probe per result. The pending check and the claim's lease are compared with
+            // columns of the results (`expected`, `lease`), not constants, so that statistics from before
+            // a burst cannot make the planner start from the pending deliveries: as join conditions they
+            // restrict nothing on their own (docs/PERFORMANCE.md, "In the code").
             let updated = try await connection.preparedQuery(
                 """
                 UPDATE deliveries d SET
@@ -467,18 +444,14 @@ public struct DeliveryStore: Sendable {
             // What waits behind each stream's last attempt: held until a retry, or let go.
             var lasts = Self.lastAttempts(of: results)
             if !isCitus, let lease, lasts.contains(where: { $0.endsStream && $0.outcome != .retry }) {
-                // A stream that ends here (its claim took it whole, and its last delivery
-                // succeeded, died or found the endpoint gone) leaves nothing held or leased behind
-                // it but the stream's new deliveries that `holdBlocked` set to wait for this
-                // claim's lease: it sets a waiting delivery to its head's `leased_until`, which is
-                // `lease` exactly. One probe of the due index lets all of those go, for every
-                // stream of the round, where a probe of each stream's pending set (below) was
-                // about 8 % of a webhook drain's statement time (docs/performance/JOURNAL.md item 49).
-                // First, so that the hold below still wins for the streams that are retried. A
-                // delivery of another stream let go by mistake (another claim's lease at the same
-                // microsecond) is only read by claims sooner: a claim never takes a stream out
-                // with a sender, whatever its deliveries' due times. Only when a stream ends here:
-                // behind the others, the probe below looks.
+                // A stream that ends here (its claim took it whole, and its last delivery succeeded, died or
+                // found the endpoint gone) leaves nothing behind it but the new deliveries `holdBlocked` set
+                // to wait until this claim's `lease` exactly: one probe of the due index lets all of those go,
+                // for every stream of the round (docs/PERFORMANCE.md, "In the code"). First, so that the hold
+                // below still wins for the streams that are retried. Another stream's delivery let go by
+                // mistake (another claim's lease at the same microsecond) is only claimed sooner: a claim never
+                // takes a stream out with a sender. Behind the streams that do not end here, the probe below
+                // looks.
                 try await connection.preparedQuery(
                     """
                     UPDATE deliveries SET next_attempt_at = \(now)
@@ -533,17 +506,13 @@ public struct DeliveryStore: Sendable {
                     """
                 )
             } else {
-                // Both in one statement, one probe of each stream's pending set after its last
-                // attempt (a statement each was two probes a stream, docs/performance/JOURNAL.md item
-                // 27). The probe goes through deliveries_pending_by_stream (the LATERAL ...
-                // OFFSET 0 keeps it per stream), then rows are updated by primary key (no other
-                // condition on `f`, so nothing invites a scan of it): joined directly, the planner
-                // compared every leased row with every stream, 500 ms for 500 streams with 2,000
-                // rows leased (auto_explain). A row only let go of its lease keeps its
-                // next_attempt_at, so that update stays heap-only. Whether the lease is this
-                // claim's is decided on the row being updated (`f`, the version current when it is
-                // written), not on the probe's snapshot, so a lease written meanwhile by a claim
-                // after this one's ran out is left alone.
+                // Both in one statement: one probe of each stream's pending set after its last attempt,
+                // through deliveries_pending_by_stream (the LATERAL ... OFFSET 0 keeps it per stream), then
+                // rows updated by primary key, with no other condition on `f` to invite a scan of it
+                // (docs/PERFORMANCE.md, "In the code"). A row only let go of its lease keeps its
+                // next_attempt_at, so that update stays heap-only. Whether the lease is this claim's is
+                // decided on the row being updated (`f`), not on the probe's snapshot, so a lease written
+                // meanwhile by a claim after this one's ran out is left alone.
                 try await connection.preparedQuery(
                     """
                     UPDATE deliveries f SET
@@ -660,11 +629,10 @@ public struct DeliveryStore: Sendable {
     /// SKIP LOCKED leaves heads being claimed or recorded for next time.
     ///
     /// It looks at the first `window` due deliveries in time order (of every partition: what
-    /// every claim reads first) and holds those of its partition, rather than reading every due
-    /// delivery: with a backlog of a million, that took a second a call (every 10 seconds in
-    /// every delivery loop) to find the few that wait, against 41 ms for the window. On Citus
-    /// the window ends at the due time of the `window`-th, so all deliveries due at that same
-    /// time are in it too (sql/0018). What lies further back is held when it comes to the front.
+    /// every claim reads first) and holds those of its partition, so a call's cost does not grow with
+    /// the backlog (docs/PERFORMANCE.md, "How a path's cost grows with its data"). On Citus the
+    /// window ends at the due time of the `window`-th, so all deliveries due at that same time are in
+    /// it too (sql/0018). What lies further back is held when it comes to the front.
     /// Holding is only for the claims' sake: nothing depends on it for order.
     public func holdBlocked(
         partition: (index: Int, count: Int) = (0, 1), now: Date = Date(), window: Int = DeliveryStore.holdWindow
