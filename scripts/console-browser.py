@@ -182,9 +182,9 @@ def main():
 
 
 def signing_chain(workdir):
-    """A root -> intermediate -> leaf chain shaped like Apple's (scripts/bench.d/signed_material.py),
+    """A root -> intermediate -> leaf chain shaped like Apple's (scripts/bench/lib/signed_material.py),
     the root written as PEM for the service to trust; returns sign(payload) -> compact JWS."""
-    spec = importlib.util.spec_from_file_location("signed_material", os.path.join(ROOT, "scripts/bench.d/signed_material.py"))
+    spec = importlib.util.spec_from_file_location("signed_material", os.path.join(ROOT, "scripts/bench/lib/signed_material.py"))
     material = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(material)
     return material.signing_chain(workdir, "console")

@@ -35,7 +35,7 @@ class StoreDouble:
     Retry-After kept, the rate limit kept, every token valid, and the checkpoint moved on."""
 
     def __init__(self, workdir, seed):
-        spec = importlib.util.spec_from_file_location("signed_material", os.path.join(ROOT, "scripts/bench.d/signed_material.py"))
+        spec = importlib.util.spec_from_file_location("signed_material", os.path.join(ROOT, "scripts/bench/lib/signed_material.py"))
         material = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(material)
         self.sign = material.signing_chain(workdir, "faults")

@@ -265,7 +265,7 @@ enum UsageTotals {
     /// Citus). The two ways an entry is counted are two index range scans, `usage_entries_by_time`
     /// for `at` and `usage_entries_counted` for `counted_at`, so only the entries in the spans are
     /// read: one condition with an `OR` of the two read every entry of the account's meter, which
-    /// made every request's cost grow with the ledger (15× at 100,000 entries; scripts/bench-usage).
+    /// made every request's cost grow with the ledger (15× at 100,000 entries; scripts/bench/usage).
     /// A span without entries has no row: zero.
     static func sums(of accountID: String, spans: [StoredKey], on connection: Connection) async throws -> [StoredKey: UsageSums] {
         guard !spans.isEmpty else { return [:] }

@@ -5,7 +5,7 @@
 -- another transaction had locked, but a *new* account that another transaction had just
 -- created (its placeholder row inserted, not committed) was waited for: `INSERT ... ON CONFLICT
 -- DO NOTHING` must know whether the other insert commits. That other transaction is a worker's
--- whole batch, so during `scripts/bench-signed`'s unsigned stage (2,000 new accounts picked at
+-- whole batch, so during `scripts/bench/signed`'s unsigned stage (2,000 new accounts picked at
 -- random by 32 connections) the function averaged 350 ms a call.
 --
 -- This function, which creates every account's row (but for the rows an operator's

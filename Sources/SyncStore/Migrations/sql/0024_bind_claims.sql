@@ -2,7 +2,7 @@
 -- to five (docs/PERFORMANCE.md item 21). `TransactionBinder` used to send, inside the sync's
 -- transaction: the purchases' advisory locks, the owners' insert, `subsync_lock_transaction_owners`,
 -- and with tokens their insert and `subsync_lock_app_account_tokens`. Each statement is a round
--- trip to PostgreSQL and two thread switches in serve; during `scripts/bench-signed` context
+-- trip to PostgreSQL and two thread switches in serve; during `scripts/bench/signed` context
 -- switches and futex waits were 30 % of serve's samples (perf, 2026-11-25).
 --
 -- The function takes the same locks in the same order as those statements did, so the rules of
