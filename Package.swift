@@ -154,7 +154,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // MARK: Benchmarks (run by scripts/bench-*, never by the tests)
+        // MARK: Benchmarks (run by scripts/bench/*, never by the tests)
         .executableTarget(
             name: "ClientBenchmark",
             dependencies: ["SubsyncClient"],

@@ -3,7 +3,7 @@
 browser and selenium, builds, and exports DATABASE_URL of a throwaway PostgreSQL).
 
 Starts `subsync serve` with an admin key, a webhook receiver on loopback
-(scripts/webhook-receiver.py) subscribed to every event, makes an account through
+(Tests/Doubles/webhook-receiver.py) subscribed to every event, makes an account through
 POST /v1/accounts/{id}/sync, lets its first deliveries die (the receiver answers 500 and the
 retry schedule is one second long), and then, in the browser:
 
@@ -19,7 +19,7 @@ retry schedule is one second long), and then, in the browser:
   6. the endpoints page lists the dead deliveries; one is retried from the page and reaches the
      receiver (answered 200, signature verified); the secret is rotated and shown once;
   7. the App Store's answer (docs/STORE.md): against a real App Store Server API double
-     (scripts/appstore-double.py, which verifies the service's tokens with PyJWT), an account
+     (Tests/Doubles/appstore-double.py, which verifies the service's tokens with PyJWT), an account
      whose renewal nobody reported is checked from the page (one difference) and repaired (one
      store report, resolved: premium again);
   8. a named admin key (SUBSYNC_ADMIN_KEYS): the page says whose key it is and the audit log
@@ -182,9 +182,9 @@ def main():
 
 
 def signing_chain(workdir):
-    """A root -> intermediate -> leaf chain shaped like Apple's (scripts/bench.d/signed_material.py),
+    """A root -> intermediate -> leaf chain shaped like Apple's (scripts/bench/lib/signed_material.py),
     the root written as PEM for the service to trust; returns sign(payload) -> compact JWS."""
-    spec = importlib.util.spec_from_file_location("signed_material", os.path.join(ROOT, "scripts/bench.d/signed_material.py"))
+    spec = importlib.util.spec_from_file_location("signed_material", os.path.join(ROOT, "scripts/bench/lib/signed_material.py"))
     material = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(material)
     return material.signing_chain(workdir, "console")
@@ -192,7 +192,7 @@ def signing_chain(workdir):
 
 def run(options, database_url, workdir, processes, session):
     sign = signing_chain(workdir)
-    double = processes.start("appstore", [sys.executable, os.path.join(ROOT, "scripts/appstore-double.py"), "--key-file", STORE_KEY,
+    double = processes.start("appstore", [sys.executable, os.path.join(ROOT, "Tests/Doubles/appstore-double.py"), "--key-file", STORE_KEY,
                                           "--key-id", "CONSOLEKEY1", "--issuer", "console-issuer", "--bundle", BUNDLE])
     line = double.stdout.readline().strip()
     check(line.startswith("PORT "), f"the App Store double did not start: {line!r}")
@@ -216,7 +216,7 @@ def run(options, database_url, workdir, processes, session):
     migrate = subprocess.run([options.bin, "migrate"], capture_output=True, text=True, env=env, timeout=300)
     check(migrate.returncode == 0, f"subsync migrate failed: {migrate.stderr}")
 
-    receiver = processes.start("receiver", [sys.executable, os.path.join(ROOT, "scripts/webhook-receiver.py"), "--port", "0", "--quiet"])
+    receiver = processes.start("receiver", [sys.executable, os.path.join(ROOT, "Tests/Doubles/webhook-receiver.py"), "--port", "0", "--quiet"])
     line = receiver.stdout.readline().strip()
     check(line.startswith("PORT "), f"the receiver did not start: {line!r}")
     hooks = f"http://127.0.0.1:{int(line.split()[1])}"

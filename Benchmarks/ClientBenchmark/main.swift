@@ -1,4 +1,4 @@
-// The client's cost (issue #14), run by scripts/bench-client against a running `subsync serve`:
+// The client's cost (issue #14), run by scripts/bench/client against a running `subsync serve`:
 //   1. baseline: the same reports POSTed in bodies of 100 by a bare URLSession loop;
 //   2. SubsyncClient.sync, 100 purchases a call: encode, outbox write, send, outbox delete;
 //   3. the outbox alone: 10,000 reports queued with the service unreachable;

@@ -1,11 +1,11 @@
 // HTTPBenchmark URL BODY_FILE [LOOPS] [SECONDS]
 //
-// The webhook sender's HTTP side alone (scripts/bench-http): LOOPS clients, each with its own
+// The webhook sender's HTTP side alone (scripts/bench/http): LOOPS clients, each with its own
 // libcurl loop as every delivery loop of `serve` has, send rounds of 500 POSTs of BODY_FILE to URL
 // (headers shaped like a delivery's) through `CurlClient.executeAll`, for SECONDS. No database,
 // no signing: what the Curl module costs per request, to set beside libcurl driven from C and
 // wrk against the same receiver in the same run. Prints one line, `HTTPBENCH done=N failed=N`,
-// as the C baseline prints its own; scripts/bench-http times both and reads the machine's CPU
+// as the C baseline prints its own; scripts/bench/http times both and reads the machine's CPU
 // around both the same way.
 import Curl
 import Foundation

@@ -6,7 +6,7 @@ import TestSupport
 import Testing
 
 /// The App Store Server API client (docs/STORE.md) against a real HTTP double on
-/// loopback (scripts/appstore-double.py) that verifies every request's JWT with PyJWT against the
+/// loopback (Tests/Doubles/appstore-double.py) that verifies every request's JWT with PyJWT against the
 /// public half of Apple's published test key and answers in Apple's shapes.
 @Suite("App Store Server API client", .serialized)
 struct AppStoreAPITests {

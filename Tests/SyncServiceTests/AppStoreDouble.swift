@@ -5,7 +5,7 @@ import FoundationNetworking
 import Postgres
 import TestSupport
 
-/// The App Store Server API double in scripts/appstore-double.py, run as a separate process: a
+/// The App Store Server API double in Tests/Doubles/appstore-double.py, run as a separate process: a
 /// real HTTP server on loopback that verifies every request's JWT with PyJWT against the public
 /// half of Apple's published test key and answers what the test scripted.
 final class AppStoreDouble: @unchecked Sendable {
@@ -19,7 +19,7 @@ final class AppStoreDouble: @unchecked Sendable {
     /// Apple's published test key (app-store-server-library), in Tests/Fixtures.
     static var keyFile: URL { TestPackage.fixture("apple-app-store-server-library/certs/testSigningKey.p8") }
 
-    static var script: URL { TestPackage.file("scripts/appstore-double.py") }
+    static var script: URL { TestPackage.double("appstore-double.py") }
 
     /// One request the double received.
     struct Request: Decodable {

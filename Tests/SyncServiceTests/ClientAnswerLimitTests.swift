@@ -10,7 +10,7 @@ import FoundationNetworking
 /// SubsyncClient reads at most `maximumAnswerBytes` of an answer (docs/CLIENT.md): a service or
 /// proxy gone wrong, or an attacker on an `http://` development URL, must not exhaust the app's
 /// memory with an endless answer. Against the real service (the limit is exact, and nothing in
-/// the outbox is lost) and against scripts/endless-answers.py, a real server that answers every
+/// the outbox is lost) and against Tests/Doubles/endless-answers.py, a real server that answers every
 /// request with 64 MiB, announced or chunked.
 @Suite("SubsyncClient: the answer limit", .serialized)
 struct ClientAnswerLimitTests {
@@ -138,7 +138,7 @@ struct ClientAnswerLimitTests {
         }
     }
 
-    static var script: URL { TestPackage.file("scripts/endless-answers.py") }
+    static var script: URL { TestPackage.double("endless-answers.py") }
 
     struct Log: Decodable, Sendable {
         var requests: Int

@@ -7,7 +7,7 @@ import TestSupport
 import Testing
 
 /// A sender's round against a receiver that does not answer in time, end to end: the real
-/// worker, the real HTTP loop with its per-host queue, a real receiver (scripts/webhook-receiver.py)
+/// worker, the real HTTP loop with its per-host queue, a real receiver (Tests/Doubles/webhook-receiver.py)
 /// and PostgreSQL. The per-request half (`CurlRequest.startBy`) and the release are tested on
 /// their own in CurlClientTests and WebhookOrderTests; this checks that they add up to what the
 /// lease needs.

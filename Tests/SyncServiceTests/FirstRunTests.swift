@@ -91,12 +91,15 @@ struct FirstRunTests {
 
         let serve = try EmbeddedServe()
         defer { serve.cleanUp() }
-        // The block runs where `scripts/run` runs: beside `scripts/` and `.build/release/subsync`.
+        // The block runs where `scripts/run` runs: beside `scripts/`, `Tests/` (its webhook
+        // receiver is Tests/Doubles/webhook-receiver.py) and `.build/release/subsync`.
         let release = serve.directory.appendingPathComponent(".build/release")
         try FileManager.default.createDirectory(at: release, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(at: release.appendingPathComponent("subsync"), withDestinationURL: TestPackage.subsyncBinary)
-        try FileManager.default.createSymbolicLink(
-            at: serve.directory.appendingPathComponent("scripts"), withDestinationURL: TestPackage.root.appendingPathComponent("scripts"))
+        for folder in ["scripts", "Tests"] {
+            try FileManager.default.createSymbolicLink(
+                at: serve.directory.appendingPathComponent(folder), withDestinationURL: TestPackage.root.appendingPathComponent(folder))
+        }
         try await serve.start(dataDirectory: nil)
 
         // Only the ports change: the machine running the tests may have 8080 and 9000 taken.

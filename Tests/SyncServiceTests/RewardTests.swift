@@ -262,7 +262,7 @@ struct RewardTests {
 
     /// A real HTTP server on loopback (Python's `http.server`) on `port`, serving the folder of
     /// `file`, once `url` answers 200. The test process blocks SIGTERM in the threads that spawn
-    /// children, and a child inherits that mask: unblocked first (as scripts/webhook-receiver.py
+    /// children, and a child inherits that mask: unblocked first (as Tests/Doubles/webhook-receiver.py
     /// does), or terminating it would leave the server running after the test.
     static func fileServer(port: Int, serving file: URL, url: String) async throws -> Process {
         let server = Process()

@@ -85,7 +85,7 @@ struct ServeCommandTests {
         defer { if process.isRunning { process.terminate() } }
         func descriptors() -> Int { connectionsHeld(by: process.processIdentifier, port: httpPort) }
 
-        let script = TestPackage.file("scripts/trickle-clients.py")
+        let script = TestPackage.double("trickle-clients.py")
         let python = try TestPackage.python()
         async let trickled = runProcess(python, [script.path, String(httpPort), "--connections", "300", "--seconds", "20"])
         // While they trickle: serve's descriptors stay bounded, and a normal request is answered.
@@ -127,7 +127,7 @@ struct ServeCommandTests {
             "SUBSYNC_HTTP_HEAD_TIMEOUT_SECONDS": "10", "SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS": "600",
         ])
         defer { if process.isRunning { process.terminate() } }
-        let script = TestPackage.file("scripts/trickle-clients.py")
+        let script = TestPackage.double("trickle-clients.py")
         let python = try TestPackage.python()
         async let held = runProcess(python, [
             script.path, String(httpPort), "--mode", "probe", "--path", "/nothing-here", "--connections", "16", "--seconds", "25",
@@ -180,7 +180,7 @@ struct ServeCommandTests {
             "SUBSYNC_HTTP_REQUEST_TIMEOUT_SECONDS": "10", "SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS": "600",
         ])
         defer { if process.isRunning { process.terminate() } }
-        let script = TestPackage.file("scripts/trickle-clients.py")
+        let script = TestPackage.double("trickle-clients.py")
         let python = try TestPackage.python()
         // 30 clients trickling a refused body (which the service drains) and 30 that never read
         // 80 pipelined answers, for 40 s: held at first, let go after the 10 s request timeout.

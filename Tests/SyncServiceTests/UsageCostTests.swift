@@ -11,7 +11,7 @@ import Testing
 /// What a usage request reads does not grow with the account's ledger (docs/USAGE.md "Cost": the
 /// same cost at 100 and 100,000 entries). Counted, not timed: the rows of `usage_entries` a
 /// balance read fetches, from PostgreSQL's own counters for the reading transaction
-/// (`pg_stat_xact_user_tables`). The timings are scripts/bench-usage's.
+/// (`pg_stat_xact_user_tables`). The timings are scripts/bench/usage's.
 @Suite("Usage: the cost of a request against the ledger's size")
 struct UsageCostTests {
     /// The rows of `usage_entries` this transaction has read so far (by index or by scan).

@@ -6,7 +6,7 @@ import Postgres
 import SubsyncWebhooks
 import TestSupport
 
-/// The Python receiver in scripts/webhook-receiver.py, run as a separate process: a real HTTP
+/// The Python receiver in Tests/Doubles/webhook-receiver.py, run as a separate process: a real HTTP
 /// server that checks every signature with the `standardwebhooks` package from PyPI.
 final class WebhookReceiver: @unchecked Sendable {
     // @unchecked: `process` is only replaced by `restart()`, which tests call from one task.
@@ -50,7 +50,7 @@ final class WebhookReceiver: @unchecked Sendable {
         }
     }
 
-    static var script: URL { TestPackage.file("scripts/webhook-receiver.py") }
+    static var script: URL { TestPackage.double("webhook-receiver.py") }
 
     /// Launches the receiver off the cooperative pool: `launch` blocks until Python has started.
     init(port requested: Int = 0) async throws {

@@ -1,7 +1,7 @@
 import Foundation
 
-/// Where the package's own files are, for tests that read fixtures or start the helpers in
-/// scripts/.
+/// Where the package's own files are, for tests that read fixtures, start the doubles in
+/// Tests/Doubles/ or run the helpers in scripts/.
 public enum TestPackage {
     /// The package's root folder (this file is Tests/TestSupport/TestPackage.swift).
     public static let root: URL = URL(fileURLWithPath: #filePath)
@@ -20,6 +20,12 @@ public enum TestPackage {
     /// with its licence and source).
     public static func fixture(_ relativePath: String) -> URL {
         file("Tests/Fixtures/" + relativePath)
+    }
+
+    /// A test double under Tests/Doubles (the servers and clients the tests start as processes:
+    /// the webhook receiver, the App Store Server API double, ...), by its file name.
+    public static func double(_ name: String) -> URL {
+        file("Tests/Doubles/" + name)
     }
 
     /// The project's Python, `.venv/bin/python3`, with the pinned test tools (standardwebhooks,

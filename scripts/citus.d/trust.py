@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The trust path on a Citus cluster (issue #18), run by scripts/citus against a `serve` that
-requires signatures: StoreKit 2 JWS from a test chain (scripts/bench.d/signed_material.py) synced
+requires signatures: StoreKit 2 JWS from a test chain (scripts/bench/lib/signed_material.py) synced
 for every account at once, each verified and bound to its account in one distributed transaction
 (the purchase's transaction_owners row on its shard, the account's rows on theirs); then one
 account's purchase sent to another account, which must be refused with 409 and leave the owner

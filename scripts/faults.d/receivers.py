@@ -1,4 +1,4 @@
-"""The webhook receivers (scripts/webhook-receiver.py), one process each."""
+"""The webhook receivers (Tests/Doubles/webhook-receiver.py), one process each."""
 import json
 import os
 import signal
@@ -21,7 +21,7 @@ class Receiver:
         self.incarnations = []
 
     def start(self):
-        args = [sys.executable, os.path.join(ROOT, "scripts/webhook-receiver.py"), "--port", str(self.port),
+        args = [sys.executable, os.path.join(ROOT, "Tests/Doubles/webhook-receiver.py"), "--port", str(self.port),
                 "--compact", "--log-file", self.log_file]
         if self.secret:
             args += ["--secret", self.secret]

@@ -1,4 +1,4 @@
-"""The App Store (issue #51): a double of its Server API (scripts/appstore-double.py) whose
+"""The App Store (issue #51): a double of its Server API (Tests/Doubles/appstore-double.py) whose
 notification history fails and recovers, and the checks of what the backfill made of it."""
 import importlib.util
 import json
@@ -26,7 +26,7 @@ STORE_REQUESTS_PER_SECOND = 50  # Apple's limit, per serve process (the limiter 
 
 
 class StoreDouble:
-    """The App Store Server API (scripts/appstore-double.py, which verifies every token with PyJWT)
+    """The App Store Server API (Tests/Doubles/appstore-double.py, which verifies every token with PyJWT)
     for the notification backfill of both serve processes: Get Notification History answers 500
     from the start, then, from the fault schedule's `store` time, 429 with a Retry-After, then two
     pages of signed notifications the devices never sent for STORE_ACCOUNTS accounts (purchases,
@@ -35,14 +35,14 @@ class StoreDouble:
     Retry-After kept, the rate limit kept, every token valid, and the checkpoint moved on."""
 
     def __init__(self, workdir, seed):
-        spec = importlib.util.spec_from_file_location("signed_material", os.path.join(ROOT, "scripts/bench.d/signed_material.py"))
+        spec = importlib.util.spec_from_file_location("signed_material", os.path.join(ROOT, "scripts/bench/lib/signed_material.py"))
         material = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(material)
         self.sign = material.signing_chain(workdir, "faults")
         self.root = os.path.join(workdir, "root.pem")
         self.port = free_port()
         self.process = registry.spawn(
-            [sys.executable, os.path.join(ROOT, "scripts/appstore-double.py"), "--port", str(self.port), "--key-file", STORE_KEY,
+            [sys.executable, os.path.join(ROOT, "Tests/Doubles/appstore-double.py"), "--port", str(self.port), "--key-file", STORE_KEY,
              "--key-id", STORE_KEY_ID, "--issuer", STORE_ISSUER, "--bundle", STORE_BUNDLE],
             os.path.join(workdir, "appstore-double.out"))
         deadline = time.time() + 20

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes signed StoreKit 2 material for scripts/bench-signed: a root -> intermediate -> leaf
+"""Writes signed StoreKit 2 material for scripts/bench/signed: a root -> intermediate -> leaf
 P-256 chain shaped like Apple's (policy OID extensions on leaf and intermediate), the root as PEM,
 and one line per account: `account<TAB>jws jws jws jws jws` (five renewals of one purchase, each an
 ES256 JWS with the chain in x5c); and forged_notification.json, an App Store notification body

@@ -1,4 +1,4 @@
-/* The HTTP baseline of scripts/bench-http: libcurl's multi interface driven from C, as little as
+/* The HTTP baseline of scripts/bench/http: libcurl's multi interface driven from C, as little as
  * a sender can do. IN_FLIGHT transfers at once on one multi handle (one connection each, kept
  * alive); each finished transfer's handle is reset and set up again (as the Curl module does)
  * and added back, for SECONDS. Same receiver, body and header count as subsync-bench-http.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How the cost of a usage request grows with an account's ledger (issue #50, scripts/bench-usage).
+"""How the cost of a usage request grows with an account's ledger (issue #50, scripts/bench/usage).
 
 For each size (entries already in the account's ledger), one account is given that history
 through the API (POST /usage, 500 entries a request, dated over the last 85 days from a device

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by scripts/bench-webhooks and scripts/bench-http: the webhook receiver both measure
+# Sourced by scripts/bench/webhooks and scripts/bench/http: the webhook receiver both measure
 # against, the body every request carries, and the wrk baseline.
 #
 # start_receiver WORK: nginx on loopback (one worker, keep-alive, 200 "ok" for every POST),

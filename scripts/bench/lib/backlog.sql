@@ -1,7 +1,7 @@
--- The end-to-end resolution benchmark's backlog (scripts/bench, scripts/bench-citus): :backlog
+-- The end-to-end resolution benchmark's backlog (scripts/bench/pipeline, scripts/bench/citus): :backlog
 -- pending reports, 5 per account and 2 transactions each, written straight into the inbox, and
 -- their accounts queued as a sync would queue them (sql/0014). Committed together.
--- usage: psql -v backlog=N -f scripts/bench.d/backlog.sql
+-- usage: psql -v backlog=N -f scripts/bench/lib/backlog.sql
 BEGIN;
 INSERT INTO reports (account_id, report_id, device_id, observed_at, product_id, original_transaction_id, transaction_id, purchased_at, expires_at, will_auto_renew)
 SELECT 'acct-' || (n / 5), 'r-' || n, 'device-' || (n % 3), now() - (n % 50) * interval '1 minute', 'voip.premium.monthly',

@@ -6,4 +6,4 @@ wrk.headers["Content-Type"] = "application/json"
 local file = assert(io.open(os.getenv("BENCH_FORGED_FILE"), "r"))
 wrk.body = file:read("*a")
 file:close()
-dofile("scripts/bench.d/report.lua")
+dofile("scripts/bench/lib/report.lua")

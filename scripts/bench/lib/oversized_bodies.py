@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Bursts of oversized (2 MiB) sync requests from clients that send everything, half-close and
 read the answer, against a running serve: after each burst, and again after the HTTP idle
-timeout, the serve process's VmRSS and open descriptors (for scripts/bench-oversized).
+timeout, the serve process's VmRSS and open descriptors (for scripts/bench/oversized).
 
 usage: oversized_bodies.py PORT PID BURSTS IDLE_SECONDS CONCURRENCY ADMIN_KEY
 """
