@@ -177,7 +177,24 @@ let package = Package(
         // MARK: Tests
         .target(
             name: "TestSupport",
-            dependencies: ["Postgres", "SyncCore", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            dependencies: [
+                "Curl",
+                "Postgres",
+                "SubsyncWebhooks",
+                "SyncCore",
+                "SyncService",
+                "SyncStore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),
@@ -256,6 +273,19 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The `subsync` command line, run as a process: serve, migrate and the operator commands.
+        .testTarget(
+            name: "SubsyncCommandTests",
+            dependencies: [
+                "Postgres",
+                "SyncCore",
+                "SyncService",
+                "SyncStore",
+                "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -19,10 +19,10 @@ struct AbuseTests {
             try await env.application(workers: 0, accountRateLimit: limit, clock: clock).test(.router) { client in
                 let token = try await env.token(for: "rita")
                 for index in 0..<3 {
-                    let body = try SyncBody(device: "iphone", reports: [SyncAPITests.report("r\(index)")]).data
+                    let body = try SyncBody(device: "iphone", reports: [TestReports.report("r\(index)")]).data
                     #expect(try await client.sync(account: "rita", body: body, credential: token, waitMilliseconds: nil).status == .accepted)
                 }
-                let limitedBody = try SyncBody(device: "iphone", reports: [SyncAPITests.report("limited")]).data
+                let limitedBody = try SyncBody(device: "iphone", reports: [TestReports.report("limited")]).data
                 var retryAfter: Int?
                 try await client.execute(
                     uri: "/v1/accounts/rita/sync", method: .post,
@@ -37,7 +37,7 @@ struct AbuseTests {
                 #expect(wait == 5, "an empty bucket refills one token in 5 s")
                 #expect(try await env.count("reports", accountID: "rita") == 3)
                 // The admin key (the app's backend) is not limited.
-                #expect(try await client.sync(account: "rita", body: try SyncBody(device: "backend", reports: [SyncAPITests.report("admin")]).data, waitMilliseconds: nil).status == .accepted)
+                #expect(try await client.sync(account: "rita", body: try SyncBody(device: "backend", reports: [TestReports.report("admin")]).data, waitMilliseconds: nil).status == .accepted)
                 // Just before Retry-After it is still refused; after it, the device may sync again.
                 clock.advance(by: .seconds(wait) - .milliseconds(100))
                 #expect(try await client.sync(account: "rita", body: limitedBody, credential: token, waitMilliseconds: nil).status == .tooManyRequests)
@@ -57,7 +57,7 @@ struct AbuseTests {
             try await env.application(workers: 0, reportQuota: quota, clock: clock).test(.router) { client in
                 let token = try await env.token(for: "flood")
                 func body(_ prefix: String, _ count: Int) throws -> Data {
-                    try SyncBody(device: "iphone", reports: (0..<count).map { SyncAPITests.report("\(prefix)-\($0)") }).data
+                    try SyncBody(device: "iphone", reports: (0..<count).map { TestReports.report("\(prefix)-\($0)") }).data
                 }
                 #expect(try await client.sync(account: "flood", body: try body("a", 100), credential: token, waitMilliseconds: nil).status == .accepted)
                 let refused = try await client.sync(account: "flood", body: try body("b", 60), credential: token, waitMilliseconds: nil)
@@ -91,7 +91,7 @@ struct AbuseTests {
                     // 30 requests at once, half through each process.
                     let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
                         for index in 0..<30 {
-                            let body = try SyncBody(device: "iphone", reports: [SyncAPITests.report("r\(index)")]).data
+                            let body = try SyncBody(device: "iphone", reports: [TestReports.report("r\(index)")]).data
                             group.addTask {
                                 let client: any TestClientProtocol = index % 2 == 0 ? one : two
                                 return try await client.sync(account: "roamer", body: body, credential: token, waitMilliseconds: nil).status
@@ -109,7 +109,7 @@ struct AbuseTests {
                     #expect(try await env.count("reports", accountID: "roamer") == accepted)
                     guard shared else { return }
                     // A refused request waits for the shared bucket: 10 s for one token.
-                    let late = try SyncBody(device: "iphone", reports: [SyncAPITests.report("late")]).data
+                    let late = try SyncBody(device: "iphone", reports: [TestReports.report("late")]).data
                     var retryAfter: String?
                     try await two.execute(
                         uri: "/v1/accounts/roamer/sync", method: .post,
@@ -136,9 +136,9 @@ struct AbuseTests {
             let limit = RateLimiter.Limit(ratePerSecond: 0.1, burst: 1)
             try await env.application(workers: 0, deviceRateLimit: limit, clock: ManualClock()).test(.router) { client in
                 let token = try await env.token(for: "dev")
-                let first = try SyncBody(device: "iphone", reports: [SyncAPITests.report("a")]).data
-                let second = try SyncBody(device: "iphone", reports: [SyncAPITests.report("b")]).data
-                let other = try SyncBody(device: "ipad", reports: [SyncAPITests.report("c")]).data
+                let first = try SyncBody(device: "iphone", reports: [TestReports.report("a")]).data
+                let second = try SyncBody(device: "iphone", reports: [TestReports.report("b")]).data
+                let other = try SyncBody(device: "ipad", reports: [TestReports.report("c")]).data
                 #expect(try await client.sync(account: "dev", body: first, credential: token, waitMilliseconds: nil).status == .accepted)
                 #expect(try await client.sync(account: "dev", body: second, credential: token, waitMilliseconds: nil).status == .tooManyRequests)
                 #expect(try await client.sync(account: "dev", body: other, credential: token, waitMilliseconds: nil).status == .accepted)
@@ -194,7 +194,7 @@ struct AbuseTests {
     func blockedAccountIDs(id: String) async throws {
         try await TestEnvironment.withFresh { env in
             try await env.application(workers: 0).test(.router) { client in
-                let result = try await client.sync(account: id, body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("r")]).data, waitMilliseconds: nil)
+                let result = try await client.sync(account: id, body: try SyncBody(device: "iphone", reports: [TestReports.report("r")]).data, waitMilliseconds: nil)
                 #expect(result.status == .badRequest)
                 #expect(result.json.errorCode == "blocked_account_id")
                 #expect(try await client.getJSON("/v1/accounts/\(id)").status == .badRequest)

@@ -12,7 +12,7 @@ import Testing
 @Suite("Admin API")
 struct AdminAPITests {
     static func r(_ id: String, device: String = "iphone", transaction: String = "t1", expires: TimeInterval? = 29 * 86_400) -> Report {
-        SyncAPITests.report(id, device: device, transaction: transaction, expires: expires)
+        TestReports.report(id, device: device, transaction: transaction, expires: expires)
     }
 
     /// Sends `body` with `method` and the admin key (or `credential`); status and JSON.

@@ -15,24 +15,11 @@ struct AppStoreAPITests {
 
     init() throws {
         authority = try TestCertificateAuthority()
-        verifier = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: TrustAPITests.bundleID, allowedEnvironments: [.production])
-    }
-
-    static func client(
-        _ double: AppStoreDouble, keyID: String = AppStoreDouble.keyID, rate: Double = 50, attempts: Int = 4,
-        maximumRetryWait: Duration = .seconds(30), timeout: Duration = .seconds(300), shared: RateBuckets? = nil
-    ) throws -> AppStoreServerAPI {
-        let pem = try String(contentsOf: AppStoreDouble.keyFile, encoding: .utf8)
-        let configuration = AppStoreAPIConfiguration(
-            keyID: keyID, issuerID: AppStoreDouble.issuerID, bundleID: TrustAPITests.bundleID,
-            privateKey: try AppStoreAPIConfiguration.privateKey(pem: pem, source: "testSigningKey.p8"), environment: .production,
-            baseURL: double.baseURL, requestsPerSecond: rate, requestTimeout: timeout, maximumAttempts: attempts,
-            maximumRetryWait: maximumRetryWait)
-        return AppStoreServerAPI(configuration: configuration, sharedBudget: shared)
+        verifier = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: StoreKitTrust.bundleID, allowedEnvironments: [.production])
     }
 
     func signedTransaction(_ original: String, id: String? = nil, purchased: Date, expires: Date, ca: TestCertificateAuthority? = nil) throws -> String {
-        try (ca ?? authority).sign(TrustAPITests.transaction(original: original, id: id, purchased: purchased, expires: expires, signed: Date()))
+        try (ca ?? authority).sign(StoreKitTrust.transaction(original: original, id: id, purchased: purchased, expires: expires, signed: Date()))
     }
 
     /// The error `body` threw, `nil` when it returned.
@@ -45,22 +32,21 @@ struct AppStoreAPITests {
         }
     }
 
-    static func error(_ code: Int, _ message: String) -> JSONValue { ["errorCode": .number(Double(code)), "errorMessage": .string(message)] }
 
     @Test("statuses: every request carries a token the double verifies (ES256, kid, typ, iss, aud, bid, at most 60 minutes), reused while valid; signed fields verify like device reports, forged ones do not")
     func statusesAndToken() async throws {
-        let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+        let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
         let now = Date()
         let genuine = try signedTransaction("t-1", purchased: now.addingTimeInterval(-86_400), expires: now.addingTimeInterval(29 * 86_400))
         let forged = try signedTransaction("t-1", purchased: now, expires: now.addingTimeInterval(365 * 86_400), ca: try TestCertificateAuthority())
         try await double.script("GET", "/inApps/v1/subscriptions/t-1", [AppStoreDouble.Answer(json: [
-            "environment": "Production", "bundleId": .string(TrustAPITests.bundleID), "appAppleId": 5454545,
+            "environment": "Production", "bundleId": .string(StoreKitTrust.bundleID), "appAppleId": 5454545,
             "data": [["subscriptionGroupIdentifier": "group", "lastTransactions": [
                 ["status": 1, "originalTransactionId": "t-1", "signedTransactionInfo": .string(genuine), "signedRenewalInfo": "renewal"],
                 ["status": 1, "originalTransactionId": "t-1", "signedTransactionInfo": .string(forged)],
             ]]],
         ])])
-        let api = try Self.client(double)
+        let api = try AppStoreDouble.client(double)
         let answer = try #require(try await api.subscriptionStatuses(transactionID: "t-1"))
         let last = try #require(answer.data.first?.lastTransactions)
         #expect(last.count == 2)
@@ -77,7 +63,7 @@ struct AppStoreAPITests {
             #expect(request.jwt.valid, "\(request.jwt.error ?? "")")
             let claims = try #require(request.jwt.claims)
             #expect(claims.aud == "appstoreconnect-v1")
-            #expect(claims.bid == TrustAPITests.bundleID)
+            #expect(claims.bid == StoreKitTrust.bundleID)
             #expect(claims.iss == AppStoreDouble.issuerID)
             #expect(claims.exp - claims.iat == 300)
             #expect(request.jwt.header?["kid"] == AppStoreDouble.keyID)
@@ -87,18 +73,18 @@ struct AppStoreAPITests {
         #expect(requests.first?.jwt.claims?.iat == requests.last?.jwt.claims?.iat)
 
         // A key id the double does not know: 401, recorded with why, and the client says so.
-        let wrong = try Self.client(double, keyID: "OTHERKEY")
+        let wrong = try AppStoreDouble.client(double, keyID: "OTHERKEY")
         await #expect(throws: AppStoreAPIError.api(status: 401, code: nil, message: nil)) { try await wrong.subscriptionStatuses(transactionID: "t-1") }
         #expect(try await double.requests().last?.jwt.error?.contains("kid") == true)
     }
 
     @Test("transaction and refund history page by revision while hasMore; notification history by paginationToken with its dates in milliseconds; a transaction the store does not know is an answer")
     func paging() async throws {
-        let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+        let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
         let now = Date()
         let signed = try (0..<3).map { try signedTransaction("t-2", id: "t-2-\($0)", purchased: now.addingTimeInterval(Double($0) * 86_400), expires: now.addingTimeInterval(Double($0 + 30) * 86_400)) }
         try await double.script("GET", "/inApps/v2/history/t-2", query: ["sort": "ASCENDING"], [AppStoreDouble.Answer(json: [
-            "revision": "r1", "hasMore": true, "bundleId": .string(TrustAPITests.bundleID), "environment": "Production",
+            "revision": "r1", "hasMore": true, "bundleId": .string(StoreKitTrust.bundleID), "environment": "Production",
             "signedTransactions": [.string(signed[0]), .string(signed[1])],
         ])])
         try await double.script("GET", "/inApps/v2/history/t-2", query: ["sort": "ASCENDING", "revision": "r1"], [AppStoreDouble.Answer(json: [
@@ -110,7 +96,7 @@ struct AppStoreAPITests {
         try await double.script("GET", "/inApps/v2/refund/lookup/t-2", query: ["revision": "x1"], [AppStoreDouble.Answer(json: [
             "revision": "x2", "hasMore": false, "signedTransactions": [],
         ])])
-        let api = try Self.client(double)
+        let api = try AppStoreDouble.client(double)
         #expect(try await api.allTransactions(transactionID: "t-2") == signed)
         #expect(try await api.allRefunds(transactionID: "t-2") == [signed[1]])
         #expect(try await api.allTransactions(transactionID: "unknown") == nil)
@@ -159,25 +145,25 @@ struct AppStoreAPITests {
 
     @Test("429 waits for its Retry-After (a UNIX time in ms); 5xx and Apple's retryable codes back off; other errors come back at once with Apple's code; a wait too long is the caller's")
     func errorsAndRetries() async throws {
-        let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+        let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
         let ok = AppStoreDouble.Answer(json: ["data": []])
         let retryAt = Date().addingTimeInterval(1.5)
         try await double.script("GET", "/inApps/v1/subscriptions/t-429", [
-            AppStoreDouble.Answer(status: 429, json: Self.error(4290000, "Rate limit exceeded."), headers: ["Retry-After": String(Int64(retryAt.timeIntervalSince1970 * 1000))]),
+            AppStoreDouble.Answer(status: 429, json: AppStoreDouble.error(4290000, "Rate limit exceeded."), headers: ["Retry-After": String(Int64(retryAt.timeIntervalSince1970 * 1000))]),
             ok,
         ])
-        try await double.script("GET", "/inApps/v1/subscriptions/t-500", [AppStoreDouble.Answer(status: 500, json: Self.error(5000000, "An unknown error occurred.")), ok])
-        try await double.script("GET", "/inApps/v1/subscriptions/t-retry", [AppStoreDouble.Answer(status: 404, json: Self.error(4040002, "Account not found. Please try again.")), ok])
-        try await double.script("GET", "/inApps/v1/subscriptions/t-bad", [AppStoreDouble.Answer(status: 400, json: Self.error(4000006, "Invalid transaction id."))])
+        try await double.script("GET", "/inApps/v1/subscriptions/t-500", [AppStoreDouble.Answer(status: 500, json: AppStoreDouble.error(5000000, "An unknown error occurred.")), ok])
+        try await double.script("GET", "/inApps/v1/subscriptions/t-retry", [AppStoreDouble.Answer(status: 404, json: AppStoreDouble.error(4040002, "Account not found. Please try again.")), ok])
+        try await double.script("GET", "/inApps/v1/subscriptions/t-bad", [AppStoreDouble.Answer(status: 400, json: AppStoreDouble.error(4000006, "Invalid transaction id."))])
         try await double.script("GET", "/inApps/v1/subscriptions/t-later", [
-            AppStoreDouble.Answer(status: 429, json: Self.error(4290000, "Rate limit exceeded."), headers: ["Retry-After": String(Int64(Date().addingTimeInterval(3_600).timeIntervalSince1970 * 1000))]),
+            AppStoreDouble.Answer(status: 429, json: AppStoreDouble.error(4290000, "Rate limit exceeded."), headers: ["Retry-After": String(Int64(Date().addingTimeInterval(3_600).timeIntervalSince1970 * 1000))]),
         ])
         try await double.script("GET", "/inApps/v1/subscriptions/t-huge", [
-            AppStoreDouble.Answer(status: 429, json: Self.error(4290000, "Rate limit exceeded.\u{1b}[31m\nforged log line"), headers: ["Retry-After": "1e22"]),
+            AppStoreDouble.Answer(status: 429, json: AppStoreDouble.error(4290000, "Rate limit exceeded.\u{1b}[31m\nforged log line"), headers: ["Retry-After": "1e22"]),
         ])
         try await double.script("GET", "/inApps/v1/subscriptions/t-down", [AppStoreDouble.Answer(status: 503, raw: "<html>down</html>")])
         try await double.script("GET", "/inApps/v1/subscriptions/t-slow", [AppStoreDouble.Answer(json: ["data": []], delay: 5)])
-        let api = try Self.client(double, attempts: 3)
+        let api = try AppStoreDouble.client(double, attempts: 3)
 
         #expect(try await api.subscriptionStatuses(transactionID: "t-429") != nil)
         var seen = try await double.requests().filter { $0.path.hasSuffix("/t-429") }
@@ -211,7 +197,7 @@ struct AppStoreAPITests {
         // The endpoint stays paused for the other callers of this process: told to come back later.
         let paused = await Self.failure { () async throws(AppStoreAPIError) in _ = try await api.subscriptionStatuses(transactionID: "t-500") }
         if case .rateLimited? = paused {} else { Issue.record("after a day-long 429: \(String(describing: paused))") }
-        let fresh = try Self.client(double, attempts: 3)
+        let fresh = try AppStoreDouble.client(double, attempts: 3)
         await #expect(throws: AppStoreAPIError.api(status: 503, code: nil, message: nil)) { try await fresh.subscriptionStatuses(transactionID: "t-down") }
         seen = try await double.requests()
         #expect(seen.filter { $0.path.hasSuffix("/t-bad") }.count == 1)
@@ -219,7 +205,7 @@ struct AppStoreAPITests {
         #expect(seen.filter { $0.path.hasSuffix("/t-down") }.count == 3)
 
         // A slow answer past the request timeout is no answer.
-        let impatient = try Self.client(double, attempts: 1, maximumRetryWait: .seconds(1), timeout: .seconds(1))
+        let impatient = try AppStoreDouble.client(double, attempts: 1, maximumRetryWait: .seconds(1), timeout: .seconds(1))
         let slow = await Self.failure { () async throws(AppStoreAPIError) in _ = try await impatient.subscriptionStatuses(transactionID: "t-slow") }
         if case .timedOut? = slow {} else { Issue.record("a 5 s answer within a 1 s timeout: \(String(describing: slow))") }
         #expect(seen.count + 1 == (try await double.requests()).count, "a timeout is not retried at once")
@@ -230,8 +216,8 @@ struct AppStoreAPITests {
 
     @Test("the rate limiter keeps a process's calls to an endpoint spaced at its rate, however many ask at once")
     func rateLimit() async throws {
-        let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
-        let api = try Self.client(double, rate: 5)
+        let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
+        let api = try AppStoreDouble.client(double, rate: 5)
         let started = Date().timeIntervalSince1970
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<16 {
@@ -253,9 +239,9 @@ struct AppStoreAPITests {
     @Test("Apple's limit is per app: two serves and a reconcile, each with its own client, share one schedule through the database and together keep to the rate at the double")
     func rateLimitSharedAcrossProcesses() async throws {
         try await TestEnvironment.withFresh { env in
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             // Three clients as three processes have them: nothing in common but the database.
-            let clients = try (0..<3).map { _ in try Self.client(double, rate: 5, shared: RateBuckets(pool: env.pool)) }
+            let clients = try (0..<3).map { _ in try AppStoreDouble.client(double, rate: 5, shared: RateBuckets(pool: env.pool)) }
             let started = Date().timeIntervalSince1970
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for (process, api) in clients.enumerated() {

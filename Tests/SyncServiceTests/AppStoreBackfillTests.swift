@@ -22,8 +22,8 @@ struct AppStoreBackfillTests {
     @Test("a refund whose notification was lost is applied by the next backfill, once; the checkpoint moves, overlapping, and survives a new process")
     func lostRefund() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let clock = ManualClock(start: now)
             let purchased = now.addingTimeInterval(-86_400)
@@ -31,7 +31,7 @@ struct AppStoreBackfillTests {
             // Apple's record: nothing at first, then the REFUND the service never received
             // (repeated on every later ask, as the window overlaps).
             let refundUUID = UUID()
-            let body = try trust.notification("REFUND", uuid: refundUUID, transaction: TrustAPITests.transaction(
+            let body = try trust.notification("REFUND", uuid: refundUUID, transaction: StoreKitTrust.transaction(
                 original: "t-lost", purchased: purchased, expires: expires, signed: now.addingTimeInterval(60),
                 revoked: now.addingTimeInterval(30)), signed: now.addingTimeInterval(60))
             let signedPayload = try #require((try JSONSerialization.jsonObject(with: body) as? [String: Any])?["signedPayload"] as? String)
@@ -40,11 +40,11 @@ struct AppStoreBackfillTests {
                 empty, empty,
                 AppStoreDouble.Answer(json: ["hasMore": false, "notificationHistory": [["signedPayload": .string(signedPayload)]]]),
             ])
-            let api = try AppStoreAPITests.client(double)
+            let api = try AppStoreDouble.client(double)
             let app = try env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
             try await app.testLive { client in
-                let jws = try trust.authority.sign(TrustAPITests.transaction(original: "t-lost", purchased: purchased, expires: expires, signed: now))
-                let (status, _) = try await client.sync(account: "lost", body: try TrustAPITests.signedBody(reportID: "p1", jws: jws))
+                let jws = try trust.authority.sign(StoreKitTrust.transaction(original: "t-lost", purchased: purchased, expires: expires, signed: now))
+                let (status, _) = try await client.sync(account: "lost", body: try StoreKitTrust.signedBody(reportID: "p1", jws: jws))
                 #expect(status == .accepted)
                 #expect(trust.entitlementStatus(try await trust.settled(client, "lost")) == "active")
 
@@ -97,12 +97,12 @@ struct AppStoreBackfillTests {
     @Test("a run that fails half-way (the store answers 500, a forged notification) keeps the checkpoint; forged notifications change nothing")
     func failedRunKeepsCheckpoint() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let forger = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let forger = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let clock = ManualClock(start: now)
-            let forged = try forger.notification("REFUND", transaction: TrustAPITests.transaction(
+            let forged = try forger.notification("REFUND", transaction: StoreKitTrust.transaction(
                 original: "t-kept", purchased: now.addingTimeInterval(-86_400), expires: now.addingTimeInterval(29 * 86_400), signed: now,
                 revoked: now), signed: now)
             let forgedPayload = try #require((try JSONSerialization.jsonObject(with: forged) as? [String: Any])?["signedPayload"] as? String)
@@ -110,9 +110,9 @@ struct AppStoreBackfillTests {
                 AppStoreDouble.Answer(json: ["hasMore": true, "paginationToken": "p2", "notificationHistory": [["signedPayload": .string(forgedPayload)]]]),
             ])
             try await double.script("POST", "/inApps/v1/notifications/history", query: ["paginationToken": "p2"], [
-                AppStoreDouble.Answer(status: 500, json: AppStoreAPITests.error(5000000, "An unknown error occurred.")),
+                AppStoreDouble.Answer(status: 500, json: AppStoreDouble.error(5000000, "An unknown error occurred.")),
             ])
-            let api = try AppStoreAPITests.client(double, attempts: 1)
+            let api = try AppStoreDouble.client(double, attempts: 1)
             let backfill = NotificationBackfill(
                 api: api, notifications: Self.notifications(env, verifier: trust.verifier),
                 checkpoints: AppStoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger)
@@ -132,18 +132,18 @@ struct AppStoreBackfillTests {
     @Test("a notification in the production API's history that is of the sandbox (and its transaction too) is refused and changes nothing, though the verifier accepts both")
     func notificationOfAnotherEnvironmentIsRefused() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
+            let trust = try StoreKitTrust()
             // A staging server: both environments accepted, so that only the API's environment refuses.
             let both = try StoreKitVerifier(
-                rootCertificates: [trust.authority.root], bundleID: TrustAPITests.bundleID, allowedEnvironments: [.production, .sandbox])
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+                rootCertificates: [trust.authority.root], bundleID: StoreKitTrust.bundleID, allowedEnvironments: [.production, .sandbox])
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let clock = ManualClock(start: now)
             let purchased = now.addingTimeInterval(-86_400)
             let expires = now.addingTimeInterval(29 * 86_400)
-            let first = TrustAPITests.transaction(original: "t-sbx", purchased: purchased, expires: expires, signed: purchased)
-            try await AppStoreReconcileCommandTests.deviceReported(first, account: "sandboxed", trust: trust, env: env)
-            let body = try trust.notification("REFUND", transaction: TrustAPITests.transaction(
+            let first = StoreKitTrust.transaction(original: "t-sbx", purchased: purchased, expires: expires, signed: purchased)
+            try await StoreKitTrust.deviceReported(first, account: "sandboxed", trust: trust, env: env)
+            let body = try trust.notification("REFUND", transaction: StoreKitTrust.transaction(
                 original: "t-sbx", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-60),
                 revoked: now.addingTimeInterval(-120), environment: "Sandbox"), signed: now.addingTimeInterval(-60), environment: "Sandbox")
             let signedPayload = try #require((try JSONSerialization.jsonObject(with: body) as? [String: Any])?["signedPayload"] as? String)
@@ -151,7 +151,7 @@ struct AppStoreBackfillTests {
                 AppStoreDouble.Answer(json: ["hasMore": false, "notificationHistory": [["signedPayload": .string(signedPayload)]]]),
             ])
             let backfill = NotificationBackfill(
-                api: try AppStoreAPITests.client(double, attempts: 1), notifications: Self.notifications(env, verifier: both),
+                api: try AppStoreDouble.client(double, attempts: 1), notifications: Self.notifications(env, verifier: both),
                 checkpoints: AppStoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger)
             let outcome = await backfill.runOnce()
             #expect(outcome.completed)
@@ -164,8 +164,8 @@ struct AppStoreBackfillTests {
     @Test("a store whose paginationTokens go round in a circle (A, B, A, B, ...) is refused at the first token seen again, after a few pages")
     func cyclingTokensAreRefused() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let clock = ManualClock()
             let empty: JSONValue = []
             try await double.script("POST", "/inApps/v1/notifications/history", query: [:], [
@@ -179,7 +179,7 @@ struct AppStoreBackfillTests {
             ])
             // A bound of 50 pages a window keeps the test short; the store gets nowhere near it.
             let backfill = NotificationBackfill(
-                api: try AppStoreAPITests.client(double, attempts: 1), notifications: Self.notifications(env, verifier: trust.verifier),
+                api: try AppStoreDouble.client(double, attempts: 1), notifications: Self.notifications(env, verifier: trust.verifier),
                 checkpoints: AppStoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger,
                 maximumPages: 50)
             let outcome = await backfill.runOnce()
@@ -197,25 +197,25 @@ struct AppStoreBackfillTests {
     @Test("a window that always fails holds the checkpoint, not the windows after it: they are read (a refund in them applied) at once, and after three such runs the window is skipped, said and recorded")
     func failingWindowDoesNotHoldLaterOnes() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let clock = ManualClock(start: now)
             let purchased = now.addingTimeInterval(-86_400)
             let expires = now.addingTimeInterval(29 * 86_400)
-            let first = TrustAPITests.transaction(original: "t-stuck", purchased: purchased, expires: expires, signed: purchased)
-            try await AppStoreReconcileCommandTests.deviceReported(first, account: "stuck", trust: trust, env: env)
+            let first = StoreKitTrust.transaction(original: "t-stuck", purchased: purchased, expires: expires, signed: purchased)
+            try await StoreKitTrust.deviceReported(first, account: "stuck", trust: trust, env: env)
             // A refund in the last window (the last ten minutes), whose notification was lost.
-            let body = try trust.notification("REFUND", transaction: TrustAPITests.transaction(
+            let body = try trust.notification("REFUND", transaction: StoreKitTrust.transaction(
                 original: "t-stuck", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-60),
                 revoked: now.addingTimeInterval(-120)), signed: now.addingTimeInterval(-60))
             let signedPayload = try #require((try JSONSerialization.jsonObject(with: body) as? [String: Any])?["signedPayload"] as? String)
             // Every run asks the first window (a day back) and then the last: the first always fails.
-            let failing = AppStoreDouble.Answer(status: 500, json: AppStoreAPITests.error(5000000, "An unknown error occurred."))
+            let failing = AppStoreDouble.Answer(status: 500, json: AppStoreDouble.error(5000000, "An unknown error occurred."))
             let refund = AppStoreDouble.Answer(json: ["hasMore": false, "notificationHistory": [["signedPayload": .string(signedPayload)]]])
             try await double.script("POST", "/inApps/v1/notifications/history", [failing, refund, failing, refund, failing, refund])
             let backfill = NotificationBackfill(
-                api: try AppStoreAPITests.client(double, attempts: 1), notifications: Self.notifications(env, verifier: trust.verifier),
+                api: try AppStoreDouble.client(double, attempts: 1), notifications: Self.notifications(env, verifier: trust.verifier),
                 checkpoints: AppStoreBackfillCheckpoint(pool: env.pool), interval: .seconds(3_600), clock: clock, logger: env.logger)
 
             // The first run: the refund is applied although the window before it failed.

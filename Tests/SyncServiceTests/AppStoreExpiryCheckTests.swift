@@ -16,10 +16,10 @@ struct AppStoreExpiryCheckTests {
     /// Syncs a verified premium subscription of `account` ending at `expires` and waits until it
     /// is resolved active.
     static func subscribe(
-        _ client: some TestClientProtocol, trust: TrustAPITests, account: String, original: String, purchased: Date, expires: Date, now: Date
+        _ client: some TestClientProtocol, trust: StoreKitTrust, account: String, original: String, purchased: Date, expires: Date, now: Date
     ) async throws {
-        let jws = try trust.authority.sign(TrustAPITests.transaction(original: original, purchased: purchased, expires: expires, signed: now))
-        let (status, json) = try await client.sync(account: account, body: try TrustAPITests.signedBody(reportID: "\(account)-p", jws: jws))
+        let jws = try trust.authority.sign(StoreKitTrust.transaction(original: original, purchased: purchased, expires: expires, signed: now))
+        let (status, json) = try await client.sync(account: account, body: try StoreKitTrust.signedBody(reportID: "\(account)-p", jws: jws))
         #expect(status == .accepted, "\(json)")
         #expect(trust.entitlementStatus(try await trust.settled(client, account)) == "active")
     }
@@ -31,12 +31,12 @@ struct AppStoreExpiryCheckTests {
     @Test("a renewal whose notification was lost and that no device reported: at the old expiry the account stays premium, the new expiry comes from the store, one entitlement.renewed, one question")
     func missedRenewal() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let clock = ManualClock(start: now)
             let expires = now.addingTimeInterval(60)
-            let renewed = TrustAPITests.transaction(
+            let renewed = StoreKitTrust.transaction(
                 original: "t-e1", id: "t-e2", purchased: now.addingTimeInterval(50), expires: expires.addingTimeInterval(30 * Self.day),
                 signed: now.addingTimeInterval(50))
             try await double.script("GET", "/inApps/v1/subscriptions/t-e1", [AppStoreDouble.Answer(json: [
@@ -46,7 +46,7 @@ struct AppStoreExpiryCheckTests {
                         try trust.renewalInfo(original: "t-e1", autoRenew: true, billingRetry: false, grace: nil, signed: now.addingTimeInterval(50))),
                 ]]]],
             ])])
-            let api = try AppStoreAPITests.client(double)
+            let api = try AppStoreDouble.client(double)
             let app = try env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
             try await app.testLive { client in
                 try await Self.subscribe(
@@ -83,13 +83,13 @@ struct AppStoreExpiryCheckTests {
     @Test("a store that cannot be asked holds an expiry, asking again at most once a minute, for 15 minutes at most; then the expiry is applied, once")
     func storeDown() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let clock = ManualClock(start: now)
             let expires = now.addingTimeInterval(60)
-            try await double.script("GET", "/inApps/v1/subscriptions/t-d1", [AppStoreDouble.Answer(status: 500, json: AppStoreAPITests.error(5000000, "An unknown error occurred."))])
-            let api = try AppStoreAPITests.client(double, attempts: 1)
+            try await double.script("GET", "/inApps/v1/subscriptions/t-d1", [AppStoreDouble.Answer(status: 500, json: AppStoreDouble.error(5000000, "An unknown error occurred."))])
+            let api = try AppStoreDouble.client(double, attempts: 1)
             let app = try env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
             try await app.testLive { client in
                 try await Self.subscribe(
@@ -121,19 +121,19 @@ struct AppStoreExpiryCheckTests {
     @Test("the store's answer ends the hold it answers: a subscription the store says expired, and one it does not know, lose access within seconds of the answer, not a minute later")
     func answerEndsTheHold() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let clock = ManualClock(start: now)
             let expires = now.addingTimeInterval(60)
             let purchased = expires.addingTimeInterval(-30 * Self.day)
             // The store's statuses for t-h1: expired, its last transaction the one the device sent.
-            let last = try trust.authority.sign(TrustAPITests.transaction(original: "t-h1", purchased: purchased, expires: expires, signed: now))
+            let last = try trust.authority.sign(StoreKitTrust.transaction(original: "t-h1", purchased: purchased, expires: expires, signed: now))
             try await double.script("GET", "/inApps/v1/subscriptions/t-h1", [AppStoreDouble.Answer(json: [
                 "data": [["lastTransactions": [["status": 2, "originalTransactionId": "t-h1", "signedTransactionInfo": .string(last)]]]],
             ])])
             // t-h2 is not scripted: the double answers "transaction id not found".
-            let api = try AppStoreAPITests.client(double)
+            let api = try AppStoreDouble.client(double)
             let app = try env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
             try await app.testLive { client in
                 for (account, original) in [("lapsed", "t-h1"), ("stranger", "t-h2")] {
@@ -169,8 +169,8 @@ struct AppStoreExpiryCheckTests {
     @Test("one slow answer holds nothing else: while the store sits on one subscription, a pass ending meanwhile is expired by the sweep, and the pass's deadline cancels the slow question so the next subscription is asked and expired; the slow one stays held, asked again later")
     func slowAnswerHoldsNothingElse() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             // A premium pass (three months from its purchase: no store question) ends when the
             // slow subscription does; the quick one a second later.
             let passPurchased = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 91 * Self.day).rounded(.down))
@@ -179,17 +179,17 @@ struct AppStoreExpiryCheckTests {
             let clock = ManualClock(start: now)
             // The store sits on t-s1 far longer than the test waits for anything.
             try await double.script("GET", "/inApps/v1/subscriptions/t-s1", [AppStoreDouble.Answer(
-                status: 404, json: AppStoreAPITests.error(4040010, "Transaction id not found."), delay: 600)])
-            let api = try AppStoreAPITests.client(double)
+                status: 404, json: AppStoreDouble.error(4040010, "Transaction id not found."), delay: 600)])
+            let api = try AppStoreDouble.client(double)
             let app = try env.application(workers: 1, requireSigned: true, verifier: trust.verifier, clock: clock, appStoreAPI: api)
             try await app.testLive { client in
                 let purchased = ends.addingTimeInterval(-30 * Self.day)
                 try await Self.subscribe(client, trust: trust, account: "slow", original: "t-s1", purchased: purchased, expires: ends, now: now)
                 try await Self.subscribe(
                     client, trust: trust, account: "quick", original: "t-q1", purchased: purchased, expires: ends.addingTimeInterval(1), now: now)
-                let pass = try trust.authority.sign(TrustAPITests.transaction(
+                let pass = try trust.authority.sign(StoreKitTrust.transaction(
                     original: "t-p1", product: "voip.premium.pass.3m", purchased: passPurchased, expires: nil, signed: now))
-                #expect(try await client.sync(account: "pass", body: try TrustAPITests.signedBody(reportID: "pass-p", jws: pass)).status == .accepted)
+                #expect(try await client.sync(account: "pass", body: try StoreKitTrust.signedBody(reportID: "pass-p", jws: pass)).status == .accepted)
                 #expect(trust.entitlementStatus(try await trust.settled(client, "pass")) == "active")
 
                 // Past all three ends. The first question (the oldest end) is t-s1's.

@@ -11,7 +11,7 @@ import Testing
 @Suite("Sync API: authentication and bad input")
 struct AuthAndLimitsTests {
     static func body(_ reports: [Report]? = nil) throws -> Data {
-        try SyncBody(device: "iphone", reports: reports ?? [SyncAPITests.report("r1")]).data
+        try SyncBody(device: "iphone", reports: reports ?? [TestReports.report("r1")]).data
     }
 
     /// A valid body whose first report's `observed_at` is `text`.
@@ -28,13 +28,13 @@ struct AuthAndLimitsTests {
             let authenticator = await Authenticator(adminKey: nil, tokenSecret: TestCredentials.tokenSecret, clock: clock)
             try await env.application(workers: 0, authenticator: authenticator).test(.router) { client in
                 let token = try await authenticator.mint(accountID: "tess", validFor: 600)
-                let first = try await client.sync(account: "tess", body: try Self.body([SyncAPITests.report("a")]), credential: token, waitMilliseconds: nil)
+                let first = try await client.sync(account: "tess", body: try Self.body([TestReports.report("a")]), credential: token, waitMilliseconds: nil)
                 #expect(first.status == .accepted)
                 clock.advance(by: .seconds(599))
-                let last = try await client.sync(account: "tess", body: try Self.body([SyncAPITests.report("b")]), credential: token, waitMilliseconds: nil)
+                let last = try await client.sync(account: "tess", body: try Self.body([TestReports.report("b")]), credential: token, waitMilliseconds: nil)
                 #expect(last.status == .accepted)
                 clock.advance(by: .seconds(1))
-                let late = try await client.sync(account: "tess", body: try Self.body([SyncAPITests.report("c")]), credential: token, waitMilliseconds: nil)
+                let late = try await client.sync(account: "tess", body: try Self.body([TestReports.report("c")]), credential: token, waitMilliseconds: nil)
                 #expect(late.status == .unauthorized)
                 #expect(late.json.errorCode == "token_expired")
                 #expect(try await env.count("reports", accountID: "tess") == 2)
@@ -65,17 +65,17 @@ struct AuthAndLimitsTests {
                 let refused = try await client.getJSON("/v1/accounts/rex", credential: stolen)
                 #expect(refused.status == .unauthorized)
                 #expect(refused.json.errorCode == "token_revoked")
-                let sync = try await client.sync(account: "rex", body: try Self.body([SyncAPITests.report("stolen-1")]), credential: stolen, waitMilliseconds: nil)
+                let sync = try await client.sync(account: "rex", body: try Self.body([TestReports.report("stolen-1")]), credential: stolen, waitMilliseconds: nil)
                 #expect(sync.status == .unauthorized)
                 #expect(try await env.count("reports", accountID: "rex") == 0)
                 #expect(try await client.getJSON("/v1/accounts/ada", credential: ada).status == .ok, "another account's tokens still work")
 
                 // From the command line, another process.
-                let out = try await OperationsCommandTests.run(["tokens", "revoke", "--account", "ada", "--reason", "ticket 881", "--json"], env: env)
+                let out = try await SubsyncCommand.run(["tokens", "revoke", "--account", "ada", "--reason", "ticket 881", "--json"], env: env)
                 #expect(out.status == 0, "\(out.stderr)")
                 #expect(out.object["account_id"] as? String == "ada")
                 #expect(out.stderr.contains("no account ada has synced yet"), "ada never synced (a read makes no account): \(out.stderr)")
-                let bad = try await OperationsCommandTests.run(["tokens", "revoke", "--account", "ada\nforged"], env: env)
+                let bad = try await SubsyncCommand.run(["tokens", "revoke", "--account", "ada\nforged"], env: env)
                 #expect(bad.status == 64)
 
                 // Past the line: what the service reads next has ada's revocation; a token
@@ -88,11 +88,11 @@ struct AuthAndLimitsTests {
                 #expect(try await client.getJSON("/v1/accounts/rex", credential: fresh).status == .ok)
 
                 // Taken back: the old token counts by its expiry again, once the service has read it.
-                let undo = try await OperationsCommandTests.run(["tokens", "unrevoke", "--account", "rex", "--reason", "found the phone"], env: env)
+                let undo = try await SubsyncCommand.run(["tokens", "unrevoke", "--account", "rex", "--reason", "found the phone"], env: env)
                 #expect(undo.status == 0, "\(undo.stderr)")
                 clock.advance(by: .seconds(6))
                 #expect(try await client.getJSON("/v1/accounts/rex", credential: stolen).status == .ok)
-                let again = try await OperationsCommandTests.run(["tokens", "unrevoke", "--account", "rex"], env: env)
+                let again = try await SubsyncCommand.run(["tokens", "unrevoke", "--account", "rex"], env: env)
                 #expect(again.status == 66)
 
                 // Taken back through the admin route: at once in this process, no read needed.
@@ -128,9 +128,9 @@ struct AuthAndLimitsTests {
                 #expect(refused.json.errorCode == "token_lifetime_exceeded")
             }
             let secret = ["SUBSYNC_TOKEN_SECRET": TestCredentials.tokenSecret]
-            let tooLong = try await OperationsCommandTests.run(["tokens", "mint", "--account", "liv", "--ttl", "31536000"], env: nil, extra: secret)
+            let tooLong = try await SubsyncCommand.run(["tokens", "mint", "--account", "liv", "--ttl", "31536000"], env: nil, extra: secret)
             #expect(tooLong.status == 64 && tooLong.stderr.contains("SUBSYNC_TOKEN_MAX_LIFETIME"), "\(tooLong.stderr)")
-            let allowed = try await OperationsCommandTests.run(
+            let allowed = try await SubsyncCommand.run(
                 ["tokens", "mint", "--account", "liv", "--ttl", "31536000"], env: nil, extra: secret.merging(["SUBSYNC_TOKEN_MAX_LIFETIME": "31536000"]) { $1 })
             #expect(allowed.status == 0, "\(allowed.stderr)")
         }
@@ -235,12 +235,12 @@ struct AuthAndLimitsTests {
     func inputLimits() async throws {
         try await TestEnvironment.withFresh { env in
             try await env.application(workers: 0).test(.router) { client in
-                let tooMany = try Self.body((0..<101).map { SyncAPITests.report("r\($0)") })
-                var badDate = SyncAPITests.report("bad-date")
+                let tooMany = try Self.body((0..<101).map { TestReports.report("r\($0)") })
+                var badDate = TestReports.report("bad-date")
                 badDate.expiresAt = Date(timeIntervalSince1970: 5_000_000_000)  // year 2128
-                var expiresFirst = SyncAPITests.report("backwards")
+                var expiresFirst = TestReports.report("backwards")
                 expiresFirst.expiresAt = expiresFirst.purchasedAt.addingTimeInterval(-10)
-                let mixed = try Self.body([SyncAPITests.report("good"), badDate])
+                let mixed = try Self.body([TestReports.report("good"), badDate])
                 let huge = Data(repeating: UInt8(ascii: " "), count: (1 << 20) + 10)
                 let cases: [(String, Data, HTTPResponse.Status, String, String?)] = [
                     ("alice", tooMany, .unprocessableContent, "too_many_reports", "101"),

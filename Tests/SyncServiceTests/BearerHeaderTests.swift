@@ -1,6 +1,7 @@
 import Foundation
 @testable import SyncService
 import Testing
+import TestSupport
 
 /// The `Authorization` header's credential, taken on bytes (docs/PERFORMANCE.md, *In the code*),
 /// is what the String and Foundation reference below takes.

@@ -116,17 +116,17 @@ struct ClientTests {
     @Test("signed purchases made with our own CA are synced and read back; a tampered one is refused, reported and leaves the outbox")
     func signedPurchases() async throws {
         let authority = try TestCertificateAuthority()
-        let verifier = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: TrustAPITests.bundleID, allowedEnvironments: [.production])
+        let verifier = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: StoreKitTrust.bundleID, allowedEnvironments: [.production])
         try await TestEnvironment.withFresh { env in
             try await Self.withFolder { folder in
                 let port = freeTCPPort()
                 try await Self.serving(try env.application(requireSigned: true, verifier: verifier, port: port), port: port) {
                     let client = try Self.client(env, port: port, account: "amy", folder: folder)
                     let now = Date()
-                    let good = try authority.sign(TrustAPITests.transaction(
+                    let good = try authority.sign(StoreKitTrust.transaction(
                         original: "1000001", purchased: now.addingTimeInterval(-3_600), expires: now.addingTimeInterval(30 * 86_400), signed: now))
                     let parts = good.split(separator: ".").map(String.init)
-                    let forged = try authority.sign(TrustAPITests.transaction(
+                    let forged = try authority.sign(StoreKitTrust.transaction(
                         original: "1000002", product: "voip.business.yearly", purchased: now, expires: now.addingTimeInterval(365 * 86_400), signed: now))
                     // The forged payload under the good signature.
                     let tampered = [parts[0], forged.split(separator: ".").map(String.init)[1], parts[2]].joined(separator: ".")

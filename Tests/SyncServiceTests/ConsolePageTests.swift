@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdTesting
 import SyncService
 import Testing
+import TestSupport
 
 /// `GET /console`: served from the binary with a strict CSP, only when the admin key is set.
 @Suite("Operator console page")

@@ -37,7 +37,7 @@ struct HungDatabaseTests {
             logger: Logger(label: "test"))
 
         try await env.application(workers: 1).testLive { client in
-            let before = try await client.sync(account: "before", body: SyncBody(device: "d", reports: [SyncAPITests.report("b1")]).data)
+            let before = try await client.sync(account: "before", body: SyncBody(device: "d", reports: [TestReports.report("b1")]).data)
             #expect(before.status == .accepted && before.json["accepted"] as? Int == 1)
 
             let processes = try Self.clusterProcesses(server)
@@ -47,7 +47,7 @@ struct HungDatabaseTests {
             // The sync takes the idle connection whose backend is stopped: its statement meets
             // the answer timeout, not a hang.
             let during = try await client.sync(
-                account: "during", body: SyncBody(device: "d", reports: [SyncAPITests.report("d1")]).data, waitMilliseconds: nil)
+                account: "during", body: SyncBody(device: "d", reports: [TestReports.report("d1")]).data, waitMilliseconds: nil)
             #expect(during.status == .serviceUnavailable, "\(during.json)")
             #expect((during.json["error"] as? [String: Any])?["code"] as? String == "unavailable")
 
@@ -64,7 +64,7 @@ struct HungDatabaseTests {
             #expect(read.json["tier"] as? String == "premium")
             var again = (status: HTTPResponse.Status.serviceUnavailable, json: [String: Any]())
             #expect(try await waitUntil {
-                again = try await client.sync(account: "during", body: SyncBody(device: "d", reports: [SyncAPITests.report("d1")]).data)
+                again = try await client.sync(account: "during", body: SyncBody(device: "d", reports: [TestReports.report("d1")]).data)
                 return again.status == .accepted
             })
             #expect((again.json["accepted"] as? Int ?? 0) + (again.json["duplicates"] as? Int ?? 0) == 1, "\(again.json)")

@@ -90,7 +90,7 @@ struct OpenAPITests {
     func metrics() async throws {
         try await TestEnvironment.withFresh { env in
             try await env.application(workers: 1).testLive { client in
-                _ = try await client.sync(account: "m1", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("r1")]).data)
+                _ = try await client.sync(account: "m1", body: try SyncBody(device: "iphone", reports: [TestReports.report("r1")]).data)
                 try await client.execute(uri: "/metrics", method: .get) { response in
                     #expect(response.status == .ok)
                     #expect(response.headers[.contentType]?.hasPrefix("text/plain") == true)

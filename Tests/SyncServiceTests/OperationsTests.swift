@@ -5,78 +5,13 @@ import SyncStore
 import Testing
 import TestSupport
 
-/// Shared set-up of the operations tests: reports resolved by the real worker path.
-enum OperationsFixture {
-    /// Stores `reports` (account, device, report) and resolves them as the workers do.
-    static func ingest(
-        _ reports: [(account: String, device: String, report: Report)], pool: ConnectionPool, clock: any ServiceClock = SystemClock()
-    ) async throws {
-        let inbox = ReportInbox(pool: pool)
-        for (key, items) in Dictionary(grouping: reports, by: { "\($0.account)|\($0.device)" }) {
-            _ = try await inbox.submit(accountID: items[0].account, device: DeviceInfo(id: items[0].device), reports: items.map(\.report))
-            _ = key
-        }
-        try await drain(pool, clock: clock)
-    }
-
-    /// Resolves every pending report.
-    static func drain(_ pool: ConnectionPool, clock: any ServiceClock = SystemClock()) async throws {
-        let engine = ResolutionEngine(pool: pool, catalogue: .default, clock: clock)
-        while try await engine.resolvePendingBatch(limit: 1000).reportsResolved > 0 {}
-    }
-
-    /// A digest of every table reconciliation could touch, to prove a dry run changed nothing.
-    static func fingerprint(_ pool: ConnectionPool) async throws -> String {
-        let rows = try await pool.query(
-            """
-            SELECT (SELECT md5(COALESCE(string_agg(t::text, '|' ORDER BY account_id, transaction_id), '')) FROM transactions t)
-                || (SELECT md5(COALESCE(string_agg(s::text, '|' ORDER BY account_id), '')) FROM account_states s)
-                || (SELECT md5(COALESCE(string_agg(e::text, '|' ORDER BY account_id, entitlement_id), '')) FROM entitlements e)
-                || (SELECT md5(COALESCE(string_agg(v::text, '|' ORDER BY account_id, sequence), '')) FROM events v)
-                || (SELECT md5(COALESCE(string_agg(r::text, '|' ORDER BY account_id, report_id), '')) FROM reports r)
-                || (SELECT count(*) FROM deliveries)::text
-            """
-        )
-        return try rows[0].decode(String.self, at: 0)
-    }
-
-    /// Subscribes a webhook endpoint to every event, so resolutions write deliveries.
-    static func addEndpoint(_ pool: ConnectionPool) async throws {
-        try await pool.query(
-            """
-            INSERT INTO webhook_endpoints (endpoint_id, url, secret)
-            VALUES (\(UUID()), 'http://127.0.0.1:9/hooks', 'whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0dGVzdA==')
-            """
-        )
-    }
-
-    /// Every difference reduced to (account, scope, subject, field), sorted.
-    static func keys(_ differences: [Difference]) -> [String] {
-        differences.map { "\($0.accountID)|\($0.scope.rawValue)|\($0.transactionID ?? $0.entitlementID ?? "-")|\($0.field)" }.sorted()
-    }
-
-    /// Every account id with anything stored.
-    static func allAccounts(_ reconciler: Reconciler) async throws -> [String] {
-        var cursor = ""
-        var all: [String] = []
-        while true {
-            let page = try await reconciler.accountPage(after: cursor, since: nil, limit: 7)
-            guard let last = page.last else { return all }
-            all += page
-            cursor = last
-        }
-    }
-
-    static let day: TimeInterval = 86_400
-}
-
 @Suite("Operations: reconcile")
 struct ReconcileTests {
     @Test("dry run finds exactly the injected drift and changes nothing; repair fixes it with reconcile events; a second run finds nothing")
     func injectedDrift() async throws {
         try await TestEnvironment.withFresh { env in
             try await OperationsFixture.addEndpoint(env.pool)
-            let r = SyncAPITests.report
+            let r = TestReports.report
             try await OperationsFixture.ingest([
                 ("ann", "iphone", r("a1", "iphone", "t1", "voip.premium.monthly", -86_400, 29 * 86_400, 0, nil)),
                 ("ann", "ipad", r("a2", "ipad", "t1", "voip.premium.monthly", -86_400, 20 * 86_400, 10, nil)),
@@ -130,7 +65,7 @@ struct ReconcileTests {
             #expect(!keys.contains { $0.hasPrefix("ann|entitlement") }, "ann's state was resolved before the change: only the aggregate drifted")
             let annExpiry = dry.differences.first { $0.accountID == "ann" && $0.field == "expires_at" }
             #expect(annExpiry?.stored == "2031-01-01T00:00:00Z")
-            #expect(annExpiry?.recomputed == RFC3339.format(SyncAPITests.start.addingTimeInterval(29 * 86_400)))
+            #expect(annExpiry?.recomputed == RFC3339.format(TestReports.start.addingTimeInterval(29 * 86_400)))
             let catRevocation = dry.differences.first { $0.accountID == "cat" && $0.field == "revocation" }
             #expect(catRevocation?.stored == nil && catRevocation?.recomputed?.contains("\"report_id\":\"c2\"") == true)
 
@@ -161,7 +96,7 @@ struct ReconcileTests {
     @Test("column copies and the event counter are checked too, once per wrong value")
     func columnCopies() async throws {
         try await TestEnvironment.withFresh { env in
-            let r = SyncAPITests.report
+            let r = TestReports.report
             try await OperationsFixture.ingest([("eve", "iphone", r("e1", "iphone", "t1", "voip.premium.monthly", -86_400, 29 * 86_400, 0, nil))], pool: env.pool)
             try await env.pool.query("UPDATE transactions SET revoked = true WHERE account_id = 'eve'")
             try await env.pool.query("UPDATE entitlements SET status = 'expired' WHERE account_id = 'eve'")
@@ -187,8 +122,8 @@ struct ReconcileTests {
         try await TestEnvironment.withFresh { env in
             // Expires one second after resolution; the sweeper is not running; reconcile runs
             // half a second after the expiry, on the same clock.
-            let clock = ManualClock(start: SyncAPITests.start)
-            let r = SyncAPITests.report
+            let clock = ManualClock(start: TestReports.start)
+            let r = TestReports.report
             try await OperationsFixture.ingest([("fay", "iphone", r("f1", "iphone", "t1", "voip.premium.monthly", -86_400, 1, 0, nil))], pool: env.pool, clock: clock)
             clock.advance(by: .milliseconds(1500))
             let reconciler = Reconciler(pool: env.pool, catalogue: .default, clock: clock)
@@ -331,7 +266,7 @@ struct OperationsStoreTests {
     @Test("an operator's revoke after an unrevoke from a host whose clock ran a day fast still revokes")
     func operatorDecisionsKeepTheirOrderAcrossHostClocks() async throws {
         try await TestEnvironment.withFresh { env in
-            let r = SyncAPITests.report
+            let r = TestReports.report
             try await OperationsFixture.ingest([
                 ("kit", "iphone", r("k1", "iphone", "k-t1", "voip.premium.monthly", -86_400, 29 * 86_400, 0, nil)),
             ], pool: env.pool)
@@ -353,7 +288,7 @@ struct OperationsStoreTests {
             // the unrevoke did not reach past the refund (both are dated by the database).
             #expect(try await fast.apply(.revoke, transactionID: "k-t1", accountID: "kit", actor: "e", reason: nil).revoked)
             #expect(try await onTime.apply(.unrevoke, transactionID: "k-t1", accountID: "kit", actor: "f", reason: nil).revoked == false)
-            let refundedAt = Date().timeIntervalSince(SyncAPITests.start) + 2
+            let refundedAt = Date().timeIntervalSince(TestReports.start) + 2
             try await OperationsFixture.ingest([
                 ("kit", "iphone", r("k2", "iphone", "k-t1", "voip.premium.monthly", -86_400, 29 * 86_400, refundedAt, refundedAt)),
             ], pool: env.pool)
@@ -367,7 +302,7 @@ struct OperationsStoreTests {
     @Test("an unrevoke lifts the refund it saw, not one made before it but reported after it")
     func unrevokeLiftsOnlyTheRefundItSaw() async throws {
         try await TestEnvironment.withFresh { env in
-            let r = SyncAPITests.report
+            let r = TestReports.report
             try await OperationsFixture.ingest([
                 ("lou", "iphone", r("l1", "iphone", "l-t1", "voip.premium.monthly", -86_400, 29 * 86_400, 0, nil)),
             ], pool: env.pool)
@@ -376,8 +311,8 @@ struct OperationsStoreTests {
             #expect(try await admin.apply(.revoke, transactionID: "l-t1", accountID: "lou", actor: "a", reason: "fraud").revoked)
             #expect(try await admin.apply(.unrevoke, transactionID: "l-t1", accountID: "lou", actor: "b", reason: nil).revoked == false)
             // Meanwhile the user had been refunded by Apple (before the unrevoke); it arrives now.
-            let refundedAt = Date().addingTimeInterval(-60).timeIntervalSince(SyncAPITests.start)
-            let now = Date().timeIntervalSince(SyncAPITests.start)
+            let refundedAt = Date().addingTimeInterval(-60).timeIntervalSince(TestReports.start)
+            let now = Date().timeIntervalSince(TestReports.start)
             try await OperationsFixture.ingest([
                 ("lou", "iphone", r("l2", "iphone", "l-t1", "voip.premium.monthly", -86_400, 29 * 86_400, now, refundedAt)),
             ], pool: env.pool)
@@ -394,7 +329,7 @@ struct OperationsStoreTests {
     func adminOverride() async throws {
         try await TestEnvironment.withFresh { env in
             try await OperationsFixture.addEndpoint(env.pool)
-            let r = SyncAPITests.report
+            let r = TestReports.report
             try await OperationsFixture.ingest([
                 ("gus", "iphone", r("g1", "iphone", "t1", "voip.premium.monthly", -86_400, 29 * 86_400, 0, nil)),
                 ("hal", "iphone", r("h1", "iphone", "shared", "voip.basic.monthly", -86_400, 29 * 86_400, 0, nil)),

@@ -17,7 +17,7 @@ struct PipelineTests {
     static func randomReports(accounts: Int, perAccount: Int, seed: UInt64) -> [(account: String, device: String, report: Report)] {
         var generator = SeededGenerator(seed: seed)
         let products = ["voip.basic.monthly", "voip.premium.monthly", "voip.business.yearly", "voip.premium.3months", "voip.unknown"]
-        let base = SyncAPITests.start.addingTimeInterval(-40 * 86_400)
+        let base = TestReports.start.addingTimeInterval(-40 * 86_400)
         var result: [(String, String, Report)] = []
         for account in 0..<accounts {
             for index in 0..<perAccount {
@@ -48,7 +48,7 @@ struct PipelineTests {
     func concurrentPoolsMatchSequentialResolution() async throws {
         try await TestEnvironment.withFresh(poolSize: 16) { env in
             let reports = Self.randomReports(accounts: 40, perAccount: 12, seed: 7)
-            let clock = ManualClock(start: SyncAPITests.start)
+            let clock = ManualClock(start: TestReports.start)
             let appA = try env.application(workers: 2, batchSize: 7, clock: clock)
             let appB = try env.application(workers: 2, batchSize: 13, clock: clock)
             try await appA.testLive { clientA in
@@ -120,7 +120,7 @@ struct PipelineTests {
     @Test("a worker that dies mid-batch loses nothing: its claim is released and another worker resolves the reports")
     func workerKilledMidBatch() async throws {
         try await TestEnvironment.withFresh { env in
-            let reports = (0..<20).map { SyncAPITests.report("r\($0)", observed: Double($0)) }
+            let reports = (0..<20).map { TestReports.report("r\($0)", observed: Double($0)) }
             try await env.application(workers: 0).test(.router) { client in
                 _ = try await client.sync(account: "zoe", body: try SyncBody(device: "iphone", reports: reports).data, waitMilliseconds: nil)
             }
@@ -159,7 +159,7 @@ struct PipelineTests {
             )
             try await env.application(workers: 1, sweepInterval: .seconds(60), clock: clock).testLive { client in
                 let (_, json) = try await client.sync(account: "sam", body: try SyncBody(device: "iphone", reports: [report]).data, waitMilliseconds: 30_000)
-                #expect(SyncAPITests.entitlement(json, "basic")?["status"] as? String == "active")
+                #expect(TestReports.entitlement(json, "basic")?["status"] as? String == "active")
                 // A minute before the expiry the sweeper runs and changes nothing.
                 #expect(await clock.waitForSleepers(atLeast: 1), "the sweeper never went to sleep")
                 clock.advance(by: .seconds(3540))
@@ -190,7 +190,7 @@ struct PipelineTests {
         let inbox = ReportInbox(pool: env.pool)
         for index in 0..<count {
             _ = try await inbox.submit(
-                accountID: "share-\(index)", device: DeviceInfo(id: "iphone"), reports: [SyncAPITests.report("s\(index)")])
+                accountID: "share-\(index)", device: DeviceInfo(id: "iphone"), reports: [TestReports.report("s\(index)")])
         }
     }
 
@@ -260,12 +260,12 @@ struct PipelineTests {
         try await TestEnvironment.withFresh { env in
             let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
             try await env.application(workers: 0).test(.router) { client in
-                _ = try await client.sync(account: "busy", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("b1")]).data, waitMilliseconds: nil)
+                _ = try await client.sync(account: "busy", body: try SyncBody(device: "iphone", reports: [TestReports.report("b1")]).data, waitMilliseconds: nil)
             }
             #expect(try await engine.resolvePendingBatch(limit: 10).reportsResolved == 1)
             try await env.application(workers: 0).test(.router) { client in
-                _ = try await client.sync(account: "busy", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("b2")]).data, waitMilliseconds: nil)
-                _ = try await client.sync(account: "free", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("f1")]).data, waitMilliseconds: nil)
+                _ = try await client.sync(account: "busy", body: try SyncBody(device: "iphone", reports: [TestReports.report("b2")]).data, waitMilliseconds: nil)
+                _ = try await client.sync(account: "free", body: try SyncBody(device: "iphone", reports: [TestReports.report("f1")]).data, waitMilliseconds: nil)
             }
             // Another transaction holds "busy" (as a worker, a binding or a usage write would).
             // If the batch waited for it, the server ends the holder after 900 s idle (far longer
@@ -309,7 +309,7 @@ struct PipelineTests {
             try await env.application(workers: 0).test(.router) { client in
                 for (account, id) in [("queued", "q1"), ("lost", "l1"), ("lost", "l2"), ("later", "t1"), ("slow", "s1")] {
                     _ = try await client.sync(
-                        account: account, body: try SyncBody(device: "iphone", reports: [SyncAPITests.report(id)]).data, waitMilliseconds: nil)
+                        account: account, body: try SyncBody(device: "iphone", reports: [TestReports.report(id)]).data, waitMilliseconds: nil)
                 }
             }
             try await env.pool.query("DELETE FROM account_work WHERE account_id IN ('lost', 'later', 'slow')")
@@ -367,8 +367,8 @@ struct PipelineTests {
         try await TestEnvironment.withFresh { env in
             let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
             try await env.application(workers: 0).test(.router) { client in
-                _ = try await client.sync(account: "newbie", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("n1")]).data, waitMilliseconds: nil)
-                _ = try await client.sync(account: "free", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("f1")]).data, waitMilliseconds: nil)
+                _ = try await client.sync(account: "newbie", body: try SyncBody(device: "iphone", reports: [TestReports.report("n1")]).data, waitMilliseconds: nil)
+                _ = try await client.sync(account: "free", body: try SyncBody(device: "iphone", reports: [TestReports.report("f1")]).data, waitMilliseconds: nil)
             }
             // Another worker's batch is creating "newbie" (its placeholder row inserted, not
             // committed). Waiting for it would end only when the server ends the holder after 900 s
@@ -408,8 +408,8 @@ struct PipelineTests {
         try await TestEnvironment.withFresh { env in
             let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
             try await env.application(workers: 0).test(.router) { client in
-                _ = try await client.sync(account: "solo", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("s1")]).data, waitMilliseconds: nil)
-                _ = try await client.sync(account: "reserved", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("r1")]).data, waitMilliseconds: nil)
+                _ = try await client.sync(account: "solo", body: try SyncBody(device: "iphone", reports: [TestReports.report("s1")]).data, waitMilliseconds: nil)
+                _ = try await client.sync(account: "reserved", body: try SyncBody(device: "iphone", reports: [TestReports.report("r1")]).data, waitMilliseconds: nil)
             }
             // Another batch holds "reserved": the account is returned without a row (NULL state),
             // and not even its own transaction sees one. Should the worker's batch below wait for
@@ -502,8 +502,8 @@ struct PipelineTests {
     func poisonReportIsQuarantined() async throws {
         try await TestEnvironment.withFresh { env in
             try await env.application(workers: 0).test(.router) { client in
-                _ = try await client.sync(account: "good", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("g1")]).data, waitMilliseconds: nil)
-                _ = try await client.sync(account: "poison", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("p1")]).data, waitMilliseconds: nil)
+                _ = try await client.sync(account: "good", body: try SyncBody(device: "iphone", reports: [TestReports.report("g1")]).data, waitMilliseconds: nil)
+                _ = try await client.sync(account: "poison", body: try SyncBody(device: "iphone", reports: [TestReports.report("p1")]).data, waitMilliseconds: nil)
             }
             // Corrupt the poison account's stored state so resolving it throws a decoding error.
             try await env.pool.query("INSERT INTO account_states (account_id, tier, state) VALUES ('poison', 'free', '{\"broken\": true}')")

@@ -16,7 +16,7 @@ import Testing
 struct RenewalDetailsAPITests {
     /// Signed renewal info of `original` with the given fields (Apple's JWSRenewalInfoDecodedPayload).
     static func renewal(
-        _ trust: TrustAPITests, original: String, autoRenew: Bool, product: String, renewsTo: String,
+        _ trust: StoreKitTrust, original: String, autoRenew: Bool, product: String, renewsTo: String,
         expirationIntent: Int? = nil, priceIncrease: Int? = nil, renewalDate: Date? = nil, signed: Date
     ) throws -> String {
         var payload: [String: Any] = [
@@ -38,20 +38,20 @@ struct RenewalDetailsAPITests {
     func threeSources() async throws {
         let receiver = try await WebhookReceiver()
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let (_, secret) = try await EndpointStore(pool: env.pool).create(url: receiver.url("/renewals"), eventTypes: nil)
             try await receiver.setSecrets([secret.text])
             let now = Date().roundedToMilliseconds
             let day: TimeInterval = 86_400
             let expires = now.addingTimeInterval(20 * day)
-            let transaction = TrustAPITests.transaction(
+            let transaction = StoreKitTrust.transaction(
                 original: "t-rd1", product: "voip.premium.monthly", purchased: now.addingTimeInterval(-10 * day), expires: expires,
                 signed: now.addingTimeInterval(-10 * day))
             let signedTransaction = try trust.authority.sign(transaction)
             let app = try env.application(
                 deliveryWorkers: 1, webhookGuard: WebhookDeliveryTests.loopback, requireSigned: true, verifier: trust.verifier,
-                appStoreAPI: try AppStoreAPITests.client(double))
+                appStoreAPI: try AppStoreDouble.client(double))
             try await app.testLive { client in
                 let port = try #require(client.port)
 
@@ -74,7 +74,7 @@ struct RenewalDetailsAPITests {
                 // 2. A notification, signed later: the crossgrade is off, the increase accepted.
                 let fromNotification = try trust.notification(
                     "DID_CHANGE_RENEWAL_PREF",
-                    transaction: TrustAPITests.transaction(
+                    transaction: StoreKitTrust.transaction(
                         original: "t-rd1", product: "voip.premium.monthly", purchased: now.addingTimeInterval(-10 * day), expires: expires,
                         signed: now.addingTimeInterval(-60)),
                     signed: now.addingTimeInterval(-60),
@@ -91,7 +91,7 @@ struct RenewalDetailsAPITests {
 
                 // 3. The store, asked by an operator: the subscriber cancelled (expirationIntent 1).
                 // Apple signs what it answers when it answers.
-                let storeTransaction = try trust.authority.sign(TrustAPITests.transaction(
+                let storeTransaction = try trust.authority.sign(StoreKitTrust.transaction(
                     original: "t-rd1", product: "voip.premium.monthly", purchased: now.addingTimeInterval(-10 * day), expires: expires,
                     signed: now))
                 let fromStore = try Self.renewal(
@@ -130,7 +130,7 @@ struct RenewalDetailsAPITests {
                     trust, original: "t-rd1", autoRenew: true, product: "voip.premium.monthly", renewsTo: "voip.premium.yearly",
                     signed: now.addingTimeInterval(-30))
                 let (synced, _) = try await client.sync(
-                    account: "rita", body: try TrustAPITests.signedBody(reportID: "stale", jws: signedTransaction, renewal: stale))
+                    account: "rita", body: try StoreKitTrust.signedBody(reportID: "stale", jws: signedTransaction, renewal: stale))
                 #expect(synced == .accepted)
                 account = try await trust.settled(client, "rita")
                 #expect(Self.premium(account)?["expiration_reason"] as? String == "cancelled")
@@ -162,10 +162,10 @@ struct RenewalDetailsAPITests {
     @Test("a notification kept until its purchase is bound keeps its renewal info's signing time: it beats older renewal info the device brings")
     func keptNotificationStaysSigned() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
+            let trust = try StoreKitTrust()
             let now = Date().roundedToMilliseconds
             let day: TimeInterval = 86_400
-            let transaction = TrustAPITests.transaction(
+            let transaction = StoreKitTrust.transaction(
                 original: "t-rd2", product: "voip.premium.monthly", purchased: now.addingTimeInterval(-3 * day),
                 expires: now.addingTimeInterval(27 * day), signed: now.addingTimeInterval(-3 * day))
             try await env.application(requireSigned: true, verifier: trust.verifier).test(.router) { client in
@@ -184,7 +184,7 @@ struct RenewalDetailsAPITests {
                     trust, original: "t-rd2", autoRenew: true, product: "voip.premium.monthly", renewsTo: "voip.premium.monthly",
                     signed: now.addingTimeInterval(-3600))
                 let (status, _) = try await client.sync(
-                    account: "nora", body: try TrustAPITests.signedBody(reportID: "n1", jws: try trust.authority.sign(transaction), renewal: cached))
+                    account: "nora", body: try StoreKitTrust.signedBody(reportID: "n1", jws: try trust.authority.sign(transaction), renewal: cached))
                 #expect(status == .accepted)
                 let account = try await trust.settled(client, "nora")
                 #expect(Self.premium(account)?["renewal_product_id"] as? String == "voip.premium.yearly", "\(account)")
@@ -192,10 +192,10 @@ struct RenewalDetailsAPITests {
                     "SELECT count(*) FROM reports WHERE account_id = 'nora' AND source = 'store' AND renewal_signed_at IS NOT NULL") == 1)
             }
             // What support reads: `subsync accounts show`.
-            let shown = try await OperationsCommandTests.run(["accounts", "show", "nora"], env: env)
+            let shown = try await SubsyncCommand.run(["accounts", "show", "nora"], env: env)
             #expect(shown.status == 0, "\(shown.stderr)")
             #expect(shown.stdout.contains("renews") && shown.stdout.contains("to voip.premium.yearly"), "\(shown.stdout)")
-            let json = try await OperationsCommandTests.run(["accounts", "show", "nora", "--json"], env: env)
+            let json = try await SubsyncCommand.run(["accounts", "show", "nora", "--json"], env: env)
             let entitlements = ((json.object["state"] as? [String: Any])?["entitlements"] as? [[String: Any]]) ?? []
             #expect(entitlements.first?["renewal_product_id"] as? String == "voip.premium.yearly")
         }

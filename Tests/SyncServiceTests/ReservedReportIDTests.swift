@@ -14,10 +14,10 @@ struct ReservedReportIDTests {
     @Test("a device's sync under a store:, asn: or admin- report id is refused (400 reserved_report_id) and stores nothing; the client's own ids are not reserved")
     func reservedReportIDsAreRefused() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
+            let trust = try StoreKitTrust()
             let now = Date()
             // A spare copy of the user's genuine purchase, signed before any refund.
-            let spare = try trust.authority.sign(TrustAPITests.transaction(
+            let spare = try trust.authority.sign(StoreKitTrust.transaction(
                 original: "7200", purchased: now.addingTimeInterval(-86_400), expires: now.addingTimeInterval(29 * 86_400),
                 signed: now.addingTimeInterval(-600)))
             try await env.application(requireSigned: true, verifier: trust.verifier).test(.router) { client in
@@ -27,7 +27,7 @@ struct ReservedReportIDTests {
                     "asn:6f9619ff-8b86-d011-b42d-00c04fc964ff", "admin-6f9619ff-8b86-d011-b42d-00c04fc964ff", "STORE:7200:x",
                 ] {
                     let (status, json) = try await client.sync(
-                        account: "acct-squat", body: try TrustAPITests.signedBody(reportID: id, jws: spare), credential: token,
+                        account: "acct-squat", body: try StoreKitTrust.signedBody(reportID: id, jws: spare), credential: token,
                         waitMilliseconds: nil)
                     #expect(status == .badRequest, "\(id)")
                     #expect(json.errorCode == "reserved_report_id", "\(id): \(json)")
@@ -41,7 +41,7 @@ struct ReservedReportIDTests {
                 let ownID = Purchase(signedTransaction: spare).reportID
                 #expect(ReportNamespace.reservedPrefix(of: ownID) == nil)
                 let (status, _) = try await client.sync(
-                    account: "acct-squat", body: try TrustAPITests.signedBody(reportID: ownID, jws: spare), credential: token)
+                    account: "acct-squat", body: try StoreKitTrust.signedBody(reportID: ownID, jws: spare), credential: token)
                 #expect(status == .accepted)
                 #expect(try await env.count("reports", accountID: "acct-squat") == 1)
             }

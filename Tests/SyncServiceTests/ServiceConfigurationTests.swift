@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import SyncService
 import Testing
+import TestSupport
 
 @Suite("Service configuration")
 struct ServiceConfigurationTests {

@@ -10,42 +10,11 @@ import Testing
 /// The sync API end to end: real HTTP, a real database, real workers.
 @Suite("Sync API")
 struct SyncAPITests {
-    static let start = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 / 1000).rounded(.down) * 1000)
-
-    static func report(
-        _ id: String,
-        device: String = "iphone",
-        transaction: String = "t1",
-        product: String = "voip.premium.monthly",
-        purchased: TimeInterval = -86_400,
-        expires: TimeInterval? = 29 * 86_400,
-        observed: TimeInterval = 0,
-        revoked: TimeInterval? = nil
-    ) -> Report {
-        Report(
-            reportID: id,
-            deviceID: device,
-            observedAt: start.addingTimeInterval(observed),
-            productID: product,
-            originalTransactionID: transaction,
-            transactionID: transaction,
-            purchasedAt: start.addingTimeInterval(purchased),
-            expiresAt: expires.map { start.addingTimeInterval($0) },
-            revokedAt: revoked.map { start.addingTimeInterval($0) },
-            willAutoRenew: true
-        )
-    }
-
-    static func entitlement(_ json: [String: Any], _ id: String) -> [String: Any]? {
-        let account = (json["account"] as? [String: Any]) ?? json
-        return (account["entitlements"] as? [[String: Any]])?.first { $0["id"] as? String == id }
-    }
-
     @Test("sync with wait_ms answers 202 with the state after the reports (read-your-writes)")
     func syncAndReadYourWrites() async throws {
         try await TestEnvironment.withFresh { env in
             try await env.application().testLive { client in
-                let body = try SyncBody(device: "iphone", reports: [Self.report("r1")]).data
+                let body = try SyncBody(device: "iphone", reports: [TestReports.report("r1")]).data
                 let (status, json) = try await client.sync(account: "alice", body: body, waitMilliseconds: 60_000)
                 #expect(status == .accepted)
                 #expect(json["accepted"] as? Int == 1)
@@ -54,7 +23,7 @@ struct SyncAPITests {
                 let account = try #require(json["account"] as? [String: Any])
                 #expect(account["tier"] as? String == "premium")
                 #expect(account["ads"] as? Bool == false)
-                #expect(Self.entitlement(json, "premium")?["status"] as? String == "active")
+                #expect(TestReports.entitlement(json, "premium")?["status"] as? String == "active")
                 #expect((account["devices"] as? [[String: Any]])?.first?["id"] as? String == "iphone")
 
                 let (readStatus, read) = try await client.getJSON("/v1/accounts/alice")
@@ -68,7 +37,7 @@ struct SyncAPITests {
     @Test("without wait_ms, resolved says whether this request's reports are resolved, whatever else of the account is pending")
     func resolvedWithoutWaiting() async throws {
         try await TestEnvironment.withFresh { env in
-            let first = try SyncBody(device: "iphone", reports: [Self.report("r1"), Self.report("r2", observed: 60)]).data
+            let first = try SyncBody(device: "iphone", reports: [TestReports.report("r1"), TestReports.report("r2", observed: 60)]).data
             // No workers: the reports stay pending.
             try await env.application(workers: 0).test(.router) { client in
                 let (status, json) = try await client.sync(account: "erin", body: first, waitMilliseconds: nil)
@@ -85,7 +54,7 @@ struct SyncAPITests {
             }
             try await env.application(workers: 0).test(.router) { client in
                 // Another device's new report is pending; the first request's reports are not.
-                let other = try SyncBody(device: "ipad", reports: [Self.report("r3", device: "ipad", observed: 120)]).data
+                let other = try SyncBody(device: "ipad", reports: [TestReports.report("r3", device: "ipad", observed: 120)]).data
                 let (_, pending) = try await client.sync(account: "erin", body: other, waitMilliseconds: nil)
                 #expect(pending["resolved"] as? Bool == false)
                 let (_, again) = try await client.sync(account: "erin", body: first, waitMilliseconds: nil)
@@ -100,7 +69,7 @@ struct SyncAPITests {
     func idempotentResubmission() async throws {
         try await TestEnvironment.withFresh { env in
             try await env.application().testLive { client in
-                let body = try SyncBody(device: "iphone", reports: [Self.report("r1"), Self.report("r2", observed: 60)]).data
+                let body = try SyncBody(device: "iphone", reports: [TestReports.report("r1"), TestReports.report("r2", observed: 60)]).data
                 let first = try await client.sync(account: "bob", body: body)
                 let second = try await client.sync(account: "bob", body: body)
                 #expect(first.json["accepted"] as? Int == 2)
@@ -118,11 +87,11 @@ struct SyncAPITests {
     func staleDeviceAfterRenewal() async throws {
         try await TestEnvironment.withFresh { env in
             try await env.application().testLive { client in
-                let renewal = Self.report("renewal", device: "iphone", transaction: "t2", purchased: 0, expires: 30 * 86_400, observed: 10)
-                _ = try await client.sync(account: "carol", body: try SyncBody(device: "iphone", reports: [Self.report("first"), renewal]).data)
-                let stale = Self.report("stale", device: "ipad", transaction: "t1", expires: 29 * 86_400, observed: 20)
+                let renewal = TestReports.report("renewal", device: "iphone", transaction: "t2", purchased: 0, expires: 30 * 86_400, observed: 10)
+                _ = try await client.sync(account: "carol", body: try SyncBody(device: "iphone", reports: [TestReports.report("first"), renewal]).data)
+                let stale = TestReports.report("stale", device: "ipad", transaction: "t1", expires: 29 * 86_400, observed: 20)
                 let (_, json) = try await client.sync(account: "carol", body: try SyncBody(device: "ipad", reports: [stale]).data)
-                let premium = try #require(Self.entitlement(json, "premium"))
+                let premium = try #require(TestReports.entitlement(json, "premium"))
                 #expect(premium["status"] as? String == "active")
                 #expect(premium["source_transaction_id"] as? String == "t2")
             }
@@ -133,12 +102,12 @@ struct SyncAPITests {
     func refundThenStaleActive() async throws {
         try await TestEnvironment.withFresh { env in
             try await env.application().testLive { client in
-                _ = try await client.sync(account: "dave", body: try SyncBody(device: "iphone", reports: [Self.report("a")]).data)
-                let refund = Self.report("refund", revoked: -10)
+                _ = try await client.sync(account: "dave", body: try SyncBody(device: "iphone", reports: [TestReports.report("a")]).data)
+                let refund = TestReports.report("refund", revoked: -10)
                 _ = try await client.sync(account: "dave", body: try SyncBody(device: "iphone", reports: [refund]).data)
-                let stale = Self.report("stale", device: "ipad", observed: -3600)
+                let stale = TestReports.report("stale", device: "ipad", observed: -3600)
                 let (_, json) = try await client.sync(account: "dave", body: try SyncBody(device: "ipad", reports: [stale]).data)
-                #expect(Self.entitlement(json, "premium")?["status"] as? String == "revoked")
+                #expect(TestReports.entitlement(json, "premium")?["status"] as? String == "revoked")
                 #expect((json["account"] as? [String: Any])?["tier"] as? String == "free")
                 let types = try await env.pool.query("SELECT type FROM events WHERE account_id = 'dave' ORDER BY sequence")
                     .map { try $0.decode(String.self, at: 0) }
@@ -155,7 +124,7 @@ struct SyncAPITests {
                     for device in ["iphone", "ipad"] {
                         group.addTask {
                             for index in 0..<10 {
-                                let report = Self.report("\(device)-\(index)", device: device, transaction: "t\(index % 3)",
+                                let report = TestReports.report("\(device)-\(index)", device: device, transaction: "t\(index % 3)",
                                                          purchased: Double(index % 3) * 30 * 86_400 - 86_400,
                                                          expires: Double(index % 3) * 30 * 86_400 + 29 * 86_400, observed: Double(index))
                                 _ = try await client.sync(account: "erin", body: try SyncBody(device: device, reports: [report]).data, waitMilliseconds: nil)
@@ -171,7 +140,7 @@ struct SyncAPITests {
                     return json["pending_reports"] as? Int == 0
                 }
                 #expect(json["pending_reports"] as? Int == 0)
-                let premium = try #require(Self.entitlement(json, "premium"))
+                let premium = try #require(TestReports.entitlement(json, "premium"))
                 #expect(premium["source_transaction_id"] as? String == "t2")
                 #expect((json["devices"] as? [[String: Any]])?.count == 2)
             }
@@ -195,7 +164,7 @@ struct SyncAPITests {
     func featureCheck() async throws {
         try await TestEnvironment.withFresh { env in
             try await env.application().testLive { client in
-                _ = try await client.sync(account: "fay", body: try SyncBody(device: "iphone", reports: [Self.report("r1", product: "voip.basic.monthly")]).data)
+                _ = try await client.sync(account: "fay", body: try SyncBody(device: "iphone", reports: [TestReports.report("r1", product: "voip.basic.monthly")]).data)
                 let (status, json) = try await client.getJSON("/v1/accounts/fay/features/video_calling")
                 #expect(status == .ok)
                 #expect(json["allowed"] as? Bool == false)

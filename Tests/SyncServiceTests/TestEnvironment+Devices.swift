@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import TestSupport
 
 extension TestEnvironment {
     /// Records `devices` of `account` as having first reached the service at `since` (as a sync

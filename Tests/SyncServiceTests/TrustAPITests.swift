@@ -13,85 +13,12 @@ import TestSupport
 /// Notifications V2 and account binding, against a real database and our own certificate chain.
 @Suite("Trust: signed reports, notifications and account binding over HTTP")
 struct TrustAPITests {
-    static let bundleID = "com.example.subsync"
-    /// The key of the `appAccountToken`s that the tests' accounts are given.
-    static let appAccountTokenKey = "app-account-token-key-for-tests-0123456789"
-    let authority: TestCertificateAuthority
-    let verifier: StoreKitVerifier
+    let trust: StoreKitTrust
+    var authority: TestCertificateAuthority { trust.authority }
+    var verifier: StoreKitVerifier { trust.verifier }
 
     init() throws {
-        authority = try TestCertificateAuthority()
-        verifier = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: Self.bundleID, allowedEnvironments: [.production])
-    }
-
-    // MARK: - Building signed material
-
-    static func transaction(
-        original: String, id: String? = nil, product: String = "voip.premium.monthly", purchased: Date, expires: Date?,
-        signed: Date, revoked: Date? = nil, token: UUID? = nil, environment: String = "Production", bundle: String = bundleID
-    ) -> JWSTransactionPayload {
-        JWSTransactionPayload(
-            transactionId: id ?? original, originalTransactionId: original, bundleId: bundle, productId: product,
-            purchaseDate: purchased, expiresDate: expires, revocationDate: revoked, revocationReason: revoked == nil ? nil : 0,
-            type: "Auto-Renewable Subscription", environment: environment, signedDate: signed,
-            appAccountToken: token?.uuidString)
-    }
-
-    /// A sync body whose one report carries `jws` and device-side fields that lie.
-    static func signedBody(reportID: String, jws: String?, renewal: String? = nil, device: String = "phone") throws -> Data {
-        var report: [String: Any] = [
-            "report_id": reportID, "observed_at": RFC3339.format(Date()),
-            // Ignored for a verified report: the signed payload is the truth.
-            "product_id": "voip.business.yearly", "original_transaction_id": "forged", "transaction_id": "forged",
-            "purchased_at": "2020-01-01T00:00:00Z", "expires_at": "2099-01-01T00:00:00Z",
-            "grace_period_expires_at": "2099-01-01T00:00:00Z", "in_billing_retry": false, "will_auto_renew": true,
-        ]
-        if let jws { report["signed_transaction"] = jws }
-        if let renewal { report["signed_renewal_info"] = renewal }
-        return try JSONSerialization.data(withJSONObject: ["device": ["id": device, "platform": "ios"], "reports": [report]])
-    }
-
-    /// Signed renewal info of `original` (Apple's JWSRenewalInfoDecodedPayload fields).
-    func renewalInfo(
-        original: String, autoRenew: Bool, billingRetry: Bool, grace: Date?, signed: Date, ca: TestCertificateAuthority? = nil,
-        environment: String = "Production"
-    ) throws -> String {
-        var payload: [String: Any] = [
-            "originalTransactionId": original, "autoRenewProductId": "voip.premium.monthly", "productId": "voip.premium.monthly",
-            "autoRenewStatus": autoRenew ? 1 : 0, "isInBillingRetryPeriod": billingRetry,
-            "environment": environment, "signedDate": (signed.timeIntervalSince1970 * 1000).rounded(),
-        ]
-        if let grace { payload["gracePeriodExpiresDate"] = (grace.timeIntervalSince1970 * 1000).rounded() }
-        let signer = ca ?? authority
-        return try signer.sign(header: try signer.header(), payload: try JSONSerialization.data(withJSONObject: payload))
-    }
-
-    static func unsignedBody(reportID: String, expires: String = "2099-01-01T00:00:00Z") throws -> Data {
-        try SyncBody(device: "phone", reports: [
-            Report(
-                reportID: reportID, deviceID: "phone", observedAt: Date(), productID: "voip.business.yearly",
-                originalTransactionID: "self-made", transactionID: "self-made", purchasedAt: Date().addingTimeInterval(-60),
-                expiresAt: RFC3339.parse(expires), trust: .unverifiedDevice),
-        ]).data
-    }
-
-    /// A signed App Store Server Notification V2 carrying `transaction` (and optional renewal info).
-    func notification(
-        _ type: String, uuid: UUID = UUID(), transaction: JWSTransactionPayload?, signed: Date, renewal: [String: Any]? = nil,
-        environment: String = "Production"
-    ) throws -> Data {
-        var data: [String: Any] = ["bundleId": Self.bundleID, "environment": environment]
-        if let transaction { data["signedTransactionInfo"] = try authority.sign(transaction) }
-        if let renewal {
-            data["signedRenewalInfo"] = try authority.sign(
-                header: try authority.header(), payload: try JSONSerialization.data(withJSONObject: renewal))
-        }
-        let payload: [String: Any] = [
-            "notificationType": type, "notificationUUID": uuid.uuidString, "version": "2.0",
-            "signedDate": (signed.timeIntervalSince1970 * 1000).rounded(), "data": data,
-        ]
-        let jws = try authority.sign(header: try authority.header(), payload: try JSONSerialization.data(withJSONObject: payload))
-        return try JSONSerialization.data(withJSONObject: ["signedPayload": jws])
+        trust = try StoreKitTrust()
     }
 
     // MARK: - Policy
@@ -101,7 +28,7 @@ struct TrustAPITests {
         try await TestEnvironment.withFresh { env in
             let app = try env.application(requireSigned: true, verifier: verifier)
             try await app.test(.router) { client in
-                let (status, json) = try await client.sync(account: "acct-unsigned", body: try Self.unsignedBody(reportID: "u1"))
+                let (status, json) = try await client.sync(account: "acct-unsigned", body: try StoreKitTrust.unsignedBody(reportID: "u1"))
                 #expect(status == .unprocessableContent)
                 #expect(json.errorCode == "signature_required")
             }
@@ -117,14 +44,14 @@ struct TrustAPITests {
             let now = Date()
             try await app.test(.router) { client in
                 // 1. Unsigned, claiming business until 2099: refused, the account stays free.
-                let (refused, _) = try await client.sync(account: "acct-forge", body: try Self.unsignedBody(reportID: "f1"))
+                let (refused, _) = try await client.sync(account: "acct-forge", body: try StoreKitTrust.unsignedBody(reportID: "f1"))
                 #expect(refused == .unprocessableContent)
                 // 2. Self-signed chain (a stranger's root) with the same claim: untrusted.
                 let stranger = try TestCertificateAuthority(name: "stranger")
-                let forged = try stranger.sign(Self.transaction(
+                let forged = try stranger.sign(StoreKitTrust.transaction(
                     original: "9001", product: "voip.business.yearly", purchased: now.addingTimeInterval(-60),
                     expires: RFC3339.parse("2099-01-01T00:00:00Z"), signed: now))
-                let (untrusted, untrustedJSON) = try await client.sync(account: "acct-forge", body: try Self.signedBody(reportID: "f2", jws: forged))
+                let (untrusted, untrustedJSON) = try await client.sync(account: "acct-forge", body: try StoreKitTrust.signedBody(reportID: "f2", jws: forged))
                 #expect(untrusted == .unprocessableContent)
                 #expect(untrustedJSON.errorCode == "untrusted_chain")
                 let (_, free) = try await client.getJSON("/v1/accounts/acct-forge")
@@ -133,9 +60,9 @@ struct TrustAPITests {
                 // 3. Genuinely signed premium (already expired), while the device's JSON claims
                 //    business until 2099: the stored state follows the signature.
                 let expired = now.addingTimeInterval(-3600)
-                let jws = try authority.sign(Self.transaction(
+                let jws = try authority.sign(StoreKitTrust.transaction(
                     original: "9002", purchased: now.addingTimeInterval(-86_400 * 31), expires: expired, signed: now.addingTimeInterval(-60)))
-                let (accepted, json) = try await client.sync(account: "acct-forge", body: try Self.signedBody(reportID: "f3", jws: jws))
+                let (accepted, json) = try await client.sync(account: "acct-forge", body: try StoreKitTrust.signedBody(reportID: "f3", jws: jws))
                 #expect(accepted == .accepted)
                 let account = try #require(json["account"] as? [String: Any])
                 #expect(account["tier"] as? String == "free")
@@ -160,7 +87,7 @@ struct TrustAPITests {
         try await TestEnvironment.withFresh { env in
             let app = try env.application(requireSigned: true, verifier: verifier)
             let now = Date()
-            let good = Self.transaction(original: "7000", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now)
+            let good = StoreKitTrust.transaction(original: "7000", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now)
             let valid = try authority.sign(good)
             let parts = valid.split(separator: ".").map(String.init)
             let payloadJSON = try TestCertificateAuthority.payloadJSON(good)
@@ -182,14 +109,14 @@ struct TrustAPITests {
                 header: try authority.header(x5c: [try TestCertificateAuthority.x5cEntry(authority.leaf), try TestCertificateAuthority.x5cEntry(authority.root)]),
                 payload: payloadJSON)
             let wrongOID = try TestCertificateAuthority(leafPolicyOID: TestCertificateAuthority.unrelatedOID)
-            let wrongOIDVerifier = try StoreKitVerifier(rootCertificates: [wrongOID.root], bundleID: Self.bundleID, allowedEnvironments: [.production])
+            let wrongOIDVerifier = try StoreKitVerifier(rootCertificates: [wrongOID.root], bundleID: StoreKitTrust.bundleID, allowedEnvironments: [.production])
             let expiredAuthority = try TestCertificateAuthority(
                 leafValidity: now.addingTimeInterval(-86_400 * 400)...now.addingTimeInterval(-86_400), now: now)
             let expiredVerifier = try StoreKitVerifier(
-                rootCertificates: [expiredAuthority.root], bundleID: Self.bundleID, allowedEnvironments: [.production])
-            let wrongBundle = try authority.sign(Self.transaction(
+                rootCertificates: [expiredAuthority.root], bundleID: StoreKitTrust.bundleID, allowedEnvironments: [.production])
+            let wrongBundle = try authority.sign(StoreKitTrust.transaction(
                 original: "7000", purchased: now, expires: nil, signed: now, bundle: "com.example.other"))
-            let wrongEnvironment = try authority.sign(Self.transaction(
+            let wrongEnvironment = try authority.sign(StoreKitTrust.transaction(
                 original: "7000", purchased: now, expires: nil, signed: now, environment: "Sandbox"))
 
             let cases: [(name: String, jws: String, verifier: StoreKitVerifier, code: String)] = [
@@ -209,7 +136,7 @@ struct TrustAPITests {
                 let account = "acct-reject-\(index)"
                 let app = try env.application(requireSigned: true, verifier: testCase.verifier)
                 try await app.test(.router) { client in
-                    let (status, json) = try await client.sync(account: account, body: try Self.signedBody(reportID: "r", jws: testCase.jws))
+                    let (status, json) = try await client.sync(account: account, body: try StoreKitTrust.signedBody(reportID: "r", jws: testCase.jws))
                     #expect(status == .unprocessableContent, "\(testCase.name)")
                     #expect(json.errorCode == testCase.code, "\(testCase.name): \(json)")
                 }
@@ -218,7 +145,7 @@ struct TrustAPITests {
             }
             // The valid one, for contrast, is accepted by the same app.
             try await app.test(.router) { client in
-                let (status, _) = try await client.sync(account: "acct-valid", body: try Self.signedBody(reportID: "r", jws: valid))
+                let (status, _) = try await client.sync(account: "acct-valid", body: try StoreKitTrust.signedBody(reportID: "r", jws: valid))
                 #expect(status == .accepted)
             }
             #expect(try await env.count("reports", accountID: "acct-valid") == 1)
@@ -230,11 +157,11 @@ struct TrustAPITests {
         try await TestEnvironment.withFresh { env in
             let app = try env.application(requireSigned: false, verifier: verifier)
             try await app.test(.router) { client in
-                let (status, _) = try await client.sync(account: "acct-optional", body: try Self.unsignedBody(reportID: "o1"))
+                let (status, _) = try await client.sync(account: "acct-optional", body: try StoreKitTrust.unsignedBody(reportID: "o1"))
                 #expect(status == .accepted)
-                let stranger = try TestCertificateAuthority(name: "stranger").sign(Self.transaction(
+                let stranger = try TestCertificateAuthority(name: "stranger").sign(StoreKitTrust.transaction(
                     original: "1", purchased: Date(), expires: nil, signed: Date()))
-                let (refused, json) = try await client.sync(account: "acct-optional", body: try Self.signedBody(reportID: "o2", jws: stranger))
+                let (refused, json) = try await client.sync(account: "acct-optional", body: try StoreKitTrust.signedBody(reportID: "o2", jws: stranger))
                 #expect(refused == .unprocessableContent)
                 #expect(json.errorCode == "untrusted_chain")
             }
@@ -255,25 +182,25 @@ struct TrustAPITests {
             let expires = now.addingTimeInterval(86_400 * 29)
             let token = UUID()
             try await app.test(.router) { client in
-                let device = try authority.sign(Self.transaction(
+                let device = try authority.sign(StoreKitTrust.transaction(
                     original: "5000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-600), token: token))
-                let (status, json) = try await client.sync(account: "acct-refund", body: try Self.signedBody(reportID: "d1", jws: device))
+                let (status, json) = try await client.sync(account: "acct-refund", body: try StoreKitTrust.signedBody(reportID: "d1", jws: device))
                 #expect(status == .accepted)
                 #expect((json["account"] as? [String: Any])?["tier"] as? String == "premium")
 
                 // REFUND: Apple's transaction carries the revocation.
                 let refundUUID = UUID()
-                let refund = try notification("REFUND", uuid: refundUUID, transaction: Self.transaction(
+                let refund = try trust.notification("REFUND", uuid: refundUUID, transaction: StoreKitTrust.transaction(
                     original: "5000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-300),
                     revoked: now.addingTimeInterval(-320), token: token), signed: now.addingTimeInterval(-300))
                 let first = try await client.postJSON("/v1/notifications/apple", body: refund, credential: nil)
                 #expect(first.status == .ok)
                 #expect(first.json["status"] as? String == "applied")
                 #expect(first.json["account_id"] == nil, "the unauthenticated caller is not told the account")
-                #expect(try await notificationAccount(env, refundUUID) == "acct-refund")
-                let revoked = try await settled(client, "acct-refund")
+                #expect(try await trust.notificationAccount(env, refundUUID) == "acct-refund")
+                let revoked = try await trust.settled(client, "acct-refund")
                 #expect(revoked["tier"] as? String == "free")
-                #expect(entitlementStatus(revoked) == "revoked")
+                #expect(trust.entitlementStatus(revoked) == "revoked")
 
                 // The same notification again: acknowledged, nothing new stored.
                 let again = try await client.postJSON("/v1/notifications/apple", body: refund, credential: nil)
@@ -281,20 +208,20 @@ struct TrustAPITests {
                 #expect(again.json["status"] as? String == "duplicate")
 
                 // A stale device report (no revocation, signed before the refund) cannot un-revoke.
-                let stale = try authority.sign(Self.transaction(
+                let stale = try authority.sign(StoreKitTrust.transaction(
                     original: "5000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-500), token: token))
-                _ = try await client.sync(account: "acct-refund", body: try Self.signedBody(reportID: "d2", jws: stale))
-                #expect(entitlementStatus(try await settled(client, "acct-refund")) == "revoked")
+                _ = try await client.sync(account: "acct-refund", body: try StoreKitTrust.signedBody(reportID: "d2", jws: stale))
+                #expect(trust.entitlementStatus(try await trust.settled(client, "acct-refund")) == "revoked")
 
                 // REFUND_REVERSED: signed later, without revocation: restored.
-                let reversed = try notification("REFUND_REVERSED", transaction: Self.transaction(
+                let reversed = try trust.notification("REFUND_REVERSED", transaction: StoreKitTrust.transaction(
                     original: "5000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-60), token: token),
                     signed: now.addingTimeInterval(-60))
                 let restore = try await client.postJSON("/v1/notifications/apple", body: reversed, credential: nil)
                 #expect(restore.json["status"] as? String == "applied")
-                let restored = try await settled(client, "acct-refund")
+                let restored = try await trust.settled(client, "acct-refund")
                 #expect(restored["tier"] as? String == "premium")
-                #expect(entitlementStatus(restored) == "active")
+                #expect(trust.entitlementStatus(restored) == "active")
             }
             let stored = try await env.pool.query(
                 "SELECT count(*) FILTER (WHERE source = 'store'), count(*) FROM reports WHERE account_id = 'acct-refund'")
@@ -315,11 +242,11 @@ struct TrustAPITests {
         _ client: some TestClientProtocol, env: TestEnvironment, account: String, original: String, now: Date
     ) async throws -> (token: String, transaction: JWSTransactionPayload) {
         let token = try await env.token(for: account)
-        let purchase = Self.transaction(
+        let purchase = StoreKitTrust.transaction(
             original: original, purchased: now.addingTimeInterval(-86_400), expires: now.addingTimeInterval(86_400 * 29),
             signed: now.addingTimeInterval(-600))
         let (status, json) = try await client.sync(
-            account: account, body: try Self.signedBody(reportID: "\(original)-d1", jws: try authority.sign(purchase)), credential: token)
+            account: account, body: try StoreKitTrust.signedBody(reportID: "\(original)-d1", jws: try authority.sign(purchase)), credential: token)
         #expect(status == .accepted)
         #expect((json["account"] as? [String: Any])?["tier"] as? String == "premium")
         let revoke = try await client.postJSON(
@@ -327,7 +254,7 @@ struct TrustAPITests {
             body: try JSONSerialization.data(withJSONObject: ["transaction_id": original, "reason": "fraud", "actor": "ops"]))
         #expect(revoke.status == .ok)
         #expect(revoke.json["revoked"] as? Bool == true)
-        #expect(entitlementStatus(try await settled(client, account)) == "revoked")
+        #expect(trust.entitlementStatus(try await trust.settled(client, account)) == "revoked")
         return (token, purchase)
     }
 
@@ -339,8 +266,8 @@ struct TrustAPITests {
         #expect(unrevoke.status == .ok)
         #expect(unrevoke.json["recorded"] as? Bool == true)
         #expect(unrevoke.json["revoked"] as? Bool == false)
-        let restored = try await settled(client, account)
-        #expect(entitlementStatus(restored) == "active")
+        let restored = try await trust.settled(client, account)
+        #expect(trust.entitlementStatus(restored) == "active")
         #expect(restored["tier"] as? String == "premium")
     }
 
@@ -355,11 +282,11 @@ struct TrustAPITests {
                 var resigned = purchase
                 resigned.signedDate = Date().addingTimeInterval(1)
                 let (status, json) = try await client.sync(
-                    account: "acct-fraud", body: try Self.signedBody(reportID: "7000-d2", jws: try authority.sign(resigned)), credential: token)
+                    account: "acct-fraud", body: try StoreKitTrust.signedBody(reportID: "7000-d2", jws: try authority.sign(resigned)), credential: token)
                 #expect(status == .accepted)
                 #expect(json["accepted"] as? Int == 1, "a new report: \(json)")
-                let after = try await settled(client, "acct-fraud")
-                #expect(entitlementStatus(after) == "revoked")
+                let after = try await trust.settled(client, "acct-fraud")
+                #expect(trust.entitlementStatus(after) == "revoked")
                 #expect(after["tier"] as? String == "free")
 
                 try await operatorUnrevokes(client, account: "acct-fraud", original: "7000")
@@ -377,26 +304,26 @@ struct TrustAPITests {
                 let later = Date().addingTimeInterval(1)
                 var resigned = purchase
                 resigned.signedDate = later
-                let renewal = try notification(
+                let renewal = try trust.notification(
                     "DID_CHANGE_RENEWAL_STATUS", transaction: resigned, signed: later,
                     renewal: ["originalTransactionId": "7100", "autoRenewStatus": 0, "environment": "Production",
                               "signedDate": (later.timeIntervalSince1970 * 1000).rounded()])
                 let answer = try await client.postJSON("/v1/notifications/apple", body: renewal, credential: nil)
                 #expect(answer.json["status"] as? String == "applied")
-                #expect(entitlementStatus(try await settled(client, "acct-fraud")) == "revoked")
+                #expect(trust.entitlementStatus(try await trust.settled(client, "acct-fraud")) == "revoked")
 
                 // The store refunds and reverses its refund: that lifts the store's revocation only.
                 var refunded = purchase
                 refunded.signedDate = later.addingTimeInterval(1)
                 refunded.revocationDate = later.addingTimeInterval(1)
                 refunded.revocationReason = 0
-                let refund = try notification("REFUND", transaction: refunded, signed: later.addingTimeInterval(1))
+                let refund = try trust.notification("REFUND", transaction: refunded, signed: later.addingTimeInterval(1))
                 #expect(try await client.postJSON("/v1/notifications/apple", body: refund, credential: nil).json["status"] as? String == "applied")
                 var reversed = purchase
                 reversed.signedDate = later.addingTimeInterval(2)
-                let reversal = try notification("REFUND_REVERSED", transaction: reversed, signed: later.addingTimeInterval(2))
+                let reversal = try trust.notification("REFUND_REVERSED", transaction: reversed, signed: later.addingTimeInterval(2))
                 #expect(try await client.postJSON("/v1/notifications/apple", body: reversal, credential: nil).json["status"] as? String == "applied")
-                #expect(entitlementStatus(try await settled(client, "acct-fraud")) == "revoked")
+                #expect(trust.entitlementStatus(try await trust.settled(client, "acct-fraud")) == "revoked")
 
                 try await operatorUnrevokes(client, account: "acct-fraud", original: "7100")
             }
@@ -412,15 +339,15 @@ struct TrustAPITests {
                 // An account whose id is the token itself (apps that use the account UUID).
                 let token = UUID()
                 let accountID = token.uuidString.lowercased()
-                let device = try authority.sign(Self.transaction(
+                let device = try authority.sign(StoreKitTrust.transaction(
                     original: "6000", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now.addingTimeInterval(-30)))
-                _ = try await client.sync(account: accountID, body: try Self.signedBody(reportID: "d1", jws: device))
+                _ = try await client.sync(account: accountID, body: try StoreKitTrust.signedBody(reportID: "d1", jws: device))
                 // DID_FAIL_TO_RENEW with renewal info: billing retry with a grace period.
                 let grace = now.addingTimeInterval(3 * 86_400)
                 let failedUUID = UUID()
-                let failed = try notification(
+                let failed = try trust.notification(
                     "DID_FAIL_TO_RENEW", uuid: failedUUID,
-                    transaction: Self.transaction(
+                    transaction: StoreKitTrust.transaction(
                         original: "6000", purchased: now.addingTimeInterval(-86_400 * 31), expires: now.addingTimeInterval(-60),
                         signed: now.addingTimeInterval(-10), token: token),
                     signed: now.addingTimeInterval(-10),
@@ -429,24 +356,24 @@ struct TrustAPITests {
                               "environment": "Production", "signedDate": (now.timeIntervalSince1970 * 1000).rounded()])
                 let answer = try await client.postJSON("/v1/notifications/apple", body: failed, credential: nil)
                 #expect(answer.json["status"] as? String == "applied")
-                #expect(try await notificationAccount(env, failedUUID) == accountID)
+                #expect(try await trust.notificationAccount(env, failedUUID) == accountID)
 
                 // A purchase nobody has reported yet: acknowledged and kept as unmatched.
-                let orphan = try notification("SUBSCRIBED", transaction: Self.transaction(
+                let orphan = try trust.notification("SUBSCRIBED", transaction: StoreKitTrust.transaction(
                     original: "6999", purchased: now, expires: now.addingTimeInterval(86_400), signed: now), signed: now)
                 let unmatched = try await client.postJSON("/v1/notifications/apple", body: orphan, credential: nil)
                 #expect(unmatched.status == .ok)
                 #expect(unmatched.json["status"] as? String == "unmatched")
 
                 // TEST carries no transaction.
-                let test = try notification("TEST", transaction: nil, signed: now)
+                let test = try trust.notification("TEST", transaction: nil, signed: now)
                 #expect(try await client.postJSON("/v1/notifications/apple", body: test, credential: nil).json["status"] as? String == "ignored")
 
                 // Signed by a stranger: 422 with the code; not JSON: 400.
                 let strangerCA = try TestCertificateAuthority(name: "stranger")
                 let forgedJWS = try strangerCA.sign(header: try strangerCA.header(), payload: try JSONSerialization.data(withJSONObject: [
                     "notificationType": "REFUND", "notificationUUID": UUID().uuidString, "signedDate": 1_750_000_000_000,
-                    "data": ["bundleId": Self.bundleID, "environment": "Production"],
+                    "data": ["bundleId": StoreKitTrust.bundleID, "environment": "Production"],
                 ] as [String: Any]))
                 let forged = try await client.postJSON(
                     "/v1/notifications/apple", body: try JSONSerialization.data(withJSONObject: ["signedPayload": forgedJWS]), credential: nil)
@@ -478,10 +405,10 @@ struct TrustAPITests {
                 let outcomes = try await withThrowingTaskGroup(of: String?.self) { group in
                     for round in 0..<rounds {
                         let original = "race-\(round)"
-                        let refund = try notification("REFUND", transaction: Self.transaction(
+                        let refund = try trust.notification("REFUND", transaction: StoreKitTrust.transaction(
                             original: original, purchased: purchased, expires: expires, signed: now.addingTimeInterval(-60),
                             revoked: now.addingTimeInterval(-90)), signed: now.addingTimeInterval(-60))
-                        let device = try Self.signedBody(reportID: "r\(round)", jws: try authority.sign(Self.transaction(
+                        let device = try StoreKitTrust.signedBody(reportID: "r\(round)", jws: try authority.sign(StoreKitTrust.transaction(
                             original: original, purchased: purchased, expires: expires, signed: now.addingTimeInterval(-600))))
                         group.addTask { try await client.postJSON("/v1/notifications/apple", body: refund, credential: nil).json["status"] as? String }
                         group.addTask {
@@ -495,7 +422,7 @@ struct TrustAPITests {
                 }
                 #expect(outcomes.allSatisfy { $0 == "applied" || $0 == "unmatched" }, "\(outcomes)")
                 for round in 0..<rounds {
-                    #expect(entitlementStatus(try await settled(client, "acct-race-\(round)")) == "revoked", "round \(round)")
+                    #expect(trust.entitlementStatus(try await trust.settled(client, "acct-race-\(round)")) == "revoked", "round \(round)")
                 }
             }
             let statuses = try await env.pool.query("SELECT status, count(*) FROM store_notifications GROUP BY status")
@@ -545,16 +472,16 @@ struct TrustAPITests {
     @Test("a notification whose purchase another account binds while it waits for the purchase's lock is applied to that account")
     func notificationMeetingABindingGoesToThePurchasesOwner() async throws {
         try await TestEnvironment.withFresh { env in
-            let key = Self.appAccountTokenKey
+            let key = StoreKitTrust.appAccountTokenKey
             let app = try env.application(requireSigned: true, verifier: verifier, binding: .reject, appAccountTokenKey: key)
             let token = try #require(AppAccountTokens(key: key).token(for: "acct-token"))
             let binder = TransactionBinder(pool: env.pool, engine: ResolutionEngine(pool: env.pool, catalogue: .default), policy: .reject)
             let now = Date()
             try await app.test(.router) { client in
                 // The token is bound to its account by that account's own purchase.
-                let own = try authority.sign(Self.transaction(
+                let own = try authority.sign(StoreKitTrust.transaction(
                     original: "8400", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now, token: token))
-                #expect(try await client.sync(account: "acct-token", body: try Self.signedBody(reportID: "t1", jws: own)).status == .accepted)
+                #expect(try await client.sync(account: "acct-token", body: try StoreKitTrust.signedBody(reportID: "t1", jws: own)).status == .accepted)
 
                 // Another connection holds the lock of purchase 8401, as a first binding does.
                 // No idle timeout: the holder must not be ended while the test uses it.
@@ -562,7 +489,7 @@ struct TrustAPITests {
                 try await holder.execute(script: "SET idle_in_transaction_session_timeout = 0; BEGIN")
                 try await binder.lockPurchases(["8401"], on: holder)
                 let uuid = UUID()
-                let renewal = try notification("DID_RENEW", uuid: uuid, transaction: Self.transaction(
+                let renewal = try trust.notification("DID_RENEW", uuid: uuid, transaction: StoreKitTrust.transaction(
                     original: "8401", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(2 * 86_400), signed: now,
                     token: token), signed: now)
                 let answer = Task {
@@ -586,8 +513,8 @@ struct TrustAPITests {
                 let (status, outcome) = try await answer.value
                 #expect(status == .ok)
                 #expect(outcome == "applied")
-                #expect(try await notificationAccount(env, uuid) == "acct-owner", "the notification names the purchase's owner")
-                #expect(entitlementStatus(try await settled(client, "acct-owner")) == "active")
+                #expect(try await trust.notificationAccount(env, uuid) == "acct-owner", "the notification names the purchase's owner")
+                #expect(trust.entitlementStatus(try await trust.settled(client, "acct-owner")) == "active")
             }
             let reports = try await env.pool.query(
                 "SELECT account_id, source FROM reports WHERE original_transaction_id = '8401'")
@@ -603,43 +530,43 @@ struct TrustAPITests {
             let app = try env.application(requireSigned: true, verifier: verifier)
             let now = Date()
             // The last renewal failed an hour ago; the App Store retries, with three days of grace.
-            let lapsed = Self.transaction(
+            let lapsed = StoreKitTrust.transaction(
                 original: "8000", purchased: now.addingTimeInterval(-31 * 86_400), expires: now.addingTimeInterval(-3600),
                 signed: now.addingTimeInterval(-3000))
             let grace = now.addingTimeInterval(3 * 86_400).roundedToMilliseconds
             try await app.test(.router) { client in
                 // The transaction alone: expired, and the device's own grace field is ignored.
-                let (alone, _) = try await client.sync(account: "acct-grace", body: try Self.signedBody(reportID: "g1", jws: try authority.sign(lapsed)))
+                let (alone, _) = try await client.sync(account: "acct-grace", body: try StoreKitTrust.signedBody(reportID: "g1", jws: try authority.sign(lapsed)))
                 #expect(alone == .accepted)
-                var state = try await settled(client, "acct-grace")
-                #expect(entitlementStatus(state) == "expired")
+                var state = try await trust.settled(client, "acct-grace")
+                #expect(trust.entitlementStatus(state) == "expired")
                 #expect(state["tier"] as? String == "free")
 
-                let renewal = try renewalInfo(original: "8000", autoRenew: true, billingRetry: true, grace: grace, signed: now.addingTimeInterval(-60))
+                let renewal = try trust.renewalInfo(original: "8000", autoRenew: true, billingRetry: true, grace: grace, signed: now.addingTimeInterval(-60))
                 let (withRenewal, _) = try await client.sync(
-                    account: "acct-grace", body: try Self.signedBody(reportID: "g2", jws: try authority.sign(lapsed), renewal: renewal))
+                    account: "acct-grace", body: try StoreKitTrust.signedBody(reportID: "g2", jws: try authority.sign(lapsed), renewal: renewal))
                 #expect(withRenewal == .accepted)
-                state = try await settled(client, "acct-grace")
-                #expect(entitlementStatus(state) == "grace_period")
+                state = try await trust.settled(client, "acct-grace")
+                #expect(trust.entitlementStatus(state) == "grace_period")
                 #expect(state["tier"] as? String == "premium")
 
                 // Refused, storing nothing: renewal info of another purchase, one signed by a
                 // stranger, and renewal info without its transaction.
                 let before = try await env.count("reports", accountID: "acct-grace")
-                let other = try renewalInfo(original: "8001", autoRenew: true, billingRetry: true, grace: grace, signed: now)
+                let other = try trust.renewalInfo(original: "8001", autoRenew: true, billingRetry: true, grace: grace, signed: now)
                 let (mismatch, mismatchJSON) = try await client.sync(
-                    account: "acct-grace", body: try Self.signedBody(reportID: "g3", jws: try authority.sign(lapsed), renewal: other))
+                    account: "acct-grace", body: try StoreKitTrust.signedBody(reportID: "g3", jws: try authority.sign(lapsed), renewal: other))
                 #expect(mismatch == .unprocessableContent)
                 #expect(mismatchJSON.errorCode == "invalid_report")
                 let stranger = try TestCertificateAuthority(name: "stranger")
-                let forged = try renewalInfo(original: "8000", autoRenew: true, billingRetry: true, grace: grace, signed: now, ca: stranger)
+                let forged = try trust.renewalInfo(original: "8000", autoRenew: true, billingRetry: true, grace: grace, signed: now, ca: stranger)
                 let (untrusted, untrustedJSON) = try await client.sync(
-                    account: "acct-grace", body: try Self.signedBody(reportID: "g4", jws: try authority.sign(lapsed), renewal: forged))
+                    account: "acct-grace", body: try StoreKitTrust.signedBody(reportID: "g4", jws: try authority.sign(lapsed), renewal: forged))
                 #expect(untrusted == .unprocessableContent)
                 #expect(untrustedJSON.errorCode == "untrusted_chain")
                 #expect(untrustedJSON.errorMessage == "reports[0].signed_renewal_info: the certificate chain does not lead to a trusted root")
                 let (orphan, orphanJSON) = try await client.sync(
-                    account: "acct-grace", body: try Self.signedBody(reportID: "g5", jws: nil, renewal: renewal))
+                    account: "acct-grace", body: try StoreKitTrust.signedBody(reportID: "g5", jws: nil, renewal: renewal))
                 #expect(orphan == .unprocessableContent)
                 #expect(orphanJSON.errorCode == "invalid_report")
                 #expect(try await env.count("reports", accountID: "acct-grace") == before)
@@ -659,35 +586,35 @@ struct TrustAPITests {
     func environmentsMustAgree() async throws {
         try await TestEnvironment.withFresh { env in
             // Both environments accepted (as on a staging server), so that only the cross-check refuses.
-            let both = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: Self.bundleID, allowedEnvironments: [.production, .sandbox])
+            let both = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: StoreKitTrust.bundleID, allowedEnvironments: [.production, .sandbox])
             let app = try env.application(requireSigned: true, verifier: both)
             let now = Date()
-            let production = Self.transaction(
+            let production = StoreKitTrust.transaction(
                 original: "9100", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(30 * 86_400), signed: now.addingTimeInterval(-30))
-            let sandboxRenewal = try renewalInfo(original: "9100", autoRenew: true, billingRetry: false, grace: nil, signed: now, environment: "Sandbox")
-            let productionRenewal = try renewalInfo(original: "9100", autoRenew: true, billingRetry: false, grace: nil, signed: now)
+            let sandboxRenewal = try trust.renewalInfo(original: "9100", autoRenew: true, billingRetry: false, grace: nil, signed: now, environment: "Sandbox")
+            let productionRenewal = try trust.renewalInfo(original: "9100", autoRenew: true, billingRetry: false, grace: nil, signed: now)
             // A Sandbox notification carrying a Production transaction (a refund of it), and a
             // Production one carrying Sandbox renewal info (auto-renew off).
             var refunded = production
             refunded.revocationDate = now
             refunded.revocationReason = 0
             let mismatched = [
-                try notification("REFUND", transaction: refunded, signed: now, environment: "Sandbox"),
-                try notification("DID_CHANGE_RENEWAL_STATUS", transaction: production, signed: now, renewal: [
+                try trust.notification("REFUND", transaction: refunded, signed: now, environment: "Sandbox"),
+                try trust.notification("DID_CHANGE_RENEWAL_STATUS", transaction: production, signed: now, renewal: [
                     "originalTransactionId": "9100", "autoRenewStatus": 0, "environment": "Sandbox",
                     "signedDate": (now.timeIntervalSince1970 * 1000).rounded(),
                 ]),
             ]
             try await app.test(.router) { client in
                 let (mixed, mixedJSON) = try await client.sync(
-                    account: "acct-env", body: try Self.signedBody(reportID: "e1", jws: try authority.sign(production), renewal: sandboxRenewal))
+                    account: "acct-env", body: try StoreKitTrust.signedBody(reportID: "e1", jws: try authority.sign(production), renewal: sandboxRenewal))
                 #expect(mixed == .unprocessableContent)
                 #expect(mixedJSON.errorCode == "environment_mismatch")
                 #expect(mixedJSON.errorMessage == #"reports[0].signed_renewal_info: environment "Sandbox" is not that of the payload it goes with ("production")"#)
                 #expect(try await env.count("reports", accountID: "acct-env") == 0)
                 // Of one environment, the same is accepted.
                 let (same, _) = try await client.sync(
-                    account: "acct-env", body: try Self.signedBody(reportID: "e2", jws: try authority.sign(production), renewal: productionRenewal))
+                    account: "acct-env", body: try StoreKitTrust.signedBody(reportID: "e2", jws: try authority.sign(production), renewal: productionRenewal))
                 #expect(same == .accepted)
 
                 for body in mismatched {
@@ -697,8 +624,8 @@ struct TrustAPITests {
                 }
                 #expect(try await env.scalar("SELECT count(*) FROM store_notifications") == 0)
                 #expect(try await env.count("reports", accountID: "acct-env") == 1)
-                let state = try await settled(client, "acct-env")
-                #expect(entitlementStatus(state) == "active")
+                let state = try await trust.settled(client, "acct-env")
+                #expect(trust.entitlementStatus(state) == "active")
             }
         }
     }
@@ -711,7 +638,7 @@ struct TrustAPITests {
             let purchased = now.addingTimeInterval(-3600)
             let expires = now.addingTimeInterval(29 * 86_400)
             try await app.test(.router) { client in
-                let refund = try notification("REFUND", transaction: Self.transaction(
+                let refund = try trust.notification("REFUND", transaction: StoreKitTrust.transaction(
                     original: "7000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-60),
                     revoked: now.addingTimeInterval(-90)), signed: now.addingTimeInterval(-60))
                 let early = try await client.postJSON("/v1/notifications/apple", body: refund, credential: nil)
@@ -720,21 +647,21 @@ struct TrustAPITests {
 
                 // The device's first sync of the purchase, signed before the refund: the account
                 // gets the refund with it, and stays revoked.
-                let device = try authority.sign(Self.transaction(
+                let device = try authority.sign(StoreKitTrust.transaction(
                     original: "7000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-600)))
-                let (status, _) = try await client.sync(account: "acct-late", body: try Self.signedBody(reportID: "d1", jws: device))
+                let (status, _) = try await client.sync(account: "acct-late", body: try StoreKitTrust.signedBody(reportID: "d1", jws: device))
                 #expect(status == .accepted)
-                let state = try await settled(client, "acct-late")
-                #expect(entitlementStatus(state) == "revoked")
+                let state = try await trust.settled(client, "acct-late")
+                #expect(trust.entitlementStatus(state) == "revoked")
                 #expect(state["tier"] as? String == "free")
 
                 let again = try await client.postJSON("/v1/notifications/apple", body: refund, credential: nil)
                 #expect(again.json["status"] as? String == "duplicate")
                 // Another sync of the bound purchase finds nothing left to apply.
-                let later = try authority.sign(Self.transaction(
+                let later = try authority.sign(StoreKitTrust.transaction(
                     original: "7000", purchased: purchased, expires: expires, signed: now.addingTimeInterval(-300)))
-                _ = try await client.sync(account: "acct-late", body: try Self.signedBody(reportID: "d2", jws: later))
-                #expect(entitlementStatus(try await settled(client, "acct-late")) == "revoked")
+                _ = try await client.sync(account: "acct-late", body: try StoreKitTrust.signedBody(reportID: "d2", jws: later))
+                #expect(trust.entitlementStatus(try await trust.settled(client, "acct-late")) == "revoked")
             }
             let notifications = try await env.pool.query("SELECT status, account_id FROM store_notifications")
                 .map { "\(try $0.decode(String.self, at: 0)) \(try $0.decode(String?.self, at: 1) ?? "-")" }
@@ -754,12 +681,12 @@ struct TrustAPITests {
         try await TestEnvironment.withFresh { env in
             let app = try env.application(requireSigned: false, verifier: nil)
             try await app.test(.router) { client in
-                let body = try notification("TEST", transaction: nil, signed: Date())
+                let body = try trust.notification("TEST", transaction: nil, signed: Date())
                 let answer = try await client.postJSON("/v1/notifications/apple", body: body, credential: nil)
                 #expect(answer.status == .notFound)
                 #expect(answer.json.errorCode == "not_configured")
-                let jws = try authority.sign(Self.transaction(original: "1", purchased: Date(), expires: nil, signed: Date()))
-                let (status, json) = try await client.sync(account: "acct-unconfigured", body: try Self.signedBody(reportID: "r", jws: jws))
+                let jws = try authority.sign(StoreKitTrust.transaction(original: "1", purchased: Date(), expires: nil, signed: Date()))
+                let (status, json) = try await client.sync(account: "acct-unconfigured", body: try StoreKitTrust.signedBody(reportID: "r", jws: jws))
                 #expect(status == .unprocessableContent)
                 #expect(json.errorCode == "verification_unavailable")
             }
@@ -774,16 +701,16 @@ struct TrustAPITests {
         try await TestEnvironment.withFresh { env in
             let app = try env.application(requireSigned: true, verifier: verifier, binding: .reject)
             let now = Date()
-            let jws = try authority.sign(Self.transaction(
+            let jws = try authority.sign(StoreKitTrust.transaction(
                 original: "8000", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now))
-            let tokenJWS = try authority.sign(Self.transaction(
+            let tokenJWS = try authority.sign(StoreKitTrust.transaction(
                 original: "8001", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now, token: UUID()))
             try await app.test(.router) { client in
-                #expect(try await client.sync(account: "acct-owner", body: try Self.signedBody(reportID: "a1", jws: jws)).status == .accepted)
-                #expect(try await client.sync(account: "acct-owner", body: try Self.signedBody(reportID: "a2", jws: tokenJWS)).status == .accepted)
+                #expect(try await client.sync(account: "acct-owner", body: try StoreKitTrust.signedBody(reportID: "a1", jws: jws)).status == .accepted)
+                #expect(try await client.sync(account: "acct-owner", body: try StoreKitTrust.signedBody(reportID: "a2", jws: tokenJWS)).status == .accepted)
                 // The same device report again on the owner is fine (idempotent).
-                #expect(try await client.sync(account: "acct-owner", body: try Self.signedBody(reportID: "a1", jws: jws)).json["duplicates"] as? Int == 1)
-                let (status, json) = try await client.sync(account: "acct-thief", body: try Self.signedBody(reportID: "b1", jws: jws))
+                #expect(try await client.sync(account: "acct-owner", body: try StoreKitTrust.signedBody(reportID: "a1", jws: jws)).json["duplicates"] as? Int == 1)
+                let (status, json) = try await client.sync(account: "acct-thief", body: try StoreKitTrust.signedBody(reportID: "b1", jws: jws))
                 #expect(status == .conflict)
                 #expect(json.errorCode == "purchase_bound_to_another_account")
                 #expect(!(json.errorMessage?.contains("acct-owner") ?? true), "the other account must not be revealed")
@@ -801,13 +728,13 @@ struct TrustAPITests {
             let now = Date()
             let clock = ManualClock()
             // A fresh verifier, so its count of chain validations starts at zero.
-            let fresh = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: Self.bundleID, allowedEnvironments: [.production])
+            let fresh = try StoreKitVerifier(rootCertificates: [authority.root], bundleID: StoreKitTrust.bundleID, allowedEnvironments: [.production])
             let limit = RateLimiter.Limit(ratePerSecond: 0.2, burst: 5)
             let app = try env.application(verifier: fresh, notificationRateLimit: limit, clock: clock)
             try await app.test(.router) { client in
                 // The real chain, a signature of random bytes.
                 for _ in 0..<5 {
-                    let body = try notification("DID_RENEW", transaction: nil, signed: now)
+                    let body = try trust.notification("DID_RENEW", transaction: nil, signed: now)
                     let json = try #require(JSONSerialization.jsonObject(with: body) as? [String: String])
                     let parts = try #require(json["signedPayload"]).split(separator: ".")
                     let forged = parts[0] + "." + parts[1] + "." + TestCertificateAuthority.base64URL(Data((0..<64).map { _ in UInt8.random(in: 0...255) }))
@@ -820,13 +747,13 @@ struct TrustAPITests {
                 // The sixth within the burst's refill time is refused before any work.
                 try await client.execute(
                     uri: "/v1/notifications/apple", method: .post, headers: [.contentType: "application/json"],
-                    body: ByteBuffer(bytes: try notification("DID_RENEW", transaction: nil, signed: now))
+                    body: ByteBuffer(bytes: try trust.notification("DID_RENEW", transaction: nil, signed: now))
                 ) { response in
                     #expect(response.status == .tooManyRequests)
                     #expect(response.headers[.retryAfter] == "5")
                 }
                 clock.advance(by: .seconds(5))
-                let genuine = try await client.postJSON("/v1/notifications/apple", body: try notification("TEST", transaction: nil, signed: now), credential: nil)
+                let genuine = try await client.postJSON("/v1/notifications/apple", body: try trust.notification("TEST", transaction: nil, signed: now), credential: nil)
                 #expect(genuine.status == .ok)
                 #expect(fresh.chainValidations == 1)
             }
@@ -837,7 +764,7 @@ struct TrustAPITests {
                 for _ in 0..<4 {
                     let payload: [String: Any] = [
                         "notificationType": "TEST", "notificationUUID": UUID().uuidString, "version": "2.0",
-                        "signedDate": (now.timeIntervalSince1970 * 1000).rounded(), "data": ["bundleId": Self.bundleID, "environment": "Production"],
+                        "signedDate": (now.timeIntervalSince1970 * 1000).rounded(), "data": ["bundleId": StoreKitTrust.bundleID, "environment": "Production"],
                     ]
                     let jws = try stranger.sign(header: try stranger.header(), payload: try JSONSerialization.data(withJSONObject: payload))
                     let answer = try await client.postJSON(
@@ -854,7 +781,7 @@ struct TrustAPITests {
         try await TestEnvironment.withFresh { env in
             let app = try env.application(requireSigned: true, verifier: verifier)
             let now = Date()
-            let jws = try authority.sign(Self.transaction(
+            let jws = try authority.sign(StoreKitTrust.transaction(
                 original: "9100", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now))
             try await app.test(.router) { client in
                 let reports: [[String: Any]] = (0..<100).map { index in
@@ -866,20 +793,20 @@ struct TrustAPITests {
                 #expect(first.json["accepted"] as? Int == 1)
                 #expect(first.json["duplicates"] as? Int == 99)
                 // Again, and from another device: the same facts, nothing new.
-                let again = try await client.sync(account: "acct-flood", body: try Self.signedBody(reportID: "other", jws: jws, device: "ipad"), waitMilliseconds: nil)
+                let again = try await client.sync(account: "acct-flood", body: try StoreKitTrust.signedBody(reportID: "other", jws: jws, device: "ipad"), waitMilliseconds: nil)
                 #expect(again.json["duplicates"] as? Int == 1)
                 #expect(try await env.count("reports", accountID: "acct-flood") == 1)
                 // Renewal info that says something new about the same transaction is new facts.
-                let renewal = try renewalInfo(original: "9100", autoRenew: false, billingRetry: false, grace: nil, signed: now)
-                let changed = try await client.sync(account: "acct-flood", body: try Self.signedBody(reportID: "renewal", jws: jws, renewal: renewal), waitMilliseconds: nil)
+                let renewal = try trust.renewalInfo(original: "9100", autoRenew: false, billingRetry: false, grace: nil, signed: now)
+                let changed = try await client.sync(account: "acct-flood", body: try StoreKitTrust.signedBody(reportID: "renewal", jws: jws, renewal: renewal), waitMilliseconds: nil)
                 #expect(changed.json["accepted"] as? Int == 1)
                 // So is a later signing of the transaction (a renewal).
-                let renewed = try authority.sign(Self.transaction(
+                let renewed = try authority.sign(StoreKitTrust.transaction(
                     original: "9100", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(2 * 86_400), signed: now.addingTimeInterval(1)))
-                #expect(try await client.sync(account: "acct-flood", body: try Self.signedBody(reportID: "renewed", jws: renewed), waitMilliseconds: nil).json["accepted"] as? Int == 1)
+                #expect(try await client.sync(account: "acct-flood", body: try StoreKitTrust.signedBody(reportID: "renewed", jws: renewed), waitMilliseconds: nil).json["accepted"] as? Int == 1)
                 #expect(try await env.count("reports", accountID: "acct-flood") == 3)
-                let state = try await settled(client, "acct-flood")
-                #expect(entitlementStatus(state) == "active")
+                let state = try await trust.settled(client, "acct-flood")
+                #expect(trust.entitlementStatus(state) == "active")
             }
             let reconciler = Reconciler(pool: env.pool, catalogue: .default)
             #expect(try await reconciler.reconcile(accounts: ["acct-flood"], repair: false).differences == [])
@@ -889,13 +816,13 @@ struct TrustAPITests {
     @Test("an appAccountToken binds only to its own account: a purchase carrying another account's token cannot claim it")
     func tokenCannotBeClaimed() async throws {
         try await TestEnvironment.withFresh { env in
-            let key = Self.appAccountTokenKey
+            let key = StoreKitTrust.appAccountTokenKey
             let app = try env.application(requireSigned: true, verifier: verifier, binding: .reject, appAccountTokenKey: key)
             let victimToken = try #require(AppAccountTokens(key: key).token(for: "acct-victim"))
             #expect(AppAccountTokens(key: key).token(for: "acct-attacker") != victimToken)
             let now = Date()
             let purchases = try ["8300", "8301"].map { original in
-                try authority.sign(Self.transaction(
+                try authority.sign(StoreKitTrust.transaction(
                     original: original, purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now,
                     token: victimToken))
             }
@@ -906,12 +833,12 @@ struct TrustAPITests {
 
                 // A tampered client puts the victim's token on the attacker's own purchase: stored
                 // for the attacker (it is a real purchase), but the token binds to no one.
-                #expect(try await client.sync(account: "acct-attacker", body: try Self.signedBody(reportID: "x1", jws: purchases[0])).status == .accepted)
+                #expect(try await client.sync(account: "acct-attacker", body: try StoreKitTrust.signedBody(reportID: "x1", jws: purchases[0])).status == .accepted)
                 let bound = try await env.pool.query("SELECT count(*) FROM app_account_tokens WHERE app_account_token = \(victimToken.uuidString.lowercased())::uuid")
                 #expect(try bound[0].decode(Int.self, at: 0) == 0)
 
                 // The victim's own purchase with its own token is accepted, and binds the token.
-                let (status, json) = try await client.sync(account: "acct-victim", body: try Self.signedBody(reportID: "v1", jws: purchases[1]))
+                let (status, json) = try await client.sync(account: "acct-victim", body: try StoreKitTrust.signedBody(reportID: "v1", jws: purchases[1]))
                 #expect(status == .accepted, "\(json)")
                 let owner = try await env.pool.query("SELECT account_id FROM app_account_tokens WHERE app_account_token = \(victimToken.uuidString.lowercased())::uuid")
                 #expect(try owner.map { try $0.decode(String.self, at: 0) } == ["acct-victim"])
@@ -919,18 +846,18 @@ struct TrustAPITests {
                 // The store's notification about the attacker's purchase goes to its owner, not to
                 // the account its token names.
                 let renewalUUID = UUID()
-                let renewal = try notification("DID_RENEW", uuid: renewalUUID, transaction: Self.transaction(
+                let renewal = try trust.notification("DID_RENEW", uuid: renewalUUID, transaction: StoreKitTrust.transaction(
                     original: "8300", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(2 * 86_400), signed: now,
                     token: victimToken), signed: now)
                 let answer = try await client.postJSON("/v1/notifications/apple", body: renewal, credential: nil)
                 #expect(answer.json["status"] as? String == "applied")
-                #expect(try await notificationAccount(env, renewalUUID) == "acct-attacker")
+                #expect(try await trust.notificationAccount(env, renewalUUID) == "acct-attacker")
                 // A purchase no account has yet, with the victim's (bound) token, goes to the victim.
                 let newUUID = UUID()
-                let newPurchase = try notification("SUBSCRIBED", uuid: newUUID, transaction: Self.transaction(
+                let newPurchase = try trust.notification("SUBSCRIBED", uuid: newUUID, transaction: StoreKitTrust.transaction(
                     original: "8302", purchased: now, expires: now.addingTimeInterval(86_400), signed: now, token: victimToken), signed: now)
                 #expect(try await client.postJSON("/v1/notifications/apple", body: newPurchase, credential: nil).json["status"] as? String == "applied")
-                #expect(try await notificationAccount(env, newUUID) == "acct-victim")
+                #expect(try await trust.notificationAccount(env, newUUID) == "acct-victim")
             }
             #expect(try await env.count("reports", accountID: "acct-attacker") == 2)
             #expect(try await env.count("reports", accountID: "acct-victim") == 2)
@@ -944,13 +871,13 @@ struct TrustAPITests {
             let now = Date()
             try await app.testLive { client in
                 for round in 0..<8 {
-                    let jws = try authority.sign(Self.transaction(
+                    let jws = try authority.sign(StoreKitTrust.transaction(
                         original: "race-\(round)", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now))
                     let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
                         for account in ["acct-race-a", "acct-race-b", "acct-race-c"] {
                             group.addTask {
                                 try await client.sync(
-                                    account: account, body: try Self.signedBody(reportID: "r\(round)", jws: jws), waitMilliseconds: nil).status
+                                    account: account, body: try StoreKitTrust.signedBody(reportID: "r\(round)", jws: jws), waitMilliseconds: nil).status
                             }
                         }
                         return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
@@ -970,16 +897,16 @@ struct TrustAPITests {
         try await TestEnvironment.withFresh { env in
             let app = try env.application(requireSigned: true, verifier: verifier, binding: .transfer)
             let now = Date()
-            let jws = try authority.sign(Self.transaction(
+            let jws = try authority.sign(StoreKitTrust.transaction(
                 original: "8100", purchased: now.addingTimeInterval(-60), expires: now.addingTimeInterval(86_400), signed: now))
             try await app.test(.router) { client in
-                let (first, before) = try await client.sync(account: "acct-old", body: try Self.signedBody(reportID: "old-1", jws: jws))
+                let (first, before) = try await client.sync(account: "acct-old", body: try StoreKitTrust.signedBody(reportID: "old-1", jws: jws))
                 #expect(first == .accepted)
                 #expect((before["account"] as? [String: Any])?["tier"] as? String == "premium")
-                let (moved, after) = try await client.sync(account: "acct-new", body: try Self.signedBody(reportID: "new-1", jws: jws))
+                let (moved, after) = try await client.sync(account: "acct-new", body: try StoreKitTrust.signedBody(reportID: "new-1", jws: jws))
                 #expect(moved == .accepted)
                 #expect((after["account"] as? [String: Any])?["tier"] as? String == "premium")
-                let old = try await settled(client, "acct-old")
+                let old = try await trust.settled(client, "acct-old")
                 #expect(old["tier"] as? String == "free")
             }
             for account in ["acct-old", "acct-new"] {
@@ -1010,21 +937,21 @@ struct TrustAPITests {
         try await TestEnvironment.withFresh { env in
             let app = try env.application(requireSigned: true, verifier: verifier, binding: .transfer)
             let now = Date()
-            let first = try authority.sign(Self.transaction(
+            let first = try authority.sign(StoreKitTrust.transaction(
                 original: "8600", purchased: now.addingTimeInterval(-86_400 * 40), expires: now.addingTimeInterval(-86_400 * 10), signed: now))
-            let renewal = try authority.sign(Self.transaction(
+            let renewal = try authority.sign(StoreKitTrust.transaction(
                 original: "8600", id: "8601", purchased: now.addingTimeInterval(-86_400 * 10), expires: now.addingTimeInterval(86_400 * 20),
                 signed: now))
             try await app.test(.router) { client in
-                _ = try await client.sync(account: "renewed-old", body: try Self.signedBody(reportID: "o-1", jws: first))
-                _ = try await settled(client, "renewed-old")
-                var body = try JSONSerialization.jsonObject(with: try Self.signedBody(reportID: "n-1", jws: first)) as? [String: Any] ?? [:]
-                let second = try JSONSerialization.jsonObject(with: try Self.signedBody(reportID: "n-2", jws: renewal)) as? [String: Any] ?? [:]
+                _ = try await client.sync(account: "renewed-old", body: try StoreKitTrust.signedBody(reportID: "o-1", jws: first))
+                _ = try await trust.settled(client, "renewed-old")
+                var body = try JSONSerialization.jsonObject(with: try StoreKitTrust.signedBody(reportID: "n-1", jws: first)) as? [String: Any] ?? [:]
+                let second = try JSONSerialization.jsonObject(with: try StoreKitTrust.signedBody(reportID: "n-2", jws: renewal)) as? [String: Any] ?? [:]
                 body["reports"] = ((body["reports"] as? [Any]) ?? []) + ((second["reports"] as? [Any]) ?? [])
                 let (moved, _) = try await client.sync(account: "renewed-new", body: try JSONSerialization.data(withJSONObject: body))
                 #expect(moved == .accepted)
-                _ = try await settled(client, "renewed-new")
-                _ = try await settled(client, "renewed-old")
+                _ = try await trust.settled(client, "renewed-new")
+                _ = try await trust.settled(client, "renewed-old")
             }
             for account in ["renewed-old", "renewed-new"] {
                 #expect(try await env.scalar(
@@ -1042,11 +969,11 @@ struct TrustAPITests {
             let now = Date()
             let jws = try signedPack("8200", purchased: now.addingTimeInterval(-60), signed: now)
             try await app.test(.router) { client in
-                _ = try await client.sync(account: "pack-old", body: try Self.signedBody(reportID: "p-old", jws: jws))
-                _ = try await settled(client, "pack-old")
-                _ = try await client.sync(account: "pack-new", body: try Self.signedBody(reportID: "p-new", jws: jws))
-                _ = try await settled(client, "pack-new")
-                _ = try await settled(client, "pack-old")
+                _ = try await client.sync(account: "pack-old", body: try StoreKitTrust.signedBody(reportID: "p-old", jws: jws))
+                _ = try await trust.settled(client, "pack-old")
+                _ = try await client.sync(account: "pack-new", body: try StoreKitTrust.signedBody(reportID: "p-new", jws: jws))
+                _ = try await trust.settled(client, "pack-new")
+                _ = try await trust.settled(client, "pack-old")
             }
             let ledger = UsageLedger(pool: env.pool, catalogue: .default)
             #expect(try await ledger.balances(of: "pack-new", now: Date()).first?.credits == 100)
@@ -1069,9 +996,9 @@ struct TrustAPITests {
             let reconciler = Reconciler(pool: env.pool, catalogue: .default)
             try await app.test(.router) { client in
                 for (round, (to, from)) in [("move-a", "move-b"), ("move-b", "move-a"), ("move-a", "move-b"), ("move-b", "move-a")].enumerated() {
-                    _ = try await client.sync(account: to, body: try Self.signedBody(reportID: "p-\(round)", jws: jws))
-                    _ = try await settled(client, to)
-                    _ = try await settled(client, from)
+                    _ = try await client.sync(account: to, body: try StoreKitTrust.signedBody(reportID: "p-\(round)", jws: jws))
+                    _ = try await trust.settled(client, to)
+                    _ = try await trust.settled(client, from)
                     #expect(try await ledger.balances(of: to, now: Date()).first?.credits == 100, "round \(round): \(to) has the pack")
                     #expect(try await ledger.balances(of: from, now: Date()).first?.credits == 0, "round \(round): \(from) does not")
                     let result = try await reconciler.reconcile(accounts: ["move-a", "move-b"], repair: false)
@@ -1095,9 +1022,9 @@ struct TrustAPITests {
             let accounts = ["spend-a", "spend-b", "spend-c"]
             try await app.test(.router) { client in
                 for (index, account) in accounts.enumerated() {
-                    _ = try await client.sync(account: account, body: try Self.signedBody(reportID: "s-\(index)", jws: jws))
-                    _ = try await settled(client, account)
-                    if index > 0 { _ = try await settled(client, accounts[index - 1]) }
+                    _ = try await client.sync(account: account, body: try StoreKitTrust.signedBody(reportID: "s-\(index)", jws: jws))
+                    _ = try await trust.settled(client, account)
+                    if index > 0 { _ = try await trust.settled(client, accounts[index - 1]) }
                     #expect(try await ledger.balances(of: account, now: Date()).first?.credits == 100, "\(account) has the pack")
                     guard index < 2 else { continue }
                     // 200 minutes: the free tier's 100, then the pack's 100.
@@ -1144,13 +1071,13 @@ struct TrustAPITests {
             let refunded = try signedPack(
                 "8300", purchased: now.addingTimeInterval(-120), signed: now.addingTimeInterval(-60), revoked: now.addingTimeInterval(-60))
             try await app.test(.router) { client in
-                _ = try await client.sync(account: "refunded-old", body: try Self.signedBody(reportID: "r-old", jws: bought))
-                _ = try await settled(client, "refunded-old")
-                _ = try await client.sync(account: "refunded-old", body: try Self.signedBody(reportID: "r-refund", jws: refunded))
-                _ = try await settled(client, "refunded-old")
-                _ = try await client.sync(account: "refunded-new", body: try Self.signedBody(reportID: "r-new", jws: bought))
-                _ = try await settled(client, "refunded-new")
-                _ = try await settled(client, "refunded-old")
+                _ = try await client.sync(account: "refunded-old", body: try StoreKitTrust.signedBody(reportID: "r-old", jws: bought))
+                _ = try await trust.settled(client, "refunded-old")
+                _ = try await client.sync(account: "refunded-old", body: try StoreKitTrust.signedBody(reportID: "r-refund", jws: refunded))
+                _ = try await trust.settled(client, "refunded-old")
+                _ = try await client.sync(account: "refunded-new", body: try StoreKitTrust.signedBody(reportID: "r-new", jws: bought))
+                _ = try await trust.settled(client, "refunded-new")
+                _ = try await trust.settled(client, "refunded-old")
             }
             let ledger = UsageLedger(pool: env.pool, catalogue: .default)
             // Refunded before it moved: nothing to take back from the old account (it was -100).
@@ -1168,32 +1095,8 @@ struct TrustAPITests {
 
     /// A minute pack's signed transaction (`voip.credits.100`), refunded at `revoked` if given.
     func signedPack(_ original: String, purchased: Date, signed: Date, revoked: Date? = nil) throws -> String {
-        try authority.sign(Self.transaction(
+        try authority.sign(StoreKitTrust.transaction(
             original: original, product: "voip.credits.100", purchased: purchased, expires: nil, signed: signed, revoked: revoked))
-    }
-
-    /// The account a store notification was applied to.
-    func notificationAccount(_ env: TestEnvironment, _ uuid: UUID) async throws -> String? {
-        let rows = try await env.pool.query(
-            "SELECT account_id FROM store_notifications WHERE notification_uuid = \(uuid.uuidString.lowercased())::uuid")
-        return try rows.first?.decode(String?.self, at: 0)
-    }
-
-    /// The account once none of its reports is pending.
-    func settled(_ client: some TestClientProtocol, _ account: String) async throws -> [String: Any] {
-        var json: [String: Any] = [:]
-        if try await waitUntil({
-            json = try await client.getJSON("/v1/accounts/\(account)").json
-            return json["pending_reports"] as? Int == 0
-        }) {
-            return json
-        }
-        Issue.record("\(account) still has pending reports")
-        return [:]
-    }
-
-    func entitlementStatus(_ account: [String: Any]) -> String? {
-        (account["entitlements"] as? [[String: Any]])?.first?["status"] as? String
     }
 }
 

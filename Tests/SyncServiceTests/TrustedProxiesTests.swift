@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import SyncService
 import Testing
+import TestSupport
 
 /// `SUBSYNC_TRUSTED_PROXIES` (docs/SECURITY.md): the limits by source address behind a reverse
 /// proxy, written as a client behind it (and one beside it) would send.

@@ -136,8 +136,8 @@ struct UsageAPITests {
     func subscriptionAllowance() async throws {
         try await TestEnvironment.withFresh { env in
             try await env.application().testLive { client in
-                let purchased = SyncAPITests.start.addingTimeInterval(-3 * 86_400)
-                let report = SyncAPITests.report("b1", product: "voip.basic.monthly", purchased: -3 * 86_400, expires: 27 * 86_400)
+                let purchased = TestReports.start.addingTimeInterval(-3 * 86_400)
+                let report = TestReports.report("b1", product: "voip.basic.monthly", purchased: -3 * 86_400, expires: 27 * 86_400)
                 _ = try await client.sync(account: "cy", body: try SyncBody(device: "phone", reports: [report]).data)
                 let (_, answer) = try await client.postJSON(
                     "/v1/accounts/cy/usage", body: try Self.usageBody(device: "phone", [("c1", 400, Date().addingTimeInterval(-60))]))
@@ -147,7 +147,7 @@ struct UsageAPITests {
                 #expect(balance["period_start"] as? String == RFC3339.format(purchased))
 
                 // An upgrade to premium in the same period: unlimited for the rest of it.
-                let premium = SyncAPITests.report("p1", transaction: "t2", product: "voip.premium.monthly", purchased: -3 * 86_400, expires: 27 * 86_400)
+                let premium = TestReports.report("p1", transaction: "t2", product: "voip.premium.monthly", purchased: -3 * 86_400, expires: 27 * 86_400)
                 _ = try await client.sync(account: "cy", body: try SyncBody(device: "phone", reports: [premium]).data)
                 let (_, read) = try await client.getJSON("/v1/accounts/cy")
                 let upgraded = try #require(Self.minutes(read))

@@ -20,10 +20,10 @@ struct UsageHoldTests {
 
     @Test("two serve processes under many concurrent holds never grant more than the balance")
     func concurrentHoldsNeverOverdraw() async throws {
-        let first = try await ServeProcess()
-        defer { first.stop() }
-        let second = try await ServeProcess()
-        defer { second.stop() }
+        let first = try await ServeProcess.onTestDatabase(environment: ServeProcess.apiOnly)
+        defer { first.terminate() }
+        let second = try await ServeProcess.onTestDatabase(environment: ServeProcess.apiOnly)
+        defer { second.terminate() }
         let client = CurlClient(configuration: .init(addressGuard: WebhookOrderTests.loopback ?? .publicOnly))
         defer { client.shutdown() }
         // A free account: 100 minutes. 80 devices ask for 3 minutes each at once, half of them
@@ -41,7 +41,7 @@ struct UsageHoldTests {
                         attempts += 1
                         let response = try await client.execute(CurlRequest(
                             url: "http://127.0.0.1:\(port)/v1/accounts/\(account)/usage/holds", method: "POST",
-                            headers: [("Authorization", "Bearer \(AbandonedBodyTests.adminKey)"), ("Content-Type", "application/json")],
+                            headers: [("Authorization", "Bearer \(ServeProcess.adminKey)"), ("Content-Type", "application/json")],
                             body: Array(body), totalTimeout: .seconds(120)))
                         if response.status == 503, attempts < 30 {
                             try await Task.sleep(for: .milliseconds(500))

@@ -265,10 +265,10 @@ struct UsageLawTests {
 struct UsageLawAcrossProcessesTests {
     @Test("random orders of the same facts through two serve processes give the same balance and announced totals")
     func twoProcesses() async throws {
-        let first = try await ServeProcess(workers: 1)
-        defer { first.stop() }
-        let second = try await ServeProcess(workers: 1)
-        defer { second.stop() }
+        let first = try await ServeProcess.onTestDatabase(workers: 1, environment: ServeProcess.apiOnly)
+        defer { first.terminate() }
+        let second = try await ServeProcess.onTestDatabase(workers: 1, environment: ServeProcess.apiOnly)
+        defer { second.terminate() }
         let client = CurlClient(configuration: .init(addressGuard: WebhookOrderTests.loopback ?? .publicOnly))
         defer { client.shutdown() }
         let pool = ConnectionPool(configuration: .init(connection: try TestDatabase.configuration(), maximumConnections: 2, leaseTimeout: .seconds(600)))
@@ -281,7 +281,7 @@ struct UsageLawAcrossProcessesTests {
             for _ in 0..<600 {
                 let response = try await client.execute(CurlRequest(
                     url: "http://127.0.0.1:\(port)\(path)", method: method,
-                    headers: [("Authorization", "Bearer \(AbandonedBodyTests.adminKey)"), ("Content-Type", "application/json")],
+                    headers: [("Authorization", "Bearer \(ServeProcess.adminKey)"), ("Content-Type", "application/json")],
                     body: data.map(Array.init) ?? [], totalTimeout: .seconds(300)))
                 // A database busy on a starved core answers 503: retried, as a device would.
                 if response.status == 503 {
@@ -388,17 +388,8 @@ struct UsageLawAcrossProcessesTests {
 
     /// Runs the `subsync` binary with the suite's database; its exit status.
     func runSubsync(_ arguments: [String]) async throws -> Int32 {
-        let process = Process()
-        process.executableURL = TestPackage.subsyncBinary
-        process.arguments = arguments
         var environment = try TestDatabase.environment()
         environment["SUBSYNC_LOG_LEVEL"] = "error"
-        process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let exited = await waitUntil(seconds: 300) { !process.isRunning }
-        try #require(exited, "subsync \(arguments.first ?? "") did not finish")
-        return process.terminationStatus
+        return try await SubsyncCommand.run(arguments, environment: environment).status
     }
 }

@@ -45,8 +45,8 @@ struct WebhookLibraryTests {
                     defer { client.shutdown() }
                     for account in ["wa", "wb"] {
                         for (index, body) in [
-                            try SyncBody(device: "phone", reports: [SyncAPITests.report("\(account)-1")]).data,
-                            try SyncBody(device: "phone", reports: [SyncAPITests.report("\(account)-2", revoked: 0)]).data,
+                            try SyncBody(device: "phone", reports: [TestReports.report("\(account)-1")]).data,
+                            try SyncBody(device: "phone", reports: [TestReports.report("\(account)-2", revoked: 0)]).data,
                         ].enumerated() {
                             let response = try await client.execute(CurlRequest(
                                 url: "http://127.0.0.1:\(port)/v1/accounts/\(account)/sync?wait_ms=60000", method: "POST",

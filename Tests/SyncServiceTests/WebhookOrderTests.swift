@@ -58,16 +58,16 @@ struct WebhookOrderTests {
             let clock = ManualClock(start: Date())
             let schedule = RetrySchedule(delays: [6, 6, 6, 6])
             try await env.application(deliveryWorkers: 2, webhookGuard: Self.loopback, retrySchedule: schedule, clock: clock).testLive { client in
-                let first = try await client.sync(account: "alice", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("a1")]).data)
+                let first = try await client.sync(account: "alice", body: try SyncBody(device: "iphone", reports: [TestReports.report("a1")]).data)
                 #expect(first.status == .accepted)
                 let failed = try await receiver.waitFor { $0.contains { $0.status == 500 } }
                 #expect(failed.contains { $0.status == 500 && $0.body?.data.accountID == "alice" })
                 try await receiver.setMode("ok")
                 // Alice's next events are due now, but her first is waiting for its retry.
                 let second = try await client.sync(
-                    account: "alice", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("a2", revoked: 0)]).data)
+                    account: "alice", body: try SyncBody(device: "iphone", reports: [TestReports.report("a2", revoked: 0)]).data)
                 #expect(second.status == .accepted)
-                let other = try await client.sync(account: "bob", body: try SyncBody(device: "ipad", reports: [SyncAPITests.report("b1")]).data)
+                let other = try await client.sync(account: "bob", body: try SyncBody(device: "ipad", reports: [TestReports.report("b1")]).data)
                 #expect(other.status == .accepted)
 
                 // wait_ms returned once resolved, so both accounts' events are written.
@@ -124,7 +124,7 @@ struct WebhookOrderTests {
     func pendingDeliveries(_ env: TestEnvironment, account: String, count: Int) async throws -> [[String: Any]] {
         var listed: [[String: Any]] = []
         await waitUntil {
-            guard let out = try? await OperationsCommandTests.run(["deliveries", "list", "--status", "pending", "--json"], env: env) else { return false }
+            guard let out = try? await SubsyncCommand.run(["deliveries", "list", "--status", "pending", "--json"], env: env) else { return false }
             #expect(out.status == 0, "\(out.stderr)")
             listed = out.array.filter { $0["account_id"] as? String == account }
                 .sorted { ($0["event_sequence"] as? Int ?? 0) < ($1["event_sequence"] as? Int ?? 0) }
@@ -143,32 +143,32 @@ struct WebhookOrderTests {
             let schedule = RetrySchedule(delays: [600, 600])
             try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: schedule).testLive { client in
                 try await failFirstThenSync(client, receiver, account: "alice",
-                                            [SyncAPITests.report("a1")], then: [SyncAPITests.report("a2", revoked: 0)])
+                                            [TestReports.report("a1")], then: [TestReports.report("a2", revoked: 0)])
                 let waiting = try await pendingDeliveries(env, account: "alice", count: 4)
                 #expect(waiting.compactMap { $0["event_sequence"] as? Int } == [1, 2, 3, 4])
                 #expect(waiting.first?["attempts"] as? Int == 1)
                 #expect(waiting.dropFirst().allSatisfy { $0["attempts"] as? Int == 0 }, "the later events wait, unsent")
                 let head = try #require(waiting.first?["delivery_id"] as? Int)
 
-                var out = try await OperationsCommandTests.run(["deliveries", "cancel", String(head)], env: env)
+                var out = try await SubsyncCommand.run(["deliveries", "cancel", String(head)], env: env)
                 #expect(out.status == 0, "\(out.stderr)")
                 #expect(out.stdout.contains("delivery \(head) cancelled"))
                 var entries = try await receiver.waitFor { entries in
                     Set(entries.filter { $0.status == 200 && $0.body?.data.accountID == "alice" }.compactMap(\.body?.data.sequence)) == [2, 3, 4]
                 }
                 #expect(Self.firstArrivals(entries)["/ok alice"] == [2, 3, 4])
-                out = try await OperationsCommandTests.run(["deliveries", "cancel", String(head)], env: env)
+                out = try await SubsyncCommand.run(["deliveries", "cancel", String(head)], env: env)
                 #expect(out.status == 66 && out.stderr.contains("no pending delivery"))
-                out = try await OperationsCommandTests.run(["deliveries", "cancel", "not-a-number"], env: env)
+                out = try await SubsyncCommand.run(["deliveries", "cancel", "not-a-number"], env: env)
                 #expect(out.status == 64)
-                out = try await OperationsCommandTests.run(["deliveries", "cancel", "--help"], env: nil)
+                out = try await SubsyncCommand.run(["deliveries", "cancel", "--help"], env: nil)
                 #expect(out.status == 0 && out.stdout.contains("Example"))
 
                 try await failFirstThenSync(client, receiver, account: "bob",
-                                            [SyncAPITests.report("b1")], then: [SyncAPITests.report("b2", revoked: 0)])
+                                            [TestReports.report("b1")], then: [TestReports.report("b2", revoked: 0)])
                 let bobs = try await pendingDeliveries(env, account: "bob", count: 4)
                 let bobHead = try #require(bobs.first?["delivery_id"] as? Int)
-                out = try await OperationsCommandTests.run(["deliveries", "retry", String(bobHead)], env: env)
+                out = try await SubsyncCommand.run(["deliveries", "retry", String(bobHead)], env: env)
                 #expect(out.status == 0, "\(out.stderr)")
                 entries = try await receiver.waitFor { entries in
                     Set(entries.filter { $0.status == 200 && $0.body?.data.accountID == "bob" }.compactMap(\.body?.data.sequence)) == [1, 2, 3, 4]

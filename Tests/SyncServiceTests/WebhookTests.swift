@@ -164,11 +164,11 @@ extension EndpointAPITests {
                 return id
             }
             // The command line records its changes too ($USER unless --actor), and shows them.
-            let disabled = try await OperationsCommandTests.run(["endpoints", "disable", id, "--actor", "carol", "--reason", "load test"], env: env)
+            let disabled = try await SubsyncCommand.run(["endpoints", "disable", id, "--actor", "carol", "--reason", "load test"], env: env)
             #expect(disabled.status == 0, "\(disabled.stderr)")
-            let shown = try await OperationsCommandTests.run(["endpoints", "show", id], env: env)
+            let shown = try await SubsyncCommand.run(["endpoints", "show", id], env: env)
             #expect(shown.stdout.contains("carol  endpoint_disable  disabled  (load test)"), "\(shown.stdout)")
-            let deleted = try await OperationsCommandTests.run(["endpoints", "delete", id, "--actor", "carol"], env: env)
+            let deleted = try await SubsyncCommand.run(["endpoints", "delete", id, "--actor", "carol"], env: env)
             #expect(deleted.status == 0, "\(deleted.stderr)")
             let last = try await env.pool.query(
                 "SELECT actor, action, outcome FROM operator_actions WHERE target = \("endpoint \(id)") ORDER BY id DESC LIMIT 1")
@@ -221,8 +221,8 @@ struct WebhookDeliveryTests {
         try await TestEnvironment.withFresh { env in
             let (endpointID, _) = try await endpoint(env, receiver, "/ok")
             try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).testLive { client in
-                try await sync(client, account: "alice", [SyncAPITests.report("r1")])
-                try await sync(client, account: "alice", [SyncAPITests.report("r2", revoked: 0)])
+                try await sync(client, account: "alice", [TestReports.report("r1")])
+                try await sync(client, account: "alice", [TestReports.report("r2", revoked: 0)])
                 let events = try await env.pool.query("SELECT event_id::text, sequence, type FROM events WHERE account_id = 'alice' ORDER BY sequence")
                     .map { (try $0.decode(String.self, at: 0), try $0.decode(Int.self, at: 1), try $0.decode(String.self, at: 2)) }
                 #expect(events.count >= 3)
@@ -277,7 +277,7 @@ struct WebhookDeliveryTests {
                 try await Task.sleep(for: .seconds(1))
                 try await front.test(.router) { client in
                     let result = try await client.sync(
-                        account: "nora", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("n1")]).data,
+                        account: "nora", body: try SyncBody(device: "iphone", reports: [TestReports.report("n1")]).data,
                         waitMilliseconds: nil)
                     #expect(result.status == .accepted)
                 }
@@ -303,7 +303,7 @@ struct WebhookDeliveryTests {
         try await TestEnvironment.withFresh { env in
             let (endpointID, _) = try await endpoint(env, receiver, "/flaky/1", eventTypes: ["entitlement.activated"])
             try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: RetrySchedule(delays: [0.5, 0.5])).testLive { client in
-                try await sync(client, account: "bob", [SyncAPITests.report("r1")])
+                try await sync(client, account: "bob", [TestReports.report("r1")])
                 let entries = try await receiver.waitFor { $0.filter { $0.status == 200 }.count >= 1 }
                 #expect(entries.map(\.status) == [500, 200])
                 #expect(Set(entries.map(\.id)).count == 1)
@@ -333,13 +333,13 @@ struct WebhookDeliveryTests {
             // Deliveries open both and sign with them: the receiver verifies every request.
             try await receiver.setSecrets([legacySecret.text, sealedSecret.text])
             try await env.application(deliveryWorkers: 1, webhookGuard: WebhookDeliveryTests.loopback, secretSealer: sealerA).testLive { client in
-                _ = try await client.sync(account: "sealy", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("r1")]).data)
+                _ = try await client.sync(account: "sealy", body: try SyncBody(device: "iphone", reports: [TestReports.report("r1")]).data)
                 let entries = try await receiver.waitFor { $0.filter { $0.status == 200 }.count >= 4 }
                 #expect(entries.count >= 4)
                 #expect(entries.allSatisfy { !$0.verifiedBy.isEmpty }, "a delivery signed with a sealed secret did not verify")
             }
             // Rotation: B first, A still opens; reseal rewrites both endpoints with B.
-            let out = try await OperationsCommandTests.run(["endpoints", "reseal", "--json"], env: env, extra: ["SUBSYNC_SECRET_KEYS": "\(keyB),\(keyA)"])
+            let out = try await SubsyncCommand.run(["endpoints", "reseal", "--json"], env: env, extra: ["SUBSYNC_SECRET_KEYS": "\(keyB),\(keyA)"])
             #expect(out.status == 0, "\(out.stderr)")
             #expect(out.object["resealed"] as? Int == 2)
             let sealerB = try SecretSealer(keys: [keyB])
@@ -353,9 +353,9 @@ struct WebhookDeliveryTests {
             var tampered = Array(try await stored(sealed.id))
             tampered[tampered.count - 3] = tampered[tampered.count - 3] == "A" ? "B" : "A"
             #expect(throws: SecretSealer.OpenError.self) { try sealerB.open(String(tampered)) }
-            let noKey = try await OperationsCommandTests.run(["endpoints", "reseal"], env: env, extra: ["SUBSYNC_SECRET_KEYS": ""])
+            let noKey = try await SubsyncCommand.run(["endpoints", "reseal"], env: env, extra: ["SUBSYNC_SECRET_KEYS": ""])
             #expect(noKey.status == 64 && noKey.stderr.contains("SUBSYNC_SECRET_KEYS"))
-            let badKey = try await OperationsCommandTests.run(["endpoints", "list"], env: env, extra: ["SUBSYNC_SECRET_KEYS": "short"])
+            let badKey = try await SubsyncCommand.run(["endpoints", "list"], env: env, extra: ["SUBSYNC_SECRET_KEYS": "short"])
             #expect(badKey.status == 64 && badKey.stderr.contains("32 bytes"))
         }
     }
@@ -374,7 +374,7 @@ struct WebhookDeliveryTests {
                 deliveryWorkers: 1, webhookGuard: WebhookDeliveryTests.loopback, metricsToken: "metrics-token-0123456789", secretSealer: sealer
             ).testLive { client in
                 for index in 0..<3 {
-                    _ = try await client.sync(account: "keyless-\(index)", body: try SyncBody(device: "iphone", reports: [SyncAPITests.report("r1")]).data)
+                    _ = try await client.sync(account: "keyless-\(index)", body: try SyncBody(device: "iphone", reports: [TestReports.report("r1")]).data)
                 }
                 let events = try await env.scalar("SELECT count(*) FROM events")
                 #expect(events >= 6)
@@ -408,12 +408,12 @@ struct WebhookDeliveryTests {
                     #expect(String(buffer: response.body).contains("subsync_webhook_deliveries_held_unreadable_secret_total"))
                 }
             }
-            let list = try await OperationsCommandTests.run(["endpoints", "list"], env: env, extra: ["SUBSYNC_SECRET_KEYS": newKey])
+            let list = try await SubsyncCommand.run(["endpoints", "list"], env: env, extra: ["SUBSYNC_SECRET_KEYS": newKey])
             #expect(list.stdout.contains("\(stranded.id.uuidString.lowercased())  enabled   \(receiver.url("/ok"))  all events  SECRET UNREADABLE"), "\(list.stdout)")
-            let show = try await OperationsCommandTests.run(["endpoints", "show", stranded.id.uuidString], env: env, extra: ["SUBSYNC_SECRET_KEYS": newKey])
+            let show = try await SubsyncCommand.run(["endpoints", "show", stranded.id.uuidString], env: env, extra: ["SUBSYNC_SECRET_KEYS": newKey])
             #expect(show.stdout.contains("UNREADABLE"), "\(show.stdout)")
             // With the old key back (after the new one), everything opens again.
-            let restored = try await OperationsCommandTests.run(
+            let restored = try await SubsyncCommand.run(
                 ["endpoints", "list", "--json"], env: env, extra: ["SUBSYNC_SECRET_KEYS": "\(newKey),\(oldKey)"])
             #expect(restored.array.allSatisfy { $0["secret_readable"] as? Bool == true })
         }
@@ -428,7 +428,7 @@ struct WebhookDeliveryTests {
             let (binary, _) = try await endpoint(env, receiver, "/binary")
             try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).testLive { client in
                 for index in 0..<10 {
-                    try await sync(client, account: "acct-\(index)", [SyncAPITests.report("r1")])
+                    try await sync(client, account: "acct-\(index)", [TestReports.report("r1")])
                 }
                 let events = try await env.pool.query("SELECT count(*) FROM events")[0].decode(Int.self, at: 0)
                 #expect(events >= 20)
@@ -474,7 +474,7 @@ struct WebhookDeliveryTests {
             let (refused, _) = try await EndpointStore(pool: env.pool).create(url: "http://127.0.0.1:\(closedPort)/x", eventTypes: ["entitlement.activated"])
             try await receiver.setSecrets([])
             try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: RetrySchedule(delays: [600]), webhookTimeout: .seconds(10)).testLive { client in
-                try await sync(client, account: "carl", [SyncAPITests.report("r1")])
+                try await sync(client, account: "carl", [TestReports.report("r1")])
                 let slowAttempts = try await waitForAttempts(env, endpoint: slow, count: 1)
                 #expect(slowAttempts.first?.status == nil)
                 #expect(slowAttempts.first?.error?.lowercased().contains("time") == true)
@@ -503,7 +503,7 @@ struct WebhookDeliveryTests {
             let (limited, secret) = try await endpoint(env, receiver, "/retry-after/2", eventTypes: ["entitlement.activated"])
             try await receiver.setSecrets([secret.text])
             try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: RetrySchedule(delays: [0.1, 0.1])).testLive { client in
-                try await sync(client, account: "dana", [SyncAPITests.report("r1")])
+                try await sync(client, account: "dana", [TestReports.report("r1")])
                 let entries = try await receiver.waitFor { $0.filter { $0.path == "/retry-after/2" }.count >= 2 }
                 let limitedEntries = entries.filter { $0.path == "/retry-after/2" }
                 #expect(limitedEntries.map(\.status) == [429, 200])
@@ -526,7 +526,7 @@ struct WebhookDeliveryTests {
             let (flaky, _) = try await endpoint(env, receiver, "/flaky/1")
             let schedule = RetrySchedule(delays: Array(repeating: 0.3, count: 20), jitter: 0)
             try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: schedule, webhookDisableAfter: 1.5).testLive { client in
-                try await sync(client, account: "ivy", [SyncAPITests.report("r1")])
+                try await sync(client, account: "ivy", [TestReports.report("r1")])
                 try await waitUntil { try await EndpointStore(pool: env.pool).get(failing)?.enabled == false }
                 let endpoint = try await EndpointStore(pool: env.pool).get(failing)
                 #expect(endpoint?.enabled == false)
@@ -547,7 +547,7 @@ struct WebhookDeliveryTests {
             let (byName, _) = try await EndpointStore(pool: env.pool).create(url: "http://localhost:\(receiver.port)/ok", eventTypes: ["entitlement.activated"])
             try await receiver.setSecrets([secret.text])
             try await env.application(deliveryWorkers: 1, webhookGuard: .publicOnly, retrySchedule: RetrySchedule(delays: [60])).testLive { client in
-                try await sync(client, account: "eve", [SyncAPITests.report("r1")])
+                try await sync(client, account: "eve", [TestReports.report("r1")])
                 for endpoint in [byIP, byName.id] {
                     let attempts = try await waitForAttempts(env, endpoint: endpoint, count: 1)
                     #expect(attempts.first?.status == nil)
@@ -573,7 +573,7 @@ struct WebhookDeliveryTests {
             let rotated = try #require(try await EndpointStore(pool: env.pool).rotateSecret(endpointID))
             try await receiver.setSecrets([old.text, rotated.1.text])
             try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).testLive { client in
-                try await sync(client, account: "finn", [SyncAPITests.report("r1")])
+                try await sync(client, account: "finn", [TestReports.report("r1")])
                 let entries = try await receiver.waitFor { !$0.isEmpty }
                 #expect(entries.first?.verifiedBy == [0, 1])
                 #expect(entries.first?.signature?.split(separator: " ").count == 2)
@@ -588,7 +588,7 @@ struct WebhookDeliveryTests {
             let (endpointID, _) = try await endpoint(env, receiver, "/ok")
             let start = Date().addingTimeInterval(-1)
             try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback).testLive { client in
-                try await sync(client, account: "gus", [SyncAPITests.report("r1")])
+                try await sync(client, account: "gus", [TestReports.report("r1")])
                 let first = try await receiver.waitFor { $0.count >= 2 }
                 let replayed = try await DeliveryStore(pool: env.pool).replay(endpoint: endpointID, since: start, until: nil)
                 #expect(replayed == first.count)
@@ -610,7 +610,7 @@ struct WebhookDeliveryTests {
             let schedule = RetrySchedule(delays: [0.3, 0.3, 0.3, 0.5] + Array(repeating: 1, count: 120))
             try await env.application(deliveryWorkers: 1, webhookGuard: Self.loopback, retrySchedule: schedule).testLive { client in
                 for index in 0..<5 {
-                    try await sync(client, account: "hal-\(index)", [SyncAPITests.report("r\(index)")])
+                    try await sync(client, account: "hal-\(index)", [TestReports.report("r\(index)")])
                 }
                 _ = try await waitForAttempts(env, endpoint: endpointID, count: 10)
                 // The secret from its start: a delivery may arrive before a later setSecrets would.

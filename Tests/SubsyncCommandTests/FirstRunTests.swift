@@ -203,19 +203,20 @@ final class EmbeddedServe: @unchecked Sendable {
 
     /// The working folder; the data folder is `.subsync` in it, as with `scripts/run`.
     let directory: URL
-    let httpPort = freeTCPPort()
     let postgresPort: Int
-    var process: Process?
-    var logFile: URL
+    /// The process, launched by ``launch(environment:dataDirectory:)``.
+    let server: ServeProcess
     let owned: Bool
 
     var dataDirectory: URL { directory.appendingPathComponent(".subsync") }
+    var httpPort: Int { server.port }
+    var process: Process? { server.process }
 
     init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("subsync-first-run-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         postgresPort = freeTCPPort()
-        logFile = directory.appendingPathComponent("serve-\(UUID().uuidString).log")
+        server = ServeProcess(logDirectory: directory)
         owned = true
     }
 
@@ -223,45 +224,25 @@ final class EmbeddedServe: @unchecked Sendable {
     init(sharing other: EmbeddedServe) throws {
         directory = other.directory
         postgresPort = other.postgresPort
-        logFile = directory.appendingPathComponent("serve-\(UUID().uuidString).log")
+        server = ServeProcess(logDirectory: directory)
         owned = false
     }
 
     func launch(environment overrides: [String: String] = [:], dataDirectory: String? = ".subsync") throws {
-        let process = Process()
-        process.executableURL = TestPackage.subsyncBinary
-        process.currentDirectoryURL = directory
-        process.arguments = ["serve", "--port", String(httpPort)] + (dataDirectory.map { ["--data-dir", $0] } ?? [])
-        var environment = ProcessInfo.processInfo.environment
-        for name in ["DATABASE_URL", "SUBSYNC_ADMIN_KEY", "SUBSYNC_TOKEN_SECRET", "SUBSYNC_SECRET_KEYS", "SUBSYNC_WEBHOOK_ALLOW", "SUBSYNC_DATA_DIR"] {
-            environment.removeValue(forKey: name)
-        }
-        environment["SUBSYNC_EMBEDDED_PG_PORT"] = String(postgresPort)
-        environment["SUBSYNC_WORKERS"] = "1"
-        // PostgreSQL on a busy core can be silent longer than serve's 15 s default.
-        environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] = "600"
-        for (key, value) in overrides { environment[key] = value }
-        process.environment = environment
-        logFile = directory.appendingPathComponent("serve-\(UUID().uuidString).log")
-        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: logFile)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        try handle.close()
-        self.process = process
+        var environment = [
+            "SUBSYNC_EMBEDDED_PG_PORT": String(postgresPort), "SUBSYNC_WORKERS": "1",
+            // PostgreSQL on a busy core can be silent longer than serve's 15 s default.
+            "SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS": "600",
+        ]
+        environment.merge(overrides) { $1 }
+        try server.launch(
+            dataDirectory.map { ["--data-dir", $0] } ?? [], environment: environment,
+            removing: ["DATABASE_URL", "SUBSYNC_ADMIN_KEY", "SUBSYNC_TOKEN_SECRET", "SUBSYNC_SECRET_KEYS", "SUBSYNC_WEBHOOK_ALLOW", "SUBSYNC_DATA_DIR"],
+            directory: directory)
     }
 
-    enum Outcome { case ready, exited }
-
-    func readyOrExited(seconds: Double) async -> Outcome? {
-        var outcome: Outcome?
-        _ = await waitUntil(seconds: seconds) {
-            if process?.isRunning != true { outcome = .exited; return true }
-            if await status("/readyz") == 200 { outcome = .ready; return true }
-            return false
-        }
-        return outcome
+    func readyOrExited(seconds: Double) async -> ServeProcess.Outcome? {
+        await server.readyOrExited(seconds: seconds)
     }
 
     /// Starts serve and waits until it is ready.
@@ -277,25 +258,22 @@ final class EmbeddedServe: @unchecked Sendable {
     /// Runs serve until it exits by itself.
     func runToExit(seconds: Double) async throws -> (status: Int32, output: String) {
         try launch()
-        guard await waitForExit(seconds: seconds) else {
-            process?.terminate()
+        guard await server.waitForExit(seconds: seconds) else {
+            server.terminate()
             return (-1, try output())
         }
-        return (process?.terminationStatus ?? -1, try output())
+        return (server.terminationStatus, try output())
     }
 
     /// SIGTERM, and a clean exit.
     func stop() async throws {
-        process?.terminate()
-        try #require(await waitForExit(seconds: 300), "serve did not stop after SIGTERM")
-        #expect(process?.terminationStatus == 0, "\((try? output()) ?? "")")
+        try #require(await server.stop(), "serve did not stop after SIGTERM")
+        #expect(server.terminationStatus == 0, "\((try? output()) ?? "")")
     }
 
-    func waitForExit(seconds: Double) async -> Bool {
-        await waitUntil(seconds: seconds) { process?.isRunning != true }
-    }
+    func output() throws -> String { try server.output() }
 
-    func output() throws -> String { try String(contentsOf: logFile, encoding: .utf8) }
+    func waitForExit(seconds: Double) async -> Bool { await server.waitForExit(seconds: seconds) }
 
     func file(_ name: String) throws -> String {
         try String(contentsOf: dataDirectory.appendingPathComponent(name), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)

@@ -9,18 +9,17 @@ import Prometheus
 import SyncCore
 import SyncService
 import SyncStore
-import TestSupport
 import Testing
 
 /// Credentials the test applications accept.
-enum TestCredentials {
-    static let adminKey = "test-admin-key-0123456789"
-    static let tokenSecret = "test-token-secret-0123456789abcdef0123"
+public enum TestCredentials {
+    public static let adminKey = "test-admin-key-0123456789"
+    public static let tokenSecret = "test-token-secret-0123456789abcdef0123"
 }
 
 /// One Prometheus registry for the test process: swift-metrics can be bootstrapped only once.
-enum TestMetrics {
-    static let registry: PrometheusCollectorRegistry = {
+public enum TestMetrics {
+    public static let registry: PrometheusCollectorRegistry = {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         return registry
@@ -31,21 +30,28 @@ enum TestMetrics {
 /// `seconds` ago, but never before the start of the current calendar month in UTC: usage made
 /// "a minute ago" must land in the free tier's current period even when a test runs in the
 /// first minute of a month.
-func recentlyThisMonth(_ seconds: TimeInterval, now: Date = Date()) -> Date {
+public func recentlyThisMonth(_ seconds: TimeInterval, now: Date = Date()) -> Date {
     var calendar = Calendar(identifier: .gregorian)
     calendar.timeZone = TimeZone(identifier: "UTC") ?? .current
     let monthStart = calendar.dateInterval(of: .month, for: now)?.start ?? now
     return max(monthStart, now.addingTimeInterval(-seconds))
 }
 
-struct TestEnvironment: Sendable {
-    let connection: ConnectionConfiguration
-    let pool: ConnectionPool
-    let authenticator: Authenticator
-    let logger: Logger
+public struct TestEnvironment: Sendable {
+    public let connection: ConnectionConfiguration
+    public let pool: ConnectionPool
+    public let authenticator: Authenticator
+    public let logger: Logger
+
+    public init(connection: ConnectionConfiguration, pool: ConnectionPool, authenticator: Authenticator, logger: Logger) {
+        self.connection = connection
+        self.pool = pool
+        self.authenticator = authenticator
+        self.logger = logger
+    }
 
     /// Creates a fresh, migrated database for `body` and drops it afterwards.
-    static func withFresh<T>(poolSize: Int = 8, _ body: (TestEnvironment) async throws -> T) async throws -> T {
+    public static func withFresh<T>(poolSize: Int = 8, _ body: (TestEnvironment) async throws -> T) async throws -> T {
         try await TestDatabase.withFreshDatabase { connection in
             // A lease waits as long as a busy core needs: the lease timeout is tested in PoolTests.
             let pool = ConnectionPool(configuration: .init(connection: connection, maximumConnections: poolSize, leaseTimeout: .seconds(600)))
@@ -68,7 +74,7 @@ struct TestEnvironment: Sendable {
     }
 
     /// The application as `subsync serve` builds it, on a pool of its own.
-    func application(
+    public func application(
         workers: Int = 2,
         batchSize: Int = 100,
         sweepInterval: Duration = .milliseconds(100),
@@ -160,47 +166,47 @@ struct TestEnvironment: Sendable {
         return try buildApplication(configuration: configuration, dependencies: dependencies, logger: logger)
     }
 
-    func token(for accountID: String, validFor: TimeInterval = 3600) async throws -> String {
+    public func token(for accountID: String, validFor: TimeInterval = 3600) async throws -> String {
         try await authenticator.mint(accountID: accountID, validFor: validFor)
     }
 
     /// Counts rows, for "nothing was stored" checks.
-    func count(_ table: String, accountID: String) async throws -> Int {
+    public func count(_ table: String, accountID: String) async throws -> Int {
         let rows = try await pool.query("SELECT count(*) FROM \(unescaped: table) WHERE account_id = \(accountID)")
         return try rows[0].decode(Int.self, at: 0)
     }
 
     /// The one integer a query answers (a count), for checks on what was stored.
-    func scalar(_ sql: String) async throws -> Int {
+    public func scalar(_ sql: String) async throws -> Int {
         let rows = try await pool.query(PostgresQuery(sql))
         return try rows[0].decode(Int.self, at: 0)
     }
 }
 
 /// Builds sync request bodies.
-struct SyncBody: Encodable {
-    struct Device: Encodable {
-        var id: String
-        var platform: String? = "ios"
-        var app_version: String? = "1.0"
+public struct SyncBody: Encodable {
+    public struct Device: Encodable {
+        public var id: String
+        public var platform: String? = "ios"
+        public var app_version: String? = "1.0"
     }
 
-    var device: Device
-    var reports: [Report]
+    public var device: Device
+    public var reports: [Report]
 
-    init(device: String, reports: [Report]) {
+    public init(device: String, reports: [Report]) {
         self.device = Device(id: device)
         self.reports = reports
     }
 
-    var data: Data {
+    public var data: Data {
         get throws { try JSONEncoder.postgres.encode(self) }
     }
 }
 
 extension TestClientProtocol {
     /// POSTs a sync and returns the status and JSON body.
-    func sync(
+    public func sync(
         account: String,
         body: Data,
         credential: String? = TestCredentials.adminKey,
@@ -232,7 +238,7 @@ extension TestClientProtocol {
 
     /// GETs a path with a credential and returns the status and JSON body.
     /// POSTs `body` as JSON and returns the status and JSON body.
-    func postJSON(_ uri: String, body: Data, credential: String? = TestCredentials.adminKey) async throws -> (status: HTTPResponse.Status, json: [String: Any]) {
+    public func postJSON(_ uri: String, body: Data, credential: String? = TestCredentials.adminKey) async throws -> (status: HTTPResponse.Status, json: [String: Any]) {
         var headers: HTTPFields = [.contentType: "application/json"]
         if let credential { headers[.authorization] = "Bearer \(credential)" }
         return try await execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(bytes: body)) { response in
@@ -240,7 +246,7 @@ extension TestClientProtocol {
         }
     }
 
-    func getJSON(_ uri: String, credential: String? = TestCredentials.adminKey) async throws -> (status: HTTPResponse.Status, json: [String: Any]) {
+    public func getJSON(_ uri: String, credential: String? = TestCredentials.adminKey) async throws -> (status: HTTPResponse.Status, json: [String: Any]) {
         var headers: HTTPFields = [:]
         if let credential { headers[.authorization] = "Bearer \(credential)" }
         return try await execute(uri: uri, method: .get, headers: headers) { response in
@@ -251,6 +257,6 @@ extension TestClientProtocol {
 
 extension Dictionary where Key == String, Value == Any {
     /// `json["error"]["code"]`, for error assertions.
-    var errorCode: String? { (self["error"] as? [String: Any])?["code"] as? String }
-    var errorMessage: String? { (self["error"] as? [String: Any])?["message"] as? String }
+    public var errorCode: String? { (self["error"] as? [String: Any])?["code"] as? String }
+    public var errorMessage: String? { (self["error"] as? [String: Any])?["message"] as? String }
 }

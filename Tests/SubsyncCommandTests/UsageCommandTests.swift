@@ -9,7 +9,7 @@ import TestSupport
 /// operators run them (the built binary against a real database).
 @Suite("Usage: the operator commands")
 struct UsageCommandTests {
-    typealias Command = OperationsCommandTests
+    typealias Command = SubsyncCommand
 
     @Test("credits adjust is audited and idempotent by id; usage show and accounts show agree on the balance")
     func adjustAndShow() async throws {

@@ -8,60 +8,10 @@ import TestSupport
 /// The operator commands as operators and scripts run them: the built `subsync` binary.
 @Suite("Operations: the subsync commands, as processes")
 struct OperationsCommandTests {
-    struct Output {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-
-        /// stdout parsed as JSON.
-        var json: Any? { try? JSONSerialization.jsonObject(with: Data(stdout.utf8)) }
-        var object: [String: Any] { (json as? [String: Any]) ?? [:] }
-        var array: [[String: Any]] { (json as? [[String: Any]]) ?? [] }
-    }
-
-    /// `postgresql://user@host:port/dbname` of the test database, with a connect timeout a busy
-    /// core cannot outlast (subsync's own default is 5 s).
-    static func url(_ env: TestEnvironment) -> String {
-        let c = env.connection
-        return "postgresql://\(c["user"] ?? "postgres")@\(c["host"] ?? "127.0.0.1"):\(c["port"] ?? "5432")/\(c["dbname"] ?? "postgres")?connect_timeout=120"
-    }
-
-    static func start(_ arguments: [String], env: TestEnvironment?, extra: [String: String] = [:]) throws -> (Process, Pipe, Pipe) {
-        let process = Process()
-        process.executableURL = TestPackage.subsyncBinary
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        environment["DATABASE_URL"] = env.map(url) ?? ""
-        environment["SUBSYNC_LOG_LEVEL"] = "warning"
-        environment["USER"] = "tester"
-        environment.merge(extra) { $1 }
-        process.environment = environment
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardOutput = stdout
-        process.standardError = stderr
-        try process.run()
-        return (process, stdout, stderr)
-    }
-
-    static func finish(_ process: Process, _ stdout: Pipe, _ stderr: Pipe) async throws -> Output {
-        // Read both pipes off the cooperative pool: they block until the process closes them.
-        let (out, err) = try await runBlocking {
-            (stdout.fileHandleForReading.readDataToEndOfFile(), stderr.fileHandleForReading.readDataToEndOfFile())
-        }
-        process.waitUntilExit()
-        return Output(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
-    }
-
-    static func run(_ arguments: [String], env: TestEnvironment?, extra: [String: String] = [:]) async throws -> Output {
-        let (process, stdout, stderr) = try start(arguments, env: env, extra: extra)
-        return try await finish(process, stdout, stderr)
-    }
-
     @Test("every command: --json parses, exit codes are as documented, bad arguments exit 64")
     func commands() async throws {
         try await TestEnvironment.withFresh { env in
-            let r = SyncAPITests.report
+            let r = TestReports.report
             try await OperationsFixture.ingest([
                 ("ann", "iphone", r("a1", "iphone", "ann-t1", "voip.premium.monthly", -86_400, 29 * 86_400, 0, nil)),
                 ("ann", "ipad", r("a2", "ipad", "ann-t1", "voip.premium.monthly", -86_400, 28 * 86_400, 5, nil)),
@@ -69,112 +19,112 @@ struct OperationsCommandTests {
                 ("ivy", "iphone", r("i1", "iphone", "shared", "voip.basic.monthly", -86_400, 29 * 86_400, 0, nil)),
             ], pool: env.pool)
 
-            var out = try await Self.run(["reconcile", "--all", "--dry-run", "--json"], env: env)
+            var out = try await SubsyncCommand.run(["reconcile", "--all", "--dry-run", "--json"], env: env)
             #expect(out.status == 0, "\(out.stderr)")
             #expect((out.object["summary"] as? [String: Any])?["differences"] as? Int == 0)
             #expect((out.object["differences"] as? [Any])?.count == 0)
 
             try await env.pool.query("UPDATE entitlements SET will_renew = false WHERE account_id = 'ann'")
-            out = try await Self.run(["reconcile", "--account", "ann", "--dry-run", "--json"], env: env)
+            out = try await SubsyncCommand.run(["reconcile", "--account", "ann", "--dry-run", "--json"], env: env)
             #expect(out.status == 2, "drift with --dry-run exits 2: \(out.stderr)")
             let differences = (out.object["differences"] as? [[String: Any]]) ?? []
             #expect(differences.count == 1)
             #expect(differences.first?["field"] as? String == "entitlements.will_renew")
             #expect(differences.first?["stored"] as? String == "false")
-            out = try await Self.run(["reconcile", "--all", "--dry-run"], env: env)
+            out = try await SubsyncCommand.run(["reconcile", "--all", "--dry-run"], env: env)
             #expect(out.status == 2)
             #expect(out.stdout.contains("ann  entitlement premium  entitlements.will_renew  stored false  recomputed true"))
-            out = try await Self.run(["reconcile", "--account", "nobody"], env: env)
+            out = try await SubsyncCommand.run(["reconcile", "--account", "nobody"], env: env)
             #expect(out.status == 66 && out.stderr.contains("no account nobody"))
-            out = try await Self.run(["reconcile", "--all", "--json", "--batch-size", "2"], env: env)
+            out = try await SubsyncCommand.run(["reconcile", "--all", "--json", "--batch-size", "2"], env: env)
             #expect(out.status == 0, "\(out.stderr)")
             #expect((out.object["summary"] as? [String: Any])?["accounts_repaired"] as? Int == 1)
-            out = try await Self.run(["reconcile", "--all", "--dry-run"], env: env)
+            out = try await SubsyncCommand.run(["reconcile", "--all", "--dry-run"], env: env)
             #expect(out.status == 0 && out.stdout.contains("no drift"))
 
-            out = try await Self.run(["accounts", "show", "ann", "--json"], env: env)
+            out = try await SubsyncCommand.run(["accounts", "show", "ann", "--json"], env: env)
             #expect(out.status == 0, "\(out.stderr)")
             let transactions = (out.object["transactions"] as? [[String: Any]]) ?? []
             let devices = ((transactions.first?["reports"] as? [[String: Any]]) ?? []).compactMap { $0["device_id"] as? String }
             #expect(devices.sorted() == ["ipad", "iphone"])
             #expect((out.object["state"] as? [String: Any])?["tier"] as? String == "premium")
             #expect(((out.object["events"] as? [Any]) ?? []).count == 2)
-            out = try await Self.run(["accounts", "show", "ann"], env: env)
+            out = try await SubsyncCommand.run(["accounts", "show", "ann"], env: env)
             #expect(out.status == 0 && out.stdout.contains("from device ipad"))
-            out = try await Self.run(["accounts", "show", "nobody", "--json"], env: env)
+            out = try await SubsyncCommand.run(["accounts", "show", "nobody", "--json"], env: env)
             #expect(out.status == 66)
-            out = try await Self.run(["accounts", "list", "--tier", "basic", "--json"], env: env)
+            out = try await SubsyncCommand.run(["accounts", "list", "--tier", "basic", "--json"], env: env)
             #expect(out.status == 0 && out.array.compactMap { $0["account_id"] as? String } == ["hal", "ivy"])
-            out = try await Self.run(["accounts", "list", "--tier", "platinum"], env: env)
+            out = try await SubsyncCommand.run(["accounts", "list", "--tier", "platinum"], env: env)
             #expect(out.status == 64)
 
-            out = try await Self.run(["revoke", "--transaction", "ann-t1", "--reason", "chargeback", "--json"], env: env)
+            out = try await SubsyncCommand.run(["revoke", "--transaction", "ann-t1", "--reason", "chargeback", "--json"], env: env)
             #expect(out.status == 0, "\(out.stderr)")
             #expect(out.object["recorded"] as? Bool == true && out.object["actor"] as? String == "tester")
             #expect(out.object["account_id"] as? String == "ann" && out.object["events_written"] as? Int == 2)
-            out = try await Self.run(["accounts", "show", "ann"], env: env)
+            out = try await SubsyncCommand.run(["accounts", "show", "ann"], env: env)
             #expect(out.stdout.contains("revoke by tester: \"chargeback\""))
-            out = try await Self.run(["unrevoke", "--transaction", "ann-t1", "--account", "ann", "--actor", "carol", "--json"], env: env)
+            out = try await SubsyncCommand.run(["unrevoke", "--transaction", "ann-t1", "--account", "ann", "--actor", "carol", "--json"], env: env)
             #expect(out.status == 0 && out.object["revoked"] as? Bool == false)
-            out = try await Self.run(["unrevoke", "--transaction", "ann-t1"], env: env)
+            out = try await SubsyncCommand.run(["unrevoke", "--transaction", "ann-t1"], env: env)
             #expect(out.status == 0 && out.stdout.contains("nothing recorded"))
-            out = try await Self.run(["revoke", "--transaction", "shared"], env: env)
+            out = try await SubsyncCommand.run(["revoke", "--transaction", "shared"], env: env)
             #expect(out.status == 64 && out.stderr.contains("hal, ivy"))
-            out = try await Self.run(["revoke", "--transaction", "nope"], env: env)
+            out = try await SubsyncCommand.run(["revoke", "--transaction", "nope"], env: env)
             #expect(out.status == 66)
-            out = try await Self.run(["revoke", "--transaction", "ann-t1", "--account", "hal"], env: env)
+            out = try await SubsyncCommand.run(["revoke", "--transaction", "ann-t1", "--account", "hal"], env: env)
             #expect(out.status == 66)
-            out = try await Self.run(["revoke"], env: env)
+            out = try await SubsyncCommand.run(["revoke"], env: env)
             #expect(out.status == 64)
 
-            out = try await Self.run(["events", "list", "--account", "ann", "--json"], env: env)
+            out = try await SubsyncCommand.run(["events", "list", "--account", "ann", "--json"], env: env)
             #expect(out.status == 0)
             #expect(out.array.compactMap { $0["origin"] as? String }.filter { $0 == "admin" }.count == 4)
-            out = try await Self.run(["events", "list", "--type", "entitlement.revoked", "--since", "1h"], env: env)
+            out = try await SubsyncCommand.run(["events", "list", "--type", "entitlement.revoked", "--since", "1h"], env: env)
             #expect(out.status == 0 && out.stdout.contains("ann#"))
-            out = try await Self.run(["events", "list", "--type", "bogus"], env: env)
+            out = try await SubsyncCommand.run(["events", "list", "--type", "bogus"], env: env)
             #expect(out.status == 64)
-            out = try await Self.run(["events", "list", "--since", "yesterday"], env: env)
+            out = try await SubsyncCommand.run(["events", "list", "--since", "yesterday"], env: env)
             #expect(out.status == 64)
 
-            out = try await Self.run(["stats", "--json"], env: env)
+            out = try await SubsyncCommand.run(["stats", "--json"], env: env)
             #expect(out.status == 0 && out.object["pending_reports"] as? Int == 0)
             #expect((out.object["accounts_by_tier"] as? [String: Int])?["basic"] == 2)
-            out = try await Self.run(["stats", "--window", "forever"], env: env)
+            out = try await SubsyncCommand.run(["stats", "--window", "forever"], env: env)
             #expect(out.status == 64)
 
-            out = try await Self.run(["reports", "quarantined", "--json"], env: env)
+            out = try await SubsyncCommand.run(["reports", "quarantined", "--json"], env: env)
             #expect(out.status == 0 && out.array.isEmpty)
-            out = try await Self.run(["reports", "retry", "--all", "--json"], env: env)
+            out = try await SubsyncCommand.run(["reports", "retry", "--all", "--json"], env: env)
             #expect(out.status == 0 && out.object["retried"] as? Int == 0)
-            out = try await Self.run(["reports", "retry", "nope"], env: env)
+            out = try await SubsyncCommand.run(["reports", "retry", "nope"], env: env)
             #expect(out.status == 66)
-            out = try await Self.run(["reports", "retry"], env: env)
+            out = try await SubsyncCommand.run(["reports", "retry"], env: env)
             #expect(out.status == 64)
 
-            out = try await Self.run(["prune", "--reports-older-than", "1d", "--json"], env: env)
+            out = try await SubsyncCommand.run(["prune", "--reports-older-than", "1d", "--json"], env: env)
             #expect(out.status == 0 && out.object["eligible"] as? Int == 0)
             try await Task.sleep(for: .milliseconds(1100))
-            out = try await Self.run(["prune", "--reports-older-than", "1s", "--dry-run", "--json"], env: env)
+            out = try await SubsyncCommand.run(["prune", "--reports-older-than", "1s", "--dry-run", "--json"], env: env)
             #expect(out.status == 0, "keeping the reports the state depends on is success, for cron: \(out.stderr)")
             #expect(out.object["kept"] as? Int == 5 && out.object["deleted"] as? Int == 1)
-            let text = try await Self.run(["prune", "--reports-older-than", "1s", "--dry-run"], env: env)
+            let text = try await SubsyncCommand.run(["prune", "--reports-older-than", "1s", "--dry-run"], env: env)
             #expect(text.status == 0 && text.stdout.contains("kept 5 reports") && text.stdout.contains("current state depends on them"), "\(text.stdout)")
-            out = try await Self.run(["prune", "--reports-older-than", "soon"], env: env)
+            out = try await SubsyncCommand.run(["prune", "--reports-older-than", "soon"], env: env)
             #expect(out.status == 64)
 
             for bad in [["reconcile"], ["reconcile", "--all", "--account", "x"], ["reconcile", "--account", "x", "--resume"],
                         ["reconcile", "--all", "--batch-size", "0"], ["reconcile", "--all", "--since", "later"],
                         ["events", "list", "--limit", "0"], ["accounts", "list", "--limit", "-1"], ["accounts", "frobnicate"]] {
-                let result = try await Self.run(bad, env: env)
+                let result = try await SubsyncCommand.run(bad, env: env)
                 #expect(result.status == 64, "\(bad): \(result.status)")
                 #expect(!result.stderr.isEmpty, "\(bad) explains itself")
             }
-            out = try await Self.run(["stats"], env: nil)
+            out = try await SubsyncCommand.run(["stats"], env: nil)
             #expect(out.status == 64 && out.stderr.contains("no database configured"))
             for command in [["reconcile"], ["accounts", "show"], ["revoke"], ["unrevoke"], ["events", "list"], ["stats"],
                             ["reports", "retry"], ["prune"]] {
-                let help = try await Self.run(command + ["--help"], env: nil)
+                let help = try await SubsyncCommand.run(command + ["--help"], env: nil)
                 #expect(help.status == 0 && help.stdout.contains("Examples"), "\(command) --help")
             }
         }
@@ -193,14 +143,14 @@ struct OperationsCommandTests {
                 """
             )
             try await OperationsFixture.drain(env.pool)
-            let (process, stdout, stderr) = try Self.start(["reconcile", "--all", "--dry-run", "--batch-size", "1", "--json"], env: env)
+            let running = try SubsyncCommand.start(["reconcile", "--all", "--dry-run", "--batch-size", "1", "--json"], env: env)
             // Interrupt once it has made progress (the handler is installed before the first batch).
             let started = try await waitUntil {
                 try await env.pool.query("SELECT count(*) FROM reconcile_checkpoints")[0].decode(Int.self, at: 0) > 0
             }
             #expect(started)
-            process.interrupt()
-            let first = try await Self.finish(process, stdout, stderr)
+            running.interrupt()
+            let first = try await running.finish()
             #expect(first.status == 130, "\(first.stderr)")
             #expect(first.stderr.contains("--resume"))
             let summary = (first.object["summary"] as? [String: Any]) ?? [:]
@@ -210,7 +160,7 @@ struct OperationsCommandTests {
             let saved = try await env.pool.query("SELECT last_account_id, accounts_done FROM reconcile_checkpoints WHERE name = 'all --dry-run'")
             #expect(try saved[0].decode(Int.self, at: 1) == checkedFirst)
 
-            let second = try await Self.run(["reconcile", "--all", "--dry-run", "--resume", "--json"], env: env)
+            let second = try await SubsyncCommand.run(["reconcile", "--all", "--dry-run", "--resume", "--json"], env: env)
             #expect(second.status == 0, "\(second.stderr)")
             let rest = (second.object["summary"] as? [String: Any]) ?? [:]
             #expect(rest["resumed_from"] as? String == (try saved[0].decode(String.self, at: 0)))

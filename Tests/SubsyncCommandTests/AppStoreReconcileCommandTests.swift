@@ -12,17 +12,17 @@ import X509
 /// real database and the store double.
 @Suite("Reconcile against the store", .serialized)
 struct AppStoreReconcileCommandTests {
-    typealias Command = OperationsCommandTests
+    typealias Command = SubsyncCommand
 
     /// A monthly premium subscription `original` whose first period ended ten days before `now`
     /// and its renewal `renewalID`, running twenty days on: what the store has and a device
     /// reported only the first of.
     static func renewedSubscription(original: String, renewalID: String, now: Date) -> (first: JWSTransactionPayload, renewal: JWSTransactionPayload) {
         let day: TimeInterval = 86_400
-        let first = TrustAPITests.transaction(
+        let first = StoreKitTrust.transaction(
             original: original, purchased: now.addingTimeInterval(-40 * day), expires: now.addingTimeInterval(-10 * day),
             signed: now.addingTimeInterval(-40 * day))
-        let renewal = TrustAPITests.transaction(
+        let renewal = StoreKitTrust.transaction(
             original: original, id: renewalID, purchased: now.addingTimeInterval(-10 * day), expires: now.addingTimeInterval(20 * day),
             signed: now.addingTimeInterval(-10 * day))
         return (first, renewal)
@@ -31,9 +31,9 @@ struct AppStoreReconcileCommandTests {
     @Test("a renewal no device or notification reported: --dry-run finds it, the repair ingests it as a store report, the next run finds none; forged and other accounts' transactions change nothing")
     func missedRenewal() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let forger = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let forger = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let day: TimeInterval = 86_400
             let (first, renewal) = Self.renewedSubscription(original: "t-r1", renewalID: "t-r2", now: now)
@@ -55,9 +55,9 @@ struct AppStoreReconcileCommandTests {
 
             // What the store has: both periods, a purchase of another Apple ID account's subsync
             // account (same customer, not this account's), and a forged "renewal" to 2099.
-            let other = TrustAPITests.transaction(
+            let other = StoreKitTrust.transaction(
                 original: "t-elsewhere", purchased: now.addingTimeInterval(-5 * day), expires: now.addingTimeInterval(25 * day), signed: now)
-            let forged = TrustAPITests.transaction(
+            let forged = StoreKitTrust.transaction(
                 original: "t-r1", id: "t-r3", purchased: now.addingTimeInterval(-day), expires: now.addingTimeInterval(20 * 365 * day), signed: now)
             try await double.script("GET", "/inApps/v2/history/t-r1", [AppStoreDouble.Answer(json: [
                 "hasMore": false, "revision": "x",
@@ -78,7 +78,7 @@ struct AppStoreReconcileCommandTests {
             let settings = [
                 "SUBSYNC_APPSTORE_KEY_FILE": AppStoreDouble.keyFile.path, "SUBSYNC_APPSTORE_KEY_ID": AppStoreDouble.keyID,
                 "SUBSYNC_APPSTORE_ISSUER_ID": AppStoreDouble.issuerID, "SUBSYNC_APPSTORE_BASE_URL": double.baseURL,
-                "SUBSYNC_APPLE_ROOT_CERTIFICATES": roots.path, "SUBSYNC_BUNDLE_ID": TrustAPITests.bundleID,
+                "SUBSYNC_APPLE_ROOT_CERTIFICATES": roots.path, "SUBSYNC_BUNDLE_ID": StoreKitTrust.bundleID,
             ]
 
             var out = try await Command.run(["reconcile", "--against-store", "--account", "drifted", "--dry-run", "--json"], env: env, extra: settings)
@@ -121,23 +121,23 @@ struct AppStoreReconcileCommandTests {
     }
 
     /// The settings that point `subsync` at the store double, with `trust`'s root as the trusted one.
-    static func storeSettings(_ double: AppStoreDouble, trust: TrustAPITests, roots: URL) throws -> [String: String] {
+    static func storeSettings(_ double: AppStoreDouble, trust: StoreKitTrust, roots: URL) throws -> [String: String] {
         try trust.authority.root.serializeAsPEM().pemString.write(to: roots, atomically: true, encoding: .utf8)
         return [
             "SUBSYNC_APPSTORE_KEY_FILE": AppStoreDouble.keyFile.path, "SUBSYNC_APPSTORE_KEY_ID": AppStoreDouble.keyID,
             "SUBSYNC_APPSTORE_ISSUER_ID": AppStoreDouble.issuerID, "SUBSYNC_APPSTORE_BASE_URL": double.baseURL,
-            "SUBSYNC_APPLE_ROOT_CERTIFICATES": roots.path, "SUBSYNC_BUNDLE_ID": TrustAPITests.bundleID,
+            "SUBSYNC_APPLE_ROOT_CERTIFICATES": roots.path, "SUBSYNC_BUNDLE_ID": StoreKitTrust.bundleID,
         ]
     }
 
     @Test("an operator's revoke is not drift against the store: --repair writes what the store says (signed after the revoke) and the transaction stays revoked until the operator's unrevoke")
     func operatorRevokeSurvivesRepair() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let day: TimeInterval = 86_400
-            let purchase = TrustAPITests.transaction(
+            let purchase = StoreKitTrust.transaction(
                 original: "t-f1", purchased: now.addingTimeInterval(-5 * day), expires: now.addingTimeInterval(25 * day),
                 signed: now.addingTimeInterval(-5 * day))
             let report = try await trust.verifier.verifyTransaction(try trust.authority.sign(purchase))
@@ -192,11 +192,11 @@ struct AppStoreReconcileCommandTests {
     @Test("a repair whose store report id another report holds (a device's, stored before such ids were refused) is said: not repaired, exit 65")
     func preTakenReportID() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let day: TimeInterval = 86_400
-            let purchase = TrustAPITests.transaction(
+            let purchase = StoreKitTrust.transaction(
                 original: "t-p1", purchased: now.addingTimeInterval(-5 * day), expires: now.addingTimeInterval(25 * day),
                 signed: now.addingTimeInterval(-5 * day))
             let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
@@ -213,7 +213,7 @@ struct AppStoreReconcileCommandTests {
             refunded.revocationDate = now.addingTimeInterval(-3_600)
             refunded.revocationReason = 0
             let refund = try trust.authority.sign(refunded)
-            let answers = AppStoreAnswers(api: try AppStoreAPITests.client(double), verifier: trust.verifier, binder: binder)
+            let answers = AppStoreAnswers(api: try AppStoreDouble.client(double), verifier: trust.verifier, binder: binder)
             let storeID = try #require(try await answers.report(transaction: refund, renewal: nil, originals: ["t-p1"])?.reportID)
             // A device synced a spare pre-refund copy under that id (every fact of its name is the
             // device's to know), before the service refused such ids.
@@ -251,17 +251,17 @@ struct AppStoreReconcileCommandTests {
     @Test("the console's action: POST /v1/admin/accounts/{id}/reconcile-store checks (dry run by default) and repairs, audited; admin only; 404 without the API")
     func adminRoute() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let (first, renewal) = Self.renewedSubscription(original: "t-a1", renewalID: "t-a2", now: now)
             try await double.script("GET", "/inApps/v2/history/t-a1", [AppStoreDouble.Answer(json: [
                 "hasMore": false, "signedTransactions": [.string(try trust.authority.sign(first)), .string(try trust.authority.sign(renewal))],
             ])])
-            let api = try AppStoreAPITests.client(double)
+            let api = try AppStoreDouble.client(double)
             try await env.application(workers: 0, requireSigned: true, verifier: trust.verifier, appStoreAPI: api).test(.router) { client in
                 let (status, _) = try await client.sync(
-                    account: "console", body: try TrustAPITests.signedBody(reportID: "c-1", jws: try trust.authority.sign(first)), waitMilliseconds: nil)
+                    account: "console", body: try StoreKitTrust.signedBody(reportID: "c-1", jws: try trust.authority.sign(first)), waitMilliseconds: nil)
                 #expect(status == .accepted)
                 #expect(try await ResolutionEngine(pool: env.pool, catalogue: .default).resolvePendingBatch(limit: 10).reportsResolved == 1)
 
@@ -297,18 +297,8 @@ struct AppStoreReconcileCommandTests {
         }
     }
 
-    static func deviceReported(_ first: JWSTransactionPayload, account: String, trust: TrustAPITests, env: TestEnvironment) async throws {
-        let report = try await trust.verifier.verifyTransaction(try trust.authority.sign(first))
-            .report(reportID: "\(account)-d1", deviceID: "phone", observedAt: first.signedDate)
-        let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
-        _ = try await TransactionBinder(pool: env.pool, engine: engine, policy: .reject).submit(
-            accountID: account, device: DeviceInfo(id: "phone"), reports: [report],
-            claims: [PurchaseClaim(originalTransactionID: report.originalTransactionID, appAccountToken: nil)])
-        #expect(try await engine.resolvePendingBatch(limit: 10).reportsResolved == 1)
-    }
-
     /// The store's history of `original` is `transactions`, signed by `trust`.
-    static func history(_ double: AppStoreDouble, _ original: String, _ transactions: [JWSTransactionPayload], trust: TrustAPITests) async throws {
+    static func history(_ double: AppStoreDouble, _ original: String, _ transactions: [JWSTransactionPayload], trust: StoreKitTrust) async throws {
         try await double.script("GET", "/inApps/v2/history/\(original)", [AppStoreDouble.Answer(json: [
             "hasMore": false, "signedTransactions": .array(try transactions.map { .string(try trust.authority.sign($0)) }),
         ])])
@@ -322,9 +312,9 @@ struct AppStoreReconcileCommandTests {
 
     @Test("store answers about one transaction that differ only in isUpgraded, revocationReason or productId are named apart")
     func answerNamesCoverEveryFactTheJoinReads() async throws {
-        let trust = try TrustAPITests()
+        let trust = try StoreKitTrust()
         let now = Date(timeIntervalSince1970: 1_780_000_000)
-        var plain = TrustAPITests.transaction(
+        var plain = StoreKitTrust.transaction(
             original: "t-n1", id: "t-n2", product: "voip.basic.monthly", purchased: now.addingTimeInterval(-86_400),
             expires: now.addingTimeInterval(29 * 86_400), signed: now, revoked: now.addingTimeInterval(-3_600))
         plain.revocationReason = 0
@@ -356,18 +346,18 @@ struct AppStoreReconcileCommandTests {
     @Test("an upgrade the store reports after it repaired the same transaction: the upgraded-away answer is stored, not taken for the earlier one, and its entitlement ends")
     func upgradeAfterRepair() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let day: TimeInterval = 86_400
             // Basic monthly: the first period a device reported, its renewal only the store knows.
-            let first = TrustAPITests.transaction(
+            let first = StoreKitTrust.transaction(
                 original: "t-u1", product: "voip.basic.monthly", purchased: now.addingTimeInterval(-40 * day),
                 expires: now.addingTimeInterval(-10 * day), signed: now.addingTimeInterval(-40 * day))
-            let renewal = TrustAPITests.transaction(
+            let renewal = StoreKitTrust.transaction(
                 original: "t-u1", id: "t-u2", product: "voip.basic.monthly", purchased: now.addingTimeInterval(-10 * day),
                 expires: now.addingTimeInterval(20 * day), signed: now.addingTimeInterval(-10 * day))
-            try await Self.deviceReported(first, account: "upgrader", trust: trust, env: env)
+            try await StoreKitTrust.deviceReported(first, account: "upgrader", trust: trust, env: env)
             let roots = FileManager.default.temporaryDirectory.appendingPathComponent("store-upgrade-\(UUID().uuidString).pem")
             defer { try? FileManager.default.removeItem(at: roots) }
             let settings = try Self.storeSettings(double, trust: trust, roots: roots)
@@ -385,7 +375,7 @@ struct AppStoreReconcileCommandTests {
             var upgraded = renewal
             upgraded.isUpgraded = true
             upgraded.signedDate = now.addingTimeInterval(-60)
-            let premium = TrustAPITests.transaction(
+            let premium = StoreKitTrust.transaction(
                 original: "t-u1", id: "t-u3", product: "voip.premium.monthly", purchased: now.addingTimeInterval(-60),
                 expires: now.addingTimeInterval(30 * day), signed: now.addingTimeInterval(-60))
             try await Self.history(double, "t-u1", [first, upgraded, premium], trust: trust)
@@ -410,11 +400,11 @@ struct AppStoreReconcileCommandTests {
     @Test("a refund the store reverses after it repaired the same transaction before the refund: the reversal is stored and reinstates")
     func refundReversedAfterRepair() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let (first, renewal) = Self.renewedSubscription(original: "t-v1", renewalID: "t-v2", now: now)
-            try await Self.deviceReported(first, account: "reversed", trust: trust, env: env)
+            try await StoreKitTrust.deviceReported(first, account: "reversed", trust: trust, env: env)
             let roots = FileManager.default.temporaryDirectory.appendingPathComponent("store-reversal-\(UUID().uuidString).pem")
             defer { try? FileManager.default.removeItem(at: roots) }
             let settings = try Self.storeSettings(double, trust: trust, roots: roots)
@@ -447,13 +437,13 @@ struct AppStoreReconcileCommandTests {
     @Test("an App Store Server API answer whose renewal info is of another environment than its transaction (and the API) is ignored, counted and logged, and changes nothing")
     func answerOfMixedEnvironmentsIsIgnored() async throws {
         try await TestEnvironment.withFresh { env in
-            let trust = try TrustAPITests()
-            let double = try await AppStoreDouble(bundleID: TrustAPITests.bundleID)
+            let trust = try StoreKitTrust()
+            let double = try await AppStoreDouble(bundleID: StoreKitTrust.bundleID)
             let now = Date()
             let day: TimeInterval = 86_400
-            let transaction = TrustAPITests.transaction(
+            let transaction = StoreKitTrust.transaction(
                 original: "t-x1", purchased: now.addingTimeInterval(-day), expires: now.addingTimeInterval(29 * day), signed: now.addingTimeInterval(-day))
-            try await Self.deviceReported(transaction, account: "mixed", trust: trust, env: env)
+            try await StoreKitTrust.deviceReported(transaction, account: "mixed", trust: trust, env: env)
             // The production API answers with the production transaction and sandbox renewal info
             // saying auto-renew is off.
             let sandboxRenewal = try trust.renewalInfo(original: "t-x1", autoRenew: false, billingRetry: false, grace: nil, signed: now, environment: "Sandbox")

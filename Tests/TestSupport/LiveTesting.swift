@@ -9,7 +9,7 @@ extension ApplicationProtocol {
     /// of its fixed 20 s. A request answers late on a busy core (one third of one core under
     /// `scripts/test --stress`), and the read timeout is no part of what the tests check: they
     /// wait on conditions with generous deadlines, as every bound in this suite does.
-    func testLive<Value>(_ test: @Sendable (LiveTestFramework<Self>.Client) async throws -> Value) async throws -> Value {
+    public func testLive<Value>(_ test: @Sendable (LiveTestFramework<Self>.Client) async throws -> Value) async throws -> Value {
         let application = TestApplication(base: self)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             let serviceGroup = ServiceGroup(

@@ -4,38 +4,37 @@ import FoundationNetworking
 #endif
 import Postgres
 import SubsyncWebhooks
-import TestSupport
 
 /// The Python receiver in Tests/Doubles/webhook-receiver.py, run as a separate process: a real HTTP
 /// server that checks every signature with the `standardwebhooks` package from PyPI.
-final class WebhookReceiver: @unchecked Sendable {
+public final class WebhookReceiver: @unchecked Sendable {
     // @unchecked: `process` is only replaced by `restart()`, which tests call from one task.
     private var process: Process
-    let port: Int
+    public let port: Int
 
-    struct Entry: Decodable {
-        var path: String
-        var id: String
-        var timestamp: String?
-        var signature: String?
-        var verifiedBy: [Int]
-        var status: Int
-        var receivedAt: Double
-        var body: Body?
+    public struct Entry: Decodable {
+        public var path: String
+        public var id: String
+        public var timestamp: String?
+        public var signature: String?
+        public var verifiedBy: [Int]
+        public var status: Int
+        public var receivedAt: Double
+        public var body: Body?
 
-        struct Body: Decodable {
-            var type: String
-            var timestamp: String
-            var data: Data
+        public struct Body: Decodable {
+            public var type: String
+            public var timestamp: String
+            public var data: Data
 
-            struct Data: Decodable {
-                var id: String
-                var accountID: String
-                var sequence: Int
+            public struct Data: Decodable {
+                public var id: String
+                public var accountID: String
+                public var sequence: Int
                 /// The entitlement after the change, read with the backend library's type.
-                var current: WebhookEntitlement?
+                public var current: WebhookEntitlement?
 
-                enum CodingKeys: String, CodingKey {
+                public enum CodingKeys: String, CodingKey {
                     case id
                     case accountID = "account_id"
                     case sequence, current
@@ -43,17 +42,17 @@ final class WebhookReceiver: @unchecked Sendable {
             }
         }
 
-        enum CodingKeys: String, CodingKey {
+        public enum CodingKeys: String, CodingKey {
             case path, id, timestamp, signature, status, body
             case verifiedBy = "verified_by"
             case receivedAt = "received_at"
         }
     }
 
-    static var script: URL { TestPackage.double("webhook-receiver.py") }
+    public static var script: URL { TestPackage.double("webhook-receiver.py") }
 
     /// Launches the receiver off the cooperative pool: `launch` blocks until Python has started.
-    init(port requested: Int = 0) async throws {
+    public init(port requested: Int = 0) async throws {
         (process, port) = try await runBlocking { try WebhookReceiver.launch(port: requested) }
     }
 
@@ -65,15 +64,15 @@ final class WebhookReceiver: @unchecked Sendable {
                 + secrets.flatMap { ["--secret", $0] })
     }
 
-    struct ReceiverError: Error, CustomStringConvertible {
-        var description: String
-        init(_ description: String) { self.description = description }
+    public struct ReceiverError: Error, CustomStringConvertible {
+        public var description: String
+        public init(_ description: String) { self.description = description }
     }
 
-    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+    public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
     /// Sets the secrets the receiver verifies with.
-    func setSecrets(_ secrets: [String]) async throws {
+    public func setSecrets(_ secrets: [String]) async throws {
         var request = URLRequest(url: URL(string: url("/_secrets"))!)
         request.httpMethod = "POST"
         request.httpBody = try JSONSerialization.data(withJSONObject: ["secrets": secrets])
@@ -82,7 +81,7 @@ final class WebhookReceiver: @unchecked Sendable {
     }
 
     /// Makes every webhook path answer 500 (`"500"`), wait (`"slow:<ms>"`), or behave (`"ok"`).
-    func setMode(_ mode: String) async throws {
+    public func setMode(_ mode: String) async throws {
         var request = URLRequest(url: URL(string: url("/_mode"))!)
         request.httpMethod = "POST"
         request.httpBody = try JSONSerialization.data(withJSONObject: ["mode": mode])
@@ -90,7 +89,7 @@ final class WebhookReceiver: @unchecked Sendable {
         _ = try await URLSession.shared.data(for: request)
     }
 
-    func entries() async throws -> [Entry] {
+    public func entries() async throws -> [Entry] {
         // Up to 300 s (URLSession's default is 60): the receiver shares a busy core in --stress.
         var request = URLRequest(url: URL(string: url("/_log"))!)
         request.timeoutInterval = 300
@@ -99,7 +98,7 @@ final class WebhookReceiver: @unchecked Sendable {
     }
 
     /// Polls the log until `condition` holds (at most `seconds`).
-    func waitFor(seconds: Double = 300, _ condition: ([Entry]) -> Bool) async throws -> [Entry] {
+    public func waitFor(seconds: Double = 300, _ condition: ([Entry]) -> Bool) async throws -> [Entry] {
         let deadline = Date().addingTimeInterval(seconds)
         var entries: [Entry] = []
         while Date() < deadline {
@@ -111,13 +110,13 @@ final class WebhookReceiver: @unchecked Sendable {
     }
 
     /// Stops the receiver: connections to its port are refused until `start()`.
-    func stop() {
+    public func stop() {
         process.terminateOrKill()
     }
 
     /// Starts it again on the same port (with an empty log); `secrets` verify from its first
     /// request on.
-    func start(secrets: [String] = []) async throws {
+    public func start(secrets: [String] = []) async throws {
         let port = port
         (process, _) = try await runBlocking { try WebhookReceiver.launch(port: port, secrets: secrets) }
     }
@@ -131,7 +130,7 @@ extension Process {
     /// Runs `arguments` (through `/usr/bin/env`) and reads its first line, `PORT <n>`: the port a
     /// test server (the Python webhook receiver, the App Store double) listens on. Blocking: call
     /// it through `runBlocking`.
-    static func launchReportingPort(_ arguments: [String]) throws -> (Process, Int) {
+    public static func launchReportingPort(_ arguments: [String]) throws -> (Process, Int) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = arguments
@@ -154,7 +153,7 @@ extension Process {
     /// Terminates this child, and kills it if it is still running after `polls` × 20 ms; then
     /// waits as long again for it to be gone. Polls rather than `waitUntilExit()`, which was seen
     /// to hang on Linux.
-    func terminateOrKill(polls: Int = 100) {
+    public func terminateOrKill(polls: Int = 100) {
         terminate()
         for _ in 0..<polls where isRunning { usleep(20_000) }
         if isRunning { kill(processIdentifier, SIGKILL) }

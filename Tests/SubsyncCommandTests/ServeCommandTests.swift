@@ -13,37 +13,20 @@ struct ServeCommandTests {
     func serveEmbedded() async throws {
         let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("subsync-serve-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dataDirectory) }
-        let httpPort = freeTCPPort()
-        let process = Process()
-        process.executableURL = TestPackage.subsyncBinary
-        process.arguments = ["serve", "--port", String(httpPort), "--data-dir", dataDirectory.path]
-        var environment = ProcessInfo.processInfo.environment
-        environment.removeValue(forKey: "DATABASE_URL")
-        environment["SUBSYNC_EMBEDDED_PG_PORT"] = String(freeTCPPort())
+        let serve = ServeProcess()
         // PostgreSQL on a busy core can be silent longer than serve's 15 s default.
-        environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] = "600"
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
+        try serve.launch(
+            ["--data-dir", dataDirectory.path], environment: ["SUBSYNC_EMBEDDED_PG_PORT": String(freeTCPPort()), "SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS": "600"],
+            removing: ["DATABASE_URL"])
+        defer { serve.terminate() }
 
         // Ready within ten minutes: an embedded PostgreSQL's initdb on a busy core is slow.
-        var status = 0
-        let readyBy = ContinuousClock.now + .seconds(600)
-        while status != 200, ContinuousClock.now < readyBy {
-            try await Task.sleep(for: .milliseconds(250))
-            status = await httpStatus("http://127.0.0.1:\(httpPort)/readyz")
-            if !process.isRunning { break }
-        }
-        #expect(status == 200, "serve did not become ready")
+        #expect(await serve.readyOrExited() == .ready, "serve did not become ready")
 
-        process.terminate()  // SIGTERM
-        let exited = await waitForExit(process, seconds: 300)
+        let exited = await serve.stop()  // SIGTERM
         try #require(exited, "serve did not stop after SIGTERM")
-        #expect(process.terminationStatus == 0)
-        let log = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(serve.terminationStatus == 0)
+        let log = try serve.output()
         #expect(log.contains("embedded PostgreSQL"))
         // The development mode says loudly that it trusts unsigned reports.
         #expect(log.contains("SIGNATURES ARE NOT REQUIRED (embedded development mode"))
@@ -51,29 +34,10 @@ struct ServeCommandTests {
         #expect(!FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("postgres/postmaster.pid").path))
     }
 
-    /// `subsync serve` on the test database at `port` with `settings`, once it answers /readyz.
-    static func serveOnTestDatabase(port: Int, _ settings: [String: String]) async throws -> Process {
-        let base = try TestDatabase.configuration()
-        let process = Process()
-        process.executableURL = TestPackage.subsyncBinary
-        process.arguments = ["serve", "--port", String(port), "--workers", "1"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["DATABASE_URL"] = "postgresql://subsync@\(base["host"] ?? "127.0.0.1"):\(base["port"] ?? "5432")/\(base["dbname"] ?? "subsync")?connect_timeout=120"
-        environment["SUBSYNC_REQUIRE_SIGNED"] = "false"
-        environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] = "600"
-        environment.merge(settings) { $1 }
-        process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        #expect(await waitUntil(seconds: 600) { await httpStatus("http://127.0.0.1:\(port)/readyz") == 200 })
-        return process
-    }
-
     @Test("hundreds of connections trickling a request head byte by byte: each is closed after the head timeout, open connections stay bounded, and a normal client is still served")
     func tricklingConnectionsAreBounded() async throws {
         let httpPort = freeTCPPort()
-        let process = try await Self.serveOnTestDatabase(port: httpPort, [
+        let serve = try await ServeProcess.onTestDatabase(workers: 1, port: httpPort, environment: [
             "SUBSYNC_HTTP_MAX_CONNECTIONS": "64", "SUBSYNC_HTTP_HEAD_TIMEOUT_SECONDS": "2",
             // One source may take the whole bound here: this test is about the bound itself
             // (the per-source share: oneHostCannotTakeEveryConnection).
@@ -82,8 +46,8 @@ struct ServeCommandTests {
             // the head timeout can close these.
             "SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS": "600",
         ])
-        defer { if process.isRunning { process.terminate() } }
-        func descriptors() -> Int { connectionsHeld(by: process.processIdentifier, port: httpPort) }
+        defer { serve.terminate() }
+        func descriptors() -> Int { connectionsHeld(by: serve.processIdentifier, port: httpPort) }
 
         let script = TestPackage.double("trickle-clients.py")
         let python = try TestPackage.python()
@@ -113,8 +77,7 @@ struct ServeCommandTests {
         // Every connection serve accepted was closed two seconds later, trickle or not; without
         // the head timeout none would have been in 20 s.
         #expect((stats["closed_by_server"] ?? 0) >= 150, "\(stats)")
-        process.terminate()
-        #expect(await waitForExit(process, seconds: 300))
+        #expect(await serve.stop())
     }
 
     @Test("one host holding sockets open with a request every second takes only its share of the connections, another host is served, and probes close their connections")
@@ -122,11 +85,11 @@ struct ServeCommandTests {
         let httpPort = freeTCPPort()
         // The attack (docs/SECURITY.md): as many sockets as the bound, each sending a request
         // every second (well inside the head timeout), from one address.
-        let process = try await Self.serveOnTestDatabase(port: httpPort, [
+        let serve = try await ServeProcess.onTestDatabase(workers: 1, port: httpPort, environment: [
             "SUBSYNC_HTTP_MAX_CONNECTIONS": "16", "SUBSYNC_HTTP_MAX_CONNECTIONS_PER_SOURCE": "4",
             "SUBSYNC_HTTP_HEAD_TIMEOUT_SECONDS": "10", "SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS": "600",
         ])
-        defer { if process.isRunning { process.terminate() } }
+        defer { serve.terminate() }
         let script = TestPackage.double("trickle-clients.py")
         let python = try TestPackage.python()
         async let held = runProcess(python, [
@@ -138,7 +101,7 @@ struct ServeCommandTests {
         let until = ContinuousClock.now + .seconds(20)
         try await Task.sleep(for: .seconds(3))
         while ContinuousClock.now < until {
-            most = max(most, connectionsHeld(by: process.processIdentifier, port: httpPort))
+            most = max(most, connectionsHeld(by: serve.processIdentifier, port: httpPort))
             if otherHost != 200 {
                 let answer = try await runProcess("/usr/bin/curl", [
                     "-s", "-o", "/dev/null", "-w", "%{http_code}", "--interface", "127.0.0.2", "--max-time", "5",
@@ -169,17 +132,16 @@ struct ServeCommandTests {
         }
         let probe = try await runProcess("/usr/bin/curl", ["-s", "-i", "http://127.0.0.1:\(httpPort)/readyz"])
         #expect(probe.stdout.lowercased().contains("connection: close"), "\(probe.stdout)")
-        process.terminate()
-        #expect(await waitForExit(process, seconds: 300))
+        #expect(await serve.stop())
     }
 
     @Test("slow bodies and clients that stop reading: each request is cut off at the request timeout, so neither holds a connection")
     func slowBodiesAndStalledReaders() async throws {
         let httpPort = freeTCPPort()
-        let process = try await Self.serveOnTestDatabase(port: httpPort, [
+        let serve = try await ServeProcess.onTestDatabase(workers: 1, port: httpPort, environment: [
             "SUBSYNC_HTTP_REQUEST_TIMEOUT_SECONDS": "10", "SUBSYNC_HTTP_IDLE_TIMEOUT_SECONDS": "600",
         ])
-        defer { if process.isRunning { process.terminate() } }
+        defer { serve.terminate() }
         let script = TestPackage.double("trickle-clients.py")
         let python = try TestPackage.python()
         // 30 clients trickling a refused body (which the service drains) and 30 that never read
@@ -188,18 +150,17 @@ struct ServeCommandTests {
         async let stalls = runProcess(python, [script.path, String(httpPort), "--mode", "stall", "--connections", "30", "--seconds", "40"])
         var most = 0
         let held = await waitUntil(seconds: 30) {
-            most = max(most, connectionsHeld(by: process.processIdentifier, port: httpPort))
+            most = max(most, connectionsHeld(by: serve.processIdentifier, port: httpPort))
             return most >= 50
         }
         #expect(held, "the slow clients were not all taken in: \(most)")
         // Within the request timeout (and a busy core's slack) every one is closed by serve,
         // while the clients are still trickling or still not reading.
-        let released = await waitUntil(seconds: 28) { connectionsHeld(by: process.processIdentifier, port: httpPort) <= 2 }
-        #expect(released, "serve still holds \(connectionsHeld(by: process.processIdentifier, port: httpPort)) connections")
+        let released = await waitUntil(seconds: 28) { connectionsHeld(by: serve.processIdentifier, port: httpPort) <= 2 }
+        #expect(released, "serve still holds \(connectionsHeld(by: serve.processIdentifier, port: httpPort)) connections")
         _ = try await (bodies, stalls)
         #expect(await httpStatus("http://127.0.0.1:\(httpPort)/healthz") == 200)
-        process.terminate()
-        #expect(await waitForExit(process, seconds: 300))
+        #expect(await serve.stop())
     }
 
     @Test("no secret appears in the logs, even at trace level")
@@ -211,29 +172,17 @@ struct ServeCommandTests {
         let password = "db-password-\(UUID().uuidString)"
         let adminKey = "admin-key-\(UUID().uuidString)"
         let tokenSecret = "token-secret-\(UUID().uuidString)-\(UUID().uuidString)"
-        let httpPort = freeTCPPort()
-        let process = Process()
-        process.executableURL = TestPackage.subsyncBinary
-        process.arguments = ["serve", "--port", String(httpPort), "--workers", "1"]
-        var environment = ProcessInfo.processInfo.environment
+        let serve = ServeProcess()
+        let httpPort = serve.port
         // Trust authentication ignores the password, so it only has to stay out of the logs. The
         // connect timeout is one a busy core cannot outlast (serve's own default is 5 s).
-        environment["DATABASE_URL"] = "postgresql://subsync:\(password)@\(host):\(port)/\(database)?connect_timeout=120"
-        environment["SUBSYNC_ADMIN_KEY"] = adminKey
-        environment["SUBSYNC_TOKEN_SECRET"] = tokenSecret
-        environment["SUBSYNC_LOG_LEVEL"] = "trace"
-        environment["SUBSYNC_REQUIRE_SIGNED"] = "false"
-        environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] = "600"
-        process.environment = environment
-        let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("subsync-log-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: logFile) }
-        let handle = try FileHandle(forWritingTo: logFile)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
-        #expect(await waitUntil(seconds: 600) { await httpStatus("http://127.0.0.1:\(httpPort)/readyz") == 200 })
+        try serve.launch(["--workers", "1"], environment: [
+            "DATABASE_URL": "postgresql://subsync:\(password)@\(host):\(port)/\(database)?connect_timeout=120",
+            "SUBSYNC_ADMIN_KEY": adminKey, "SUBSYNC_TOKEN_SECRET": tokenSecret, "SUBSYNC_LOG_LEVEL": "trace",
+            "SUBSYNC_REQUIRE_SIGNED": "false", "SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS": "600",
+        ])
+        defer { serve.terminate() }
+        try await serve.waitUntilReady()
 
         let token = try await curl(["-X", "POST", "-H", "Authorization: Bearer \(adminKey)", "-H", "content-type: application/json",
                                     "-d", #"{"url": "https://example.com/hook"}"#, "http://127.0.0.1:\(httpPort)/v1/webhook-endpoints"])
@@ -245,10 +194,8 @@ struct ServeCommandTests {
             _ = try await curl(["-X", "POST", "-H", "Authorization: Bearer \(credential)", "-H", "content-type: application/json",
                                 "-d", body, "http://127.0.0.1:\(httpPort)/v1/accounts/logged/sync?wait_ms=500"])
         }
-        process.terminate()
-        #expect(await waitForExit(process, seconds: 300))
-        try handle.close()
-        let log = try String(contentsOf: logFile, encoding: .utf8)
+        #expect(await serve.stop())
+        let log = try serve.output()
         #expect(log.contains("trace") || log.contains("debug") || log.count > 200, "expected verbose logs")
         for (name, secret) in [("admin key", adminKey), ("token secret", tokenSecret), ("device token", deviceToken),
                                ("webhook secret", webhookSecret), ("database password", password)] {
@@ -257,32 +204,23 @@ struct ServeCommandTests {
     }
 
     func curl(_ arguments: [String]) async throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["-s", "--max-time", "300"] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = try await runBlocking { pipe.fileHandleForReading.readDataToEndOfFile() }
-        for _ in 0..<100 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
-        return String(decoding: data, as: UTF8.self)
+        try await runProcess("/usr/bin/curl", ["-s", "--max-time", "300"] + arguments).stdout
     }
 
     @Test("serve with a DATABASE_URL refuses to start (64) when signatures are required but no roots are configured")
     func serveRequiresVerification() async throws {
         let url = try TestDatabase.url()
-        let result = try await run(["serve", "--port", String(freeTCPPort()), "--database-url", url], environment: ["SUBSYNC_REQUIRE_SIGNED": ""])
+        let result = try await SubsyncCommand.run(["serve", "--port", String(freeTCPPort()), "--database-url", url], environment: ["SUBSYNC_REQUIRE_SIGNED": ""])
         #expect(result.status == 64)
         #expect(result.output.contains("SUBSYNC_REQUIRE_SIGNED is on"))
         #expect(result.output.contains("SUBSYNC_APPLE_ROOT_CERTIFICATES"))
 
-        let halfConfigured = try await run(
+        let halfConfigured = try await SubsyncCommand.run(
             ["serve", "--port", String(freeTCPPort()), "--database-url", url], environment: ["SUBSYNC_BUNDLE_ID": "com.example.app"])
         #expect(halfConfigured.status == 64)
         #expect(halfConfigured.output.contains("needs both"))
 
-        let unreadable = try await run(
+        let unreadable = try await SubsyncCommand.run(
             ["serve", "--port", String(freeTCPPort()), "--database-url", url],
             environment: ["SUBSYNC_BUNDLE_ID": "com.example.app", "SUBSYNC_APPLE_ROOT_CERTIFICATES": "/nonexistent/AppleRootCA-G3.cer"])
         #expect(unreadable.status == 64)
@@ -291,14 +229,14 @@ struct ServeCommandTests {
 
     @Test("migrate without a database is a usage error (64) with a message")
     func migrateWithoutDatabase() async throws {
-        let result = try await run(["migrate"], environment: ["DATABASE_URL": ""])
+        let result = try await SubsyncCommand.run(["migrate"], environment: ["DATABASE_URL": ""])
         #expect(result.status == 64)
         #expect(result.output.contains("no database configured"))
     }
 
     @Test("migrate against an unreachable server exits 69")
     func migrateUnreachable() async throws {
-        let result = try await run(["migrate", "--database-url", "postgresql://nobody:secret-pw@127.0.0.1:1/x?connect_timeout=2"], environment: [:])
+        let result = try await SubsyncCommand.run(["migrate", "--database-url", "postgresql://nobody:secret-pw@127.0.0.1:1/x?connect_timeout=2"], environment: [:])
         #expect(result.status == 69)
         #expect(!result.output.contains("secret-pw"))
     }
@@ -306,9 +244,9 @@ struct ServeCommandTests {
     @Test("migrate --json applies the schema, then reports it up to date")
     func migrateTwice() async throws {
         let url = try TestDatabase.url()
-        let first = try await run(["migrate", "--database-url", url, "--json"], environment: [:])
+        let first = try await SubsyncCommand.run(["migrate", "--database-url", url, "--json"], environment: [:])
         #expect(first.status == 0, "\(first.output)")
-        let second = try await run(["migrate", "--database-url", url, "--json"], environment: [:])
+        let second = try await SubsyncCommand.run(["migrate", "--database-url", url, "--json"], environment: [:])
         #expect(second.status == 0)
         let decoded = try JSONSerialization.jsonObject(with: Data(second.stdout.utf8)) as? [String: [String]]
         #expect(decoded?["applied"] == [])
@@ -317,109 +255,7 @@ struct ServeCommandTests {
 
     @Test("an unknown subcommand is a usage error")
     func unknownCommand() async throws {
-        let result = try await run(["frobnicate"], environment: [:])
+        let result = try await SubsyncCommand.run(["frobnicate"], environment: [:])
         #expect(result.status == 64)
     }
-
-    // MARK: helpers
-
-    struct Result {
-        var status: Int32
-        var stdout: String
-        var output: String
-    }
-
-    func run(_ arguments: [String], environment overrides: [String: String]) async throws -> Result {
-        let process = Process()
-        process.executableURL = TestPackage.subsyncBinary
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        for (key, value) in overrides { environment[key] = value }
-        process.environment = environment
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardOutput = stdout
-        process.standardError = stderr
-        try process.run()
-        // Read both pipes and wait off the cooperative pool: they block until the process ends.
-        let (out, err) = try await runBlocking { () -> (Data, Data) in
-            let out = stdout.fileHandleForReading.readDataToEndOfFile()
-            let err = stderr.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (out, err)
-        }
-        let outText = String(decoding: out, as: UTF8.self)
-        return Result(status: process.terminationStatus, stdout: outText, output: outText + String(decoding: err, as: UTF8.self))
-    }
-
-    func waitForExit(_ process: Process, seconds: Int) async -> Bool {
-        for _ in 0..<(seconds * 10) {
-            if !process.isRunning { return true }
-            try? await Task.sleep(for: .milliseconds(100))
-        }
-        return !process.isRunning
-    }
-}
-
-/// The HTTP status of a GET, or 0 when nothing answers. Uses curl, so the check is independent
-/// of our own HTTP stack. Callers poll it until it answers 200; each try may take a minute (a
-/// busy core can keep an answer from coming within a few seconds).
-func httpStatus(_ url: String) async -> Int {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    process.arguments = ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "60", url]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return 0 }
-    // Off the cooperative pool: the read and the wait block until curl ends.
-    let data = (try? await runBlocking { () -> Data in
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return data
-    }) ?? Data()
-    return Int(String(decoding: data, as: UTF8.self)) ?? 0
-}
-
-/// A TCP port on 127.0.0.1 that was free a moment ago, chosen below the kernel's ephemeral range
-/// (32768-60999 here): a port the kernel hands out (to an outgoing connection, or to a bind to
-/// port 0) can be taken by anything between this choice and the server's bind, which on a busy
-/// core is a long moment; below the range only another test choosing the same way competes.
-func freeTCPPort() -> Int {
-    for _ in 0..<64 {
-        let port = Int.random(in: 20_000..<32_768)
-        if portIsFree(port) { return port }
-    }
-    return LocalServer.freePort()
-}
-
-/// Whether a TCP socket can be bound to `port` on 127.0.0.1 now.
-private func portIsFree(_ port: Int) -> Bool {
-    withLoopbackSocket(port: port) { descriptor, address, length in bind(descriptor, address, length) == 0 }
-}
-
-/// Connections process `pid` holds on TCP port `port` (its listening socket included): its
-/// descriptors that are sockets whose local port is that one (/proc/net/tcp*), not the database
-/// pool's, nor those the kernel holds in the listen backlog, which the process has not accepted.
-func connectionsHeld(by pid: Int32, port: Int) -> Int {
-    var inodes: Set<String> = []
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        // Read to the end: /proc files report a size of 0, and a read by size stops at a page.
-        guard let handle = FileHandle(forReadingAtPath: table) else { continue }
-        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
-        try? handle.close()
-        for line in text.split(separator: "\n").dropFirst() {
-            let fields = line.split(separator: " ")
-            guard fields.count > 9, let local = fields[1].split(separator: ":").last.flatMap({ Int($0, radix: 16) }), local == port
-            else { continue }
-            inodes.insert(String(fields[9]))
-        }
-    }
-    let directory = "/proc/\(pid)/fd"
-    let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-    return entries.filter { entry in
-        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/" + entry), target.hasPrefix("socket:[")
-        else { return false }
-        return inodes.contains(String(target.dropFirst(8).dropLast()))
-    }.count
 }

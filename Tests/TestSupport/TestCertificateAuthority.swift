@@ -6,20 +6,20 @@ import X509
 
 /// A root → intermediate → leaf P-256 chain built with swift-certificates, shaped like Apple's App
 /// Store signing chain (policy OIDs on leaf and intermediate), and an ES256 JWS signer using the leaf key.
-struct TestCertificateAuthority {
-    static let appleLeafOID: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 11, 1]
-    static let appleIntermediateOID: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 2, 1]
-    static let unrelatedOID: ASN1ObjectIdentifier = [1, 2, 3, 4, 5, 6]
+public struct TestCertificateAuthority: Sendable {
+    public static let appleLeafOID: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 11, 1]
+    public static let appleIntermediateOID: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 2, 1]
+    public static let unrelatedOID: ASN1ObjectIdentifier = [1, 2, 3, 4, 5, 6]
 
-    let root: Certificate
-    let intermediate: Certificate
-    let leaf: Certificate
-    let leafKey: P256.Signing.PrivateKey
+    public let root: Certificate
+    public let intermediate: Certificate
+    public let leaf: Certificate
+    public let leafKey: P256.Signing.PrivateKey
 
     /// - Parameters:
     ///   - leafPolicyOID / intermediatePolicyOID: the policy extension each carries (`nil`: none).
     ///   - leafValidity: the leaf's validity period (by default, like the others, ten years either side of `now`).
-    init(
+    public init(
         name: String = "subsync test",
         leafPolicyOID: ASN1ObjectIdentifier? = Self.appleLeafOID,
         intermediatePolicyOID: ASN1ObjectIdentifier? = Self.appleIntermediateOID,
@@ -68,19 +68,19 @@ struct TestCertificateAuthority {
     }
 
     /// Base64 DER, as in an `x5c` header.
-    static func x5cEntry(_ certificate: Certificate) throws -> String {
+    public static func x5cEntry(_ certificate: Certificate) throws -> String {
         var serializer = DER.Serializer()
         try serializer.serialize(certificate)
         return Data(serializer.serializedBytes).base64EncodedString()
     }
 
     /// The full `x5c` chain: leaf, intermediate, root.
-    func x5c() throws -> [String] {
+    public func x5c() throws -> [String] {
         try [leaf, intermediate, root].map(Self.x5cEntry)
     }
 
     /// A JWS header as JSON (keys sorted, so it is stable).
-    func header(alg: String = "ES256", x5c: [String]? = nil, extra: [String: String] = [:]) throws -> Data {
+    public func header(alg: String = "ES256", x5c: [String]? = nil, extra: [String: String] = [:]) throws -> Data {
         var object: [String: Any] = ["alg": alg]
         object["x5c"] = try x5c ?? self.x5c()
         for (key, value) in extra { object[key] = value }
@@ -88,7 +88,7 @@ struct TestCertificateAuthority {
     }
 
     /// StoreKit's JSON of a payload: dates as milliseconds since 1970.
-    static func payloadJSON(_ payload: some Encodable) throws -> Data {
+    public static func payloadJSON(_ payload: some Encodable) throws -> Data {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .millisecondsSince1970
         encoder.outputFormatting = [.sortedKeys]
@@ -96,23 +96,23 @@ struct TestCertificateAuthority {
     }
 
     /// `base64url(header).base64url(payload)`, the signing input.
-    static func signingInput(header: Data, payload: Data) -> String {
+    public static func signingInput(header: Data, payload: Data) -> String {
         "\(base64URL(header)).\(base64URL(payload))"
     }
 
     /// An ES256 JWS of raw header and payload JSON, signed with `key` (the leaf key by default).
-    func sign(header: Data, payload: Data, key: P256.Signing.PrivateKey? = nil) throws -> String {
+    public func sign(header: Data, payload: Data, key: P256.Signing.PrivateKey? = nil) throws -> String {
         let input = Self.signingInput(header: header, payload: payload)
         let signature = try (key ?? leafKey).signature(for: Data(input.utf8))
         return "\(input).\(Self.base64URL(signature.rawRepresentation))"
     }
 
     /// An ES256 JWS of `payload` with this chain in `x5c`.
-    func sign(_ payload: some Encodable) throws -> String {
+    public func sign(_ payload: some Encodable) throws -> String {
         try sign(header: header(), payload: Self.payloadJSON(payload))
     }
 
-    static func base64URL(_ data: Data) -> String {
+    public static func base64URL(_ data: Data) -> String {
         data.base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")
