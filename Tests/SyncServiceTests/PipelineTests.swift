@@ -13,41 +13,10 @@ import TestSupport
 /// The worker pool and sweeper against a real database, several of them at once.
 @Suite("Resolution pipeline")
 struct PipelineTests {
-    /// Random reports for `accounts` accounts: several devices, renewals, stale reports, refunds.
-    static func randomReports(accounts: Int, perAccount: Int, seed: UInt64) -> [(account: String, device: String, report: Report)] {
-        var generator = SeededGenerator(seed: seed)
-        let products = ["voip.basic.monthly", "voip.premium.monthly", "voip.business.yearly", "voip.premium.3months", "voip.unknown"]
-        let base = TestReports.start.addingTimeInterval(-40 * 86_400)
-        var result: [(String, String, Report)] = []
-        for account in 0..<accounts {
-            for index in 0..<perAccount {
-                let transaction = Int(generator.next() % 4)
-                let device = "device-\(generator.next() % 3)"
-                let purchased = base.addingTimeInterval(Double(transaction) * 15 * 86_400)
-                let expiry = purchased.addingTimeInterval(Double(20 + Int(generator.next() % 20)) * 86_400)
-                let revoked = generator.next() % 12 == 0 ? purchased.addingTimeInterval(86_400) : nil
-                let report = Report(
-                    reportID: "a\(account)-r\(index)",
-                    deviceID: device,
-                    observedAt: purchased.addingTimeInterval(Double(generator.next() % 1000) * 60),
-                    productID: products[Int(generator.next() % UInt64(products.count))],
-                    originalTransactionID: "a\(account)-t\(transaction)",
-                    transactionID: "a\(account)-t\(transaction)",
-                    purchasedAt: purchased,
-                    expiresAt: expiry,
-                    revokedAt: revoked,
-                    willAutoRenew: generator.next() % 2 == 0
-                )
-                result.append(("acct-\(account)", device, report))
-            }
-        }
-        return result
-    }
-
     @Test("two worker pools on one database with many concurrent devices equal a sequential resolution")
     func concurrentPoolsMatchSequentialResolution() async throws {
         try await TestEnvironment.withFresh(poolSize: 16) { env in
-            let reports = Self.randomReports(accounts: 40, perAccount: 12, seed: 7)
+            let reports = TestReports.randomReports(accounts: 40, perAccount: 12, seed: 7)
             let clock = ManualClock(start: TestReports.start)
             let appA = try env.application(workers: 2, batchSize: 7, clock: clock)
             let appB = try env.application(workers: 2, batchSize: 13, clock: clock)

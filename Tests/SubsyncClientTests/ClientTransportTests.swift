@@ -4,7 +4,6 @@ import FoundationNetworking
 #endif
 import SubsyncClient
 import Testing
-import TestSupport
 
 /// SubsyncClient's base URL (docs/SECURITY.md, *The client libraries*): a URL in clear to
 /// another machine is refused, since every request carries the account token.

@@ -138,7 +138,7 @@ struct ReconcileTests {
     @Test("reconcile repairing concurrently with live workers and new reports ends consistent, without false drift")
     func concurrentWithWorkers() async throws {
         try await TestEnvironment.withFresh(poolSize: 16) { env in
-            let reports = PipelineTests.randomReports(accounts: 30, perAccount: 10, seed: 11)
+            let reports = TestReports.randomReports(accounts: 30, perAccount: 10, seed: 11)
             let (first, second) = (Array(reports.prefix(150)), Array(reports.dropFirst(150)))
             try await OperationsFixture.ingest(first, pool: env.pool)
             // Drift on a few accounts before the storm.
@@ -209,7 +209,7 @@ struct ReconcileTests {
 struct OperationsStoreTests {
     @Test("the witnesses of a transaction join to its aggregate, on random report sets")
     func witnessesJoinToAggregate() {
-        let reports = PipelineTests.randomReports(accounts: 60, perAccount: 14, seed: 5).map(\.report)
+        let reports = TestReports.randomReports(accounts: 60, perAccount: 14, seed: 5).map(\.report)
         for (_, group) in Dictionary(grouping: reports, by: \.transactionID) {
             var group = group
             // Some verified and admin reports, so every field has contenders.
@@ -235,7 +235,7 @@ struct OperationsStoreTests {
     @Test("prune keeps what the state depends on: reconcile finds no drift after it; --force does")
     func pruneKeepsReconcileZeroDrift() async throws {
         try await TestEnvironment.withFresh { env in
-            let reports = PipelineTests.randomReports(accounts: 20, perAccount: 15, seed: 3)
+            let reports = TestReports.randomReports(accounts: 20, perAccount: 15, seed: 3)
             try await OperationsFixture.ingest(reports, pool: env.pool)
             try await env.pool.query("INSERT INTO reports (account_id, report_id, device_id, observed_at, product_id, original_transaction_id, transaction_id, purchased_at) VALUES ('acct-0', 'pending-1', 'd', now(), 'voip.basic.monthly', 'tp', 'tp', now())")
             let reconciler = Reconciler(pool: env.pool, catalogue: .default)
