@@ -549,9 +549,17 @@ public struct DeliveryStore: Sendable {
             }
             failed.subtract(succeeded)
             if !succeeded.isEmpty {
-                try await connection.preparedQuery(
-                    "UPDATE webhook_endpoints SET failing_since = NULL WHERE endpoint_id = ANY(\(Array(succeeded))::uuid[]) AND failing_since IS NOT NULL"
-                )
+                // Read first, write only what changes: on Citus any write of this reference table,
+                // even one that changes no row, commits in two phases on every node
+                // (docs/CITUS.md, "Scale-out: the plan").
+                let recovered = try await connection.preparedQuery(
+                    "SELECT endpoint_id FROM webhook_endpoints WHERE endpoint_id = ANY(\(Array(succeeded))::uuid[]) AND failing_since IS NOT NULL"
+                ).map { try $0.decode(UUID.self, at: 0) }
+                if !recovered.isEmpty {
+                    try await connection.preparedQuery(
+                        "UPDATE webhook_endpoints SET failing_since = NULL WHERE endpoint_id = ANY(\(recovered)::uuid[]) AND failing_since IS NOT NULL"
+                    )
+                }
             }
             if !failed.isEmpty {
                 try await connection.preparedQuery(

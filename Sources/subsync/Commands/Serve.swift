@@ -63,6 +63,9 @@ struct Serve: AsyncParsableCommand {
             verifier = try configuration.makeStoreKitVerifier(logger: logger)
             appStoreConfiguration = try configuration.makeAppStoreAPIConfiguration(logger: logger)
             adMobKeys = try await configuration.loadAdMobKeys(clock: SystemClock(), logger: logger)
+            // What buildApplication checks, checked before an embedded PostgreSQL starts.
+            try configuration.check(
+                .init(storeKitVerification: verifier != nil, appStoreAPI: appStoreConfiguration != nil, adMobKeys: adMobKeys != nil))
         } catch {
             printError("\(error)")
             throw ExitCodes.usage
