@@ -2,7 +2,7 @@
 // `"\(service)"` when it is added to a group and in its log lines; for a struct without a
 // description that is a reflective dump of every stored property (the whole catalogue for the
 // worker pool, tens of kilobytes of debug log per start), built with runtime conformance lookups
-// that cost about 4 ms of every process start (perf; docs/performance/JOURNAL.md item 27).
+// that slow every process start (docs/PERFORMANCE.md, "In the code").
 
 extension DatabaseService: CustomStringConvertible {
     public var description: String { "DatabaseService" }

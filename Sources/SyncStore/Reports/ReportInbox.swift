@@ -65,14 +65,21 @@ public struct ReportInbox: Sendable {
         let binds: [PostgresValue] = [
             accountID.postgresValue, device.id.postgresValue, device.platform.postgresValue, device.appVersion.postgresValue,
             seenAt.postgresValue,
-        ] + Self.arrays(of: reports)
-        let rows = try await connection.preparedQuery(PostgresQuery(Self.submitSQL, binds: binds))
+        ] + Self.reportBinds(reports)
+        let rows = try await connection.preparedQuery(PostgresQuery(Self.submitSQL(rows: reports.count), binds: binds))
         return Submission(reportIDs: unordered.map(\.reportID), inserted: Set(try rows.map { try $0.decode(String.self, at: 0) }))
     }
 
-    /// The statement of ``submit(accountID:device:reports:on:)``, built once rather than for every
-    /// request (docs/PERFORMANCE.md, "In the code").
-    private static let submitSQL = """
+    /// The statement of ``submit(accountID:device:reports:on:)`` for `rows` reports, built once
+    /// for each count rather than for every request (docs/PERFORMANCE.md, "In the code").
+    private static func submitSQL(rows: Int) -> String {
+        usesValues(rows) ? submitStatements[rows] : submitSQL(insert: insertSQL(arraysFrom: 6))
+    }
+
+    private static let submitStatements: [String] = (0...valuesRowLimit).map { $0 == 0 ? "" : submitSQL(insert: insertSQL(rows: $0, firstParameter: 6)) }
+
+    private static func submitSQL(insert: String) -> String {
+        """
         WITH device AS (
             -- last_seen_at from EXCLUDED: Citus refuses now() in DO UPDATE SET (not immutable).
             INSERT INTO devices (account_id, device_id, platform, app_version, first_seen_at, last_seen_at)
@@ -83,7 +90,7 @@ public struct ReportInbox: Sendable {
                 app_version = COALESCE(EXCLUDED.app_version, devices.app_version)
             RETURNING 1
         ), inserted AS (
-            \(insertSQL(firstArrayParameter: 6))
+            \(insert)
         ), queued AS (
             \(queueSQL)
         ), notified AS (
@@ -92,6 +99,7 @@ public struct ReportInbox: Sendable {
         )
         SELECT report_id, (SELECT count(*) FROM notified), (SELECT count(*) FROM device) FROM inserted
         """
+    }
 
     /// Inserts reports with one statement and returns the ids that were new; for store
     /// notifications and operator commands, inside the caller's transaction.
@@ -102,13 +110,13 @@ public struct ReportInbox: Sendable {
             PostgresQuery(
                 """
                 WITH inserted AS (
-                    \(Self.insertSQL(firstArrayParameter: 2))
+                    \(Self.usesValues(reports.count) ? Self.insertSQL(rows: reports.count, firstParameter: 2) : Self.insertSQL(arraysFrom: 2))
                 ), queued AS (
                     \(Self.queueSQL)
                 )
                 SELECT report_id FROM inserted
                 """,
-                binds: [accountID.postgresValue] + Self.arrays(of: reports))
+                binds: [accountID.postgresValue] + Self.reportBinds(reports))
         )
         return try rows.map { try $0.decode(String.self, at: 0) }
     }
@@ -141,16 +149,79 @@ public struct ReportInbox: Sendable {
         ("renewal_signed_at", "timestamptz"),
     ]
 
+    /// Up to this many reports are inserted as rows of a `VALUES` list, more as column arrays.
+    /// A `VALUES` insert whose rows are all one account's goes to that account's shard on Citus
+    /// and commits in one phase there; `INSERT … SELECT FROM unnest` goes through the
+    /// coordinator and commits in two (docs/CITUS.md, "Scale-out: the plan"). The limit is a sync
+    /// request's most reports, so the statement texts stay few: one per count.
+    public static let valuesRowLimit = 100
+
+    /// Whether `count` reports go as a `VALUES` list (none go as empty arrays: a list cannot be empty).
+    static func usesValues(_ count: Int) -> Bool { (1...valuesRowLimit).contains(count) }
+
+    /// The binds of `reports` for the insert of their count: one per column and row, or one
+    /// array per column past ``valuesRowLimit``.
+    private static func reportBinds(_ reports: [Report]) -> [PostgresValue] {
+        usesValues(reports.count) ? reports.flatMap(values(of:)) : arrays(of: reports)
+    }
+
+    /// `INSERT INTO reports ... VALUES ($1, $n::text, ...), ...` for `rows` rows: the account is
+    /// `$1`, the rows' values start at `$firstParameter`, one row after another.
+    private static func insertSQL(rows: Int, firstParameter: Int) -> String {
+        let tuples = (0..<rows).map { row in
+            let values = columns.enumerated().map { "$\(firstParameter + row * columns.count + $0.offset)::\($0.element.type)" }
+            return "($1, \(values.joined(separator: ", ")))"
+        }
+        return insertSQL(source: "VALUES " + tuples.joined(separator: ", "))
+    }
+
     /// `INSERT ... SELECT $1, * FROM unnest($n::text[], ...)`: the account is `$1`, the column
     /// arrays start at `$firstArrayParameter`.
-    private static func insertSQL(firstArrayParameter: Int) -> String {
+    private static func insertSQL(arraysFrom firstArrayParameter: Int) -> String {
         let arrays = columns.enumerated().map { "$\(firstArrayParameter + $0.offset)::\($0.element.type)[]" }
-        return """
-            INSERT INTO reports (account_id, \(columns.map(\.name).joined(separator: ", ")))
-            SELECT $1, * FROM unnest(\(arrays.joined(separator: ", ")))
-            ON CONFLICT DO NOTHING -- the same report id, or (verified) the same facts: a duplicate
-            RETURNING report_id
-            """
+        return insertSQL(source: "SELECT $1, * FROM unnest(\(arrays.joined(separator: ", ")))")
+    }
+
+    private static func insertSQL(source: String) -> String {
+        """
+        INSERT INTO reports (account_id, \(columns.map(\.name).joined(separator: ", ")))
+        \(source)
+        ON CONFLICT DO NOTHING -- the same report id, or (verified) the same facts: a duplicate
+        RETURNING report_id
+        """
+    }
+
+    /// One report's value per column of ``columns``, in the same order as ``arrays(of:)``.
+    private static func values(of report: Report) -> [PostgresValue] {
+        [
+            report.reportID.postgresValue,
+            report.deviceID.postgresValue,
+            report.trust.source.rawValue.postgresValue,
+            report.observedAt.postgresValue,
+            report.productID.postgresValue,
+            report.originalTransactionID.postgresValue,
+            report.transactionID.postgresValue,
+            report.purchasedAt.postgresValue,
+            report.expiresAt.postgresValue,
+            report.gracePeriodExpiresAt.postgresValue,
+            report.revokedAt.postgresValue,
+            report.revocationReason?.rawValue.postgresValue ?? .null,
+            report.isUpgraded.postgresValue,
+            report.willAutoRenew.postgresValue,
+            report.inBillingRetry.postgresValue,
+            report.environment?.rawValue.postgresValue ?? .null,
+            report.signedTransaction.postgresValue,
+            report.trust.isVerified.postgresValue,
+            report.trust.signedDate.postgresValue,
+            report.trust.adminAction?.rawValue.postgresValue ?? .null,
+            factDigest(report).postgresValue,
+            (report.renewal != nil).postgresValue,
+            report.renewal?.expirationReason?.rawValue.postgresValue ?? .null,
+            report.renewal?.renewalProductID.postgresValue ?? .null,
+            report.renewal?.priceIncreaseStatus?.rawValue.postgresValue ?? .null,
+            report.renewal?.renewalDate.postgresValue ?? .null,
+            report.renewal?.signedAt.postgresValue ?? .null,
+        ]
     }
 
     /// One array bind per column of ``columns``, in the same order.

@@ -148,8 +148,8 @@ public struct DeliveryStore: Sendable {
                   -- stream's pending deliveries (one that an operator retried meanwhile, or one
                   -- that a replay, a retry or a new event put beside the leased ones): the lease
                   -- ends when that sender records, or expires. One probe of the stream's pending
-                  -- set asks both (a probe each cost 12 % more claim, docs/performance/JOURNAL.md item
-                  -- 27). A leased delivery stays pending until its sender records it (an operator
+                  -- set asks both (a probe each costs more, docs/PERFORMANCE.md "In the code").
+                  -- A leased delivery stays pending until its sender records it (an operator
                   -- cannot cancel it meanwhile, see `cancel`), so the pending set answers, through
                   -- deliveries_pending_by_stream: no index holds leased_until, so that a lease is
                   -- written in place (sql/0026). OFFSET 0 keeps this a probe per candidate: as an
