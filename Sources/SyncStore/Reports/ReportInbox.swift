@@ -168,11 +168,7 @@ public struct ReportInbox: Sendable {
     /// `INSERT INTO reports ... VALUES ($1, $n::text, ...), ...` for `rows` rows: the account is
     /// `$1`, the rows' values start at `$firstParameter`, one row after another.
     private static func insertSQL(rows: Int, firstParameter: Int) -> String {
-        let tuples = (0..<rows).map { row in
-            let values = columns.enumerated().map { "$\(firstParameter + row * columns.count + $0.offset)::\($0.element.type)" }
-            return "($1, \(values.joined(separator: ", ")))"
-        }
-        return insertSQL(source: "VALUES " + tuples.joined(separator: ", "))
+        insertSQL(source: "VALUES " + ValuesList.rows(rows, of: columns.map(\.type), from: firstParameter, leading: "$1"))
     }
 
     /// `INSERT ... SELECT $1, * FROM unnest($n::text[], ...)`: the account is `$1`, the column
