@@ -268,6 +268,39 @@ struct PipelineTests {
         }
     }
 
+    @Test("a batch takes the claim queue entries of one bucket, the oldest entry's, and leaves the others queued in order")
+    func batchesTakeOneBucket() async throws {
+        try await TestEnvironment.withFresh { env in
+            let engine = ResolutionEngine(pool: env.pool, catalogue: .default)
+            try await env.application(workers: 0).test(.router) { client in
+                for (account, id) in [("a-first", "r1"), ("b-second", "r2"), ("a-third", "r3"), ("c-fourth", "r4")] {
+                    _ = try await client.sync(
+                        account: account, body: try SyncBody(device: "iphone", reports: [TestReports.report(id)]).data, waitMilliseconds: nil)
+                }
+            }
+            // One PostgreSQL queues every entry in bucket ''; these buckets stand for a cluster's
+            // shards, as `subsync distribute` writes them (sql/0043).
+            let untouched = try await env.pool.query("SELECT count(*) FROM account_work WHERE bucket = ''")
+            #expect(try untouched[0].decode(Int.self, at: 0) == 4)
+            try await env.pool.query("UPDATE account_work SET bucket = left(account_id, 1)")
+            func pending() async throws -> [String] {
+                try await env.pool.query("SELECT account_id FROM reports WHERE status = 'pending' ORDER BY account_id")
+                    .map { try $0.decode(String.self, at: 0) }
+            }
+            let first = try await engine.resolvePendingBatch(limit: 10)
+            #expect(first.reportsResolved == 2)
+            #expect(try await pending() == ["b-second", "c-fourth"])
+            let second = try await engine.resolvePendingBatch(limit: 10)
+            #expect(second.reportsResolved == 1)
+            #expect(try await pending() == ["c-fourth"])
+            let third = try await engine.resolvePendingBatch(limit: 10)
+            #expect(third.reportsResolved == 1)
+            #expect(try await pending().isEmpty)
+            let left = try await env.pool.query("SELECT count(*) FROM account_work")
+            #expect(try left[0].decode(Int.self, at: 0) == 0)
+        }
+    }
+
     @Test("the sweeper's safety net looks at the oldest pending reports by arrival, queues those that lost their queue entry once they are old, and only once")
     func stalledReportsAreQueuedAgain() async throws {
         try await TestEnvironment.withFresh { env in

@@ -4,8 +4,9 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// The single-server form of a worker's account locks (sql/0033) answers what the per-account
-/// form (sql/0025, 0032) answers, in every case a claim meets.
+/// The single-server form of a worker's account locks (sql/0033) and the Citus one, a bucket at a
+/// time (sql/0043), answer what the per-account form (sql/0025, 0032) answers, in every case a
+/// claim meets.
 @Suite struct AccountLockTests {
     /// Accounts of every kind: existing and free, existing and held by another transaction,
     /// missing and free, missing and being created by another transaction (which holds the
@@ -24,6 +25,14 @@ import Testing
                         """)
                 let holder = try await Connection.connect(configuration: configuration)
                 do {
+                    // One bucket, as on one PostgreSQL; then several, as on Citus: each account's
+                    // first letter, so the accounts of a claim span up to four buckets.
+                    try await compare(on: connection, holder: holder)
+                    _ = try await connection.execute(
+                        script: """
+                            CREATE OR REPLACE FUNCTION subsync_work_bucket(account text) RETURNS text
+                            IMMUTABLE LANGUAGE sql AS $$ SELECT left(account, 1) $$
+                            """)
                     try await compare(on: connection, holder: holder)
                 } catch {
                     await holder.close()
@@ -62,9 +71,13 @@ import Testing
                 "SELECT * FROM subsync_lock_account_states_to_resolve(\(ids.sorted())::text[], true)", on: connection)
             let atOnce = try await rows(
                 "SELECT * FROM subsync_lock_account_states_skipping(\(ids)::text[])", on: connection)
+            let byBucket = try await rows(
+                "SELECT * FROM subsync_lock_account_states_by_bucket(\(ids)::text[])", on: connection)
             #expect(atOnce.rows == perAccount.rows, "accounts \(ids)")
+            #expect(byBucket.rows == perAccount.rows, "accounts \(ids), a bucket at a time")
             let reserved = Set(subset).intersection(["new-1", "new-2"])
             #expect(atOnce.advisoryLocks == reserved.count, "accounts \(ids): \(atOnce.advisoryLocks) advisory locks for \(reserved.count) reserved")
+            #expect(byBucket.advisoryLocks == reserved.count, "accounts \(ids), a bucket at a time: \(byBucket.advisoryLocks) advisory locks")
             // Every account is either locked, reserved, or left for a later claim.
             let expected = Set(subset).subtracting(["held", "creating"])
             #expect(Set(atOnce.rows.map { $0.split(separator: "|")[0] }.map(String.init)) == expected)

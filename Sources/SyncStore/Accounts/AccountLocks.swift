@@ -48,16 +48,21 @@ enum AccountLocks {
     /// is the catalogue's base state at `clock`'s now, read once the locks are held.
     ///
     /// Skipping on one PostgreSQL, `subsync_lock_account_states_skipping` (sql/0033) gives the
-    /// same answer in three statements over the whole array instead of three or four per account.
+    /// same answer in three statements over the whole array instead of three or four per account;
+    /// on Citus, `subsync_lock_account_states_by_bucket` (sql/0043) in three statements per bucket
+    /// of the accounts, which Citus routes to the bucket's shard: a worker's batch is one bucket.
     static func lockStatesToResolve(
         of accountIDs: [String], catalogue: Catalogue, clock: any ServiceClock, topology: DatabaseTopology, skipLocked: Bool,
         on connection: Connection
     ) async throws -> [String: LockedState] {
         let sorted = Array(Set(accountIDs)).sorted()
         let rows: QueryResult
-        if skipLocked, try await !topology.isCitus(on: connection) {
+        if skipLocked {
+            let citus = try await topology.isCitus(on: connection)
             rows = try await connection.preparedQuery(
-                "SELECT account_id, state, last_sequence, resolved_at FROM subsync_lock_account_states_skipping(\(sorted)::text[])"
+                citus
+                    ? "SELECT account_id, state, last_sequence, resolved_at FROM subsync_lock_account_states_by_bucket(\(sorted)::text[])"
+                    : "SELECT account_id, state, last_sequence, resolved_at FROM subsync_lock_account_states_skipping(\(sorted)::text[])"
             )
         } else {
             rows = try await connection.preparedQuery(

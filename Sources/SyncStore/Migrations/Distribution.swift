@@ -43,9 +43,13 @@ public struct Distribution: Sendable {
         public var distributed: [String]
         /// Tables that already were.
         public var alreadyDistributed: [String]
+        /// The claim queue's buckets, one per shard of `account_states` (0 without Citus).
+        public var buckets: Int = 0
+        /// Queue entries this run moved to their account's bucket.
+        public var requeued: Int = 0
 
         enum CodingKeys: String, CodingKey {
-            case citus, distributed
+            case citus, distributed, buckets, requeued
             case alreadyDistributed = "already_distributed"
         }
     }
@@ -88,7 +92,65 @@ public struct Distribution: Sendable {
                 }
                 outcome.distributed.append(table)
             }
+            // Three statements: a function's body is read when a statement is planned, so the
+            // entries are moved by one planned after the new function is in place.
+            try await connection.preparedQuery(Self.bucketFunctionSQL)
+            let buckets = try await connection.preparedQuery(
+                "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'account_states'::regclass")
+            outcome.buckets = Int(try buckets[0].decode(Int64.self, at: 0))
+            let moved = try await connection.preparedQuery(
+                """
+                WITH moved AS (
+                    UPDATE account_work SET bucket = subsync_work_bucket(account_id)
+                    WHERE bucket <> subsync_work_bucket(account_id)
+                    RETURNING 1)
+                SELECT count(*) FROM moved
+                """)
+            outcome.requeued = Int(try moved[0].decode(Int64.self, at: 0))
             return outcome
         }
     }
+
+    /// Writes `subsync_work_bucket` (sql/0043) for the cluster as it is: one anchor per shard of
+    /// `account_states`, the first `'b' || k` Citus places in that shard, and the function maps
+    /// an account to its shard's anchor. While the shard ranges are Citus's uniform split, it is
+    /// arithmetic on `hashtext`, the hash Citus uses for text (0.4 µs a call: PostgreSQL inlines
+    /// it); after a split, a `CASE` over the real ranges (9 µs). Run again, it writes the same
+    /// function; after a shard split, run `distribute` again. docs/CITUS.md, "Scale-out: the plan".
+    static let bucketFunctionSQL: PostgresQuery = """
+        DO $$
+        DECLARE
+            body text;
+            complete boolean;
+        BEGIN
+            WITH ranges AS MATERIALIZED (
+                SELECT s.shardminvalue::bigint AS lo, s.shardmaxvalue::bigint AS hi,
+                       (SELECT 'b' || k FROM generate_series(0, 10000000) AS k
+                        WHERE get_shard_id_for_distribution_column('account_states', 'b' || k) = s.shardid
+                        LIMIT 1) AS anchor
+                FROM pg_dist_shard s WHERE s.logicalrelid = 'account_states'::regclass
+            ), numbered AS (
+                SELECT lo, hi, anchor, row_number() OVER (ORDER BY lo) - 1 AS i, count(*) OVER () AS n FROM ranges
+            )
+            SELECT CASE WHEN bool_and(lo = -2147483648 + i * (4294967296 / n))
+                        THEN format('SELECT (%L::text[])[(1 + least(%s, (hashtext(account)::bigint + 2147483648) / %s))::int]',
+                                    array_agg(anchor ORDER BY lo), max(n) - 1, 4294967296 / max(n))
+                        ELSE 'SELECT CASE ' || string_agg(format('WHEN h <= %s THEN %L', hi, anchor), ' ' ORDER BY lo)
+                             || ' END FROM (SELECT hashtext(account) AS h) AS x'
+                   END,
+                   bool_and(anchor IS NOT NULL)
+            INTO body, complete
+            FROM numbered;
+            IF body IS NULL THEN
+                RETURN;
+            END IF;
+            IF NOT complete THEN
+                RAISE EXCEPTION 'no claim queue bucket found for a shard of account_states';
+            END IF;
+            EXECUTE format(
+                'CREATE OR REPLACE FUNCTION subsync_work_bucket(account text) RETURNS text IMMUTABLE PARALLEL SAFE LANGUAGE sql AS %L',
+                body);
+        END
+        $$
+        """
 }

@@ -46,6 +46,7 @@ extension Migration {
         Migration(version: 40, name: "0040_report_renewal_details", sql: PackageResources._040_report_renewal_details_sql),
         Migration(version: 41, name: "0041_token_revocations", sql: PackageResources._041_token_revocations_sql),
         Migration(version: 42, name: "0042_usage_transfers", sql: PackageResources._042_usage_transfers_sql),
+        Migration(version: 43, name: "0043_work_buckets", sql: PackageResources._043_work_buckets_sql),
     ]
 
     init(version: Int, name: String, sql bytes: [UInt8]) {

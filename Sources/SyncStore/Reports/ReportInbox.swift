@@ -121,10 +121,12 @@ public struct ReportInbox: Sendable {
         return try rows.map { try $0.decode(String.self, at: 0) }
     }
 
-    /// The claim queue's row for account `$1` when the `inserted` CTE stored something
-    /// (sql/0014: workers claim accounts with work from `account_work`).
+    /// The claim queue's row for account `$1`, in its bucket, when the `inserted` CTE stored
+    /// something (sql/0014: workers claim accounts with work from `account_work`; sql/0043:
+    /// buckets).
     private static let queueSQL = """
-        INSERT INTO account_work (account_id) SELECT $1 FROM (SELECT 1 FROM inserted LIMIT 1) AS anything RETURNING 1
+        INSERT INTO account_work (bucket, account_id)
+        SELECT subsync_work_bucket($1), $1 FROM (SELECT 1 FROM inserted LIMIT 1) AS anything RETURNING 1
         """
 
     /// Queues `accountIDs` for the workers (sql/0014), on `connection`: for writers that make
@@ -132,7 +134,10 @@ public struct ReportInbox: Sendable {
     public static func queue(accountIDs: [String], on connection: Connection) async throws {
         guard !accountIDs.isEmpty else { return }
         try await connection.preparedQuery(
-            "INSERT INTO account_work (account_id) SELECT DISTINCT unnest(\(accountIDs)::text[])"
+            """
+            INSERT INTO account_work (bucket, account_id)
+            SELECT subsync_work_bucket(a), a FROM (SELECT DISTINCT unnest(\(accountIDs)::text[]) AS a) AS queued
+            """
         )
     }
 

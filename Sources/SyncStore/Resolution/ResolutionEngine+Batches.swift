@@ -132,8 +132,8 @@ extension ResolutionEngine {
             guard !stalled.isEmpty else { return 0 }
             let queued = try await connection.preparedQuery(
                 """
-                INSERT INTO account_work (account_id)
-                SELECT a FROM unnest(\(stalled)::text[]) AS a
+                INSERT INTO account_work (bucket, account_id)
+                SELECT subsync_work_bucket(a), a FROM unnest(\(stalled)::text[]) AS a
                 WHERE NOT EXISTS (SELECT 1 FROM account_work w WHERE w.account_id = a)
                 """
             ).affectedRows
@@ -171,18 +171,24 @@ extension ResolutionEngine {
     /// scanned the whole queue, so a claim cost more the longer the backlog (docs/PERFORMANCE.md,
     /// "How a path's cost grows with its data"). The queue is local to the coordinator on Citus as
     /// well.
+    ///
+    /// Only entries of one bucket, the oldest unlocked entry's (sql/0043): on Citus a bucket is a
+    /// shard, so a batch's accounts are all in one, and its statements run on that shard alone
+    /// (docs/CITUS.md, "Scale-out: the plan"). On one PostgreSQL every entry is in bucket `''`.
     func claimQueue(limit: Int, sharedBy workers: Int = 1, on connection: Connection) async throws -> (accounts: [String], queuedAfter: Int) {
         let limit = max(1, limit)
         let workers = max(1, workers)
         let rows = try await connection.preparedQuery(
             """
-            WITH taken AS (
+            WITH first AS MATERIALIZED (
+                SELECT id, bucket FROM account_work ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+            ), taken AS (
                 DELETE FROM account_work WHERE id = ANY(ARRAY(
-                    SELECT id FROM account_work ORDER BY id
+                    SELECT w.id FROM account_work w WHERE w.bucket = (SELECT bucket FROM first) ORDER BY w.id
                     LIMIT coalesce((
                         SELECT least(\(limit), greatest(\(max(1, limit / 10)),
                                      ((SELECT max(id) FROM account_work) - first.id + \(workers)) / \(workers)))
-                        FROM (SELECT id FROM account_work ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) AS first), \(limit))
+                        FROM first), \(limit))
                     FOR UPDATE SKIP LOCKED))
                 RETURNING id, account_id
             )
@@ -223,7 +229,7 @@ extension ResolutionEngine {
         claimed.deferred = accounts.filter { claimed.locked[$0] == nil }
         if !claimed.deferred.isEmpty {
             try await connection.preparedQuery(
-                "INSERT INTO account_work (account_id) SELECT a FROM unnest(\(claimed.deferred)::text[]) AS a"
+                "INSERT INTO account_work (bucket, account_id) SELECT subsync_work_bucket(a), a FROM unnest(\(claimed.deferred)::text[]) AS a"
             )
         }
         let accounts = accounts.filter { claimed.locked[$0] != nil }

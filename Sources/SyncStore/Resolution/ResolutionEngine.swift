@@ -429,8 +429,7 @@ public struct ResolutionEngine: Sendable {
         let updated = inserted.isEmpty ? states : states.filter { !reserved.contains($0.accountID) }
         if !updated.isEmpty {
             let v = try columns(updated)
-            try await connection.preparedQuery(
-                """
+            var update: PostgresQuery = """
                 UPDATE account_states AS s SET
                     tier = v.tier,
                     state = v.state::json,
@@ -443,7 +442,13 @@ public struct ResolutionEngine: Sendable {
                 ) AS v(account_id, tier, state, last_sequence, next_transition_at)
                 WHERE s.account_id = v.account_id
                 """
-            )
+            // On Citus, the accounts named as well: joined with `unnest` alone, the update runs on
+            // every shard (docs/CITUS.md, "Scale-out: the plan").
+            if try await !keysOpaqueToPlanner(on: connection) {
+                update.binds.append(v.ids.postgresValue)
+                update.sql += " AND s.account_id = ANY($\(update.binds.count)::text[])"
+            }
+            try await connection.preparedQuery(update)
         }
         if !inserted.isEmpty {
             // Under the advisory lock the claim took (sql/0025); a row that appeared without it

@@ -11,7 +11,9 @@ struct Distribute: AsyncParsableCommand {
         discussion: """
             Distributes every per-account table by account_id, co-located with account_states; \
             the global lookups (purchase owners, app account tokens, store notifications, rate \
-            buckets) by their own keys; webhook_endpoints as a reference table. Idempotent: a \
+            buckets) by their own keys; webhook_endpoints as a reference table; then writes the \
+            claim queue's buckets, one per shard, and moves queued entries to theirs (run it again \
+            after a shard split). Idempotent: a \
             table already distributed is left alone. On a database without the citus extension \
             it changes nothing and says so (exit 0). See docs/CITUS.md, "The distribution step".
 
@@ -38,6 +40,7 @@ struct Distribute: AsyncParsableCommand {
             } else {
                 for table in outcome.distributed { print("distributed  \(table)") }
                 print("\(outcome.distributed.count) tables distributed, \(outcome.alreadyDistributed.count) already were")
+                print("claim queue: \(outcome.buckets) buckets, one per shard; \(outcome.requeued) queued entries moved to their bucket")
             }
         } catch let error as Distribution.MissingTable {
             printError(error.description)

@@ -8,5 +8,5 @@ SELECT 'acct-' || (n / 5), 'r-' || n, 'device-' || (n % 3), now() - (n % 50) * i
        'tx-' || (n / 5) || '-' || (n % 2), 'tx-' || (n / 5) || '-' || (n % 2), now() - interval '2 days',
        now() + ((n % 30) + 1) * interval '1 day', true
 FROM generate_series(0, :backlog - 1) AS n;
-INSERT INTO account_work (account_id) SELECT 'acct-' || a FROM generate_series(0, :backlog / 5 - 1) AS a;
+INSERT INTO account_work (bucket, account_id) SELECT subsync_work_bucket('acct-' || a), 'acct-' || a FROM generate_series(0, :backlog / 5 - 1) AS a;
 COMMIT;

@@ -314,6 +314,51 @@ END
 $$;
 
 --
+-- Name: subsync_lock_account_states_by_bucket(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.subsync_lock_account_states_by_bucket(account_ids text[]) RETURNS TABLE(account_id text, state json, last_sequence bigint, resolved_at timestamp with time zone)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    accounts text[];
+    existing text[];
+    reserved text[];
+    appeared text[];
+    found record;
+BEGIN
+    FOR accounts IN
+        SELECT array_agg(a ORDER BY a) FROM unnest(account_ids) AS a
+        GROUP BY subsync_work_bucket(a) ORDER BY subsync_work_bucket(a)
+    LOOP
+        RETURN QUERY SELECT s.account_id, s.state, s.last_sequence, s.resolved_at
+            FROM account_states s WHERE s.account_id = ANY(accounts)
+            FOR UPDATE SKIP LOCKED;
+        SELECT array_agg(s.account_id) INTO existing FROM account_states s WHERE s.account_id = ANY(accounts);
+        SELECT array_agg(m.id ORDER BY m.id) INTO reserved
+        FROM (SELECT unnest(accounts) EXCEPT SELECT unnest(existing)) AS m(id)
+        WHERE pg_try_advisory_xact_lock(2, hashtext(m.id));
+        CONTINUE WHEN reserved IS NULL;
+        appeared := '{}';
+        FOR found IN
+            SELECT s.account_id AS a, s.state AS st, s.last_sequence AS q, s.resolved_at AS r
+            FROM account_states s WHERE s.account_id = ANY(reserved) FOR UPDATE
+        LOOP
+            appeared := appeared || found.a;
+            account_id := found.a;
+            state := found.st;
+            last_sequence := found.q;
+            resolved_at := found.r;
+            RETURN NEXT;
+        END LOOP;
+        RETURN QUERY SELECT r.id, NULL::json, 0::bigint, '-infinity'::timestamptz
+            FROM unnest(reserved) AS r(id) WHERE NOT (r.id = ANY(appeared));
+    END LOOP;
+END
+$$;
+
+--
 -- Name: subsync_lock_account_states_skipping(text[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -453,6 +498,14 @@ END
 $$;
 
 --
+-- Name: subsync_work_bucket(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.subsync_work_bucket(account text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT ''::text $$;
+
+--
 -- Name: account_states; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -473,7 +526,8 @@ CREATE TABLE public.account_states (
 CREATE TABLE public.account_work (
     id bigint NOT NULL,
     account_id text NOT NULL,
-    queued_at timestamp with time zone DEFAULT now() NOT NULL
+    queued_at timestamp with time zone DEFAULT now() NOT NULL,
+    bucket text DEFAULT ''::text NOT NULL
 )
 WITH (autovacuum_analyze_scale_factor='0.01', autovacuum_analyze_threshold='1000');
 
@@ -1094,6 +1148,12 @@ CREATE INDEX account_states_due ON public.account_states USING btree (next_trans
 --
 
 CREATE INDEX account_work_by_account ON public.account_work USING btree (account_id);
+
+--
+-- Name: account_work_by_bucket; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX account_work_by_bucket ON public.account_work USING btree (bucket, id);
 
 --
 -- Name: deliveries_due_by_time; Type: INDEX; Schema: public; Owner: -
