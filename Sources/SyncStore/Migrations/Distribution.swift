@@ -112,40 +112,59 @@ public struct Distribution: Sendable {
     }
 
     /// Writes `subsync_work_bucket` (sql/0043) for the cluster as it is: one anchor per shard of
-    /// `account_states`, the first `'b' || k` Citus places in that shard, and the function maps
-    /// an account to its shard's anchor. While the shard ranges are Citus's uniform split, it is
-    /// arithmetic on `hashtext`, the hash Citus uses for text (0.4 µs a call: PostgreSQL inlines
-    /// it); after a split, a `CASE` over the real ranges (9 µs). Run again, it writes the same
-    /// function; after a shard split, run `distribute` again. docs/CITUS.md, "Scale-out: the plan".
+    /// `account_states`, the first `'b' || k` Citus places in that shard (a few hundred tries for
+    /// 32 shards), and the function maps an account to its shard's anchor. While the shard ranges
+    /// are Citus's uniform split, it is arithmetic on `hashtext`, the hash Citus uses for text
+    /// (0.4 µs a call: PostgreSQL inlines it); after a split, a `CASE` over the real ranges (9 µs).
+    /// Run again, it writes the same function; after a shard split, run `distribute` again.
+    /// docs/CITUS.md, "Scale-out: the plan".
     static let bucketFunctionSQL: PostgresQuery = """
         DO $$
         DECLARE
+            shard_ids bigint[];
+            lows bigint[];
+            highs bigint[];
+            anchors text[];
+            shards integer;
+            found_count integer := 0;
+            step bigint;
+            position integer;
+            k bigint := 0;
+            uniform boolean := true;
             body text;
-            complete boolean;
         BEGIN
-            WITH ranges AS MATERIALIZED (
-                SELECT s.shardminvalue::bigint AS lo, s.shardmaxvalue::bigint AS hi,
-                       (SELECT 'b' || k FROM generate_series(0, 10000000) AS k
-                        WHERE get_shard_id_for_distribution_column('account_states', 'b' || k) = s.shardid
-                        LIMIT 1) AS anchor
-                FROM pg_dist_shard s WHERE s.logicalrelid = 'account_states'::regclass
-            ), numbered AS (
-                SELECT lo, hi, anchor, row_number() OVER (ORDER BY lo) - 1 AS i, count(*) OVER () AS n FROM ranges
-            )
-            SELECT CASE WHEN bool_and(lo = -2147483648 + i * (4294967296 / n))
-                        THEN format('SELECT (%L::text[])[(1 + least(%s, (hashtext(account)::bigint + 2147483648) / %s))::int]',
-                                    array_agg(anchor ORDER BY lo), max(n) - 1, 4294967296 / max(n))
-                        ELSE 'SELECT CASE ' || string_agg(format('WHEN h <= %s THEN %L', hi, anchor), ' ' ORDER BY lo)
-                             || ' END FROM (SELECT hashtext(account) AS h) AS x'
-                   END,
-                   bool_and(anchor IS NOT NULL)
-            INTO body, complete
-            FROM numbered;
-            IF body IS NULL THEN
+            SELECT array_agg(shardid ORDER BY shardminvalue::bigint), array_agg(shardminvalue::bigint ORDER BY shardminvalue::bigint),
+                   array_agg(shardmaxvalue::bigint ORDER BY shardminvalue::bigint)
+            INTO shard_ids, lows, highs
+            FROM pg_dist_shard WHERE logicalrelid = 'account_states'::regclass;
+            shards := coalesce(cardinality(shard_ids), 0);
+            IF shards = 0 THEN
                 RETURN;
             END IF;
-            IF NOT complete THEN
-                RAISE EXCEPTION 'no claim queue bucket found for a shard of account_states';
+            anchors := array_fill(NULL::text, ARRAY[shards]);
+            -- The first 'b' || k Citus places in each shard: a few hundred tries for 32 shards.
+            WHILE found_count < shards LOOP
+                IF k > 100 * shards + 100000 THEN
+                    RAISE EXCEPTION 'no claim queue bucket found for every shard of account_states';
+                END IF;
+                position := array_position(shard_ids, get_shard_id_for_distribution_column('account_states', 'b' || k));
+                IF position IS NOT NULL AND anchors[position] IS NULL THEN
+                    anchors[position] := 'b' || k;
+                    found_count := found_count + 1;
+                END IF;
+                k := k + 1;
+            END LOOP;
+            step := 4294967296 / shards;
+            FOR i IN 1..shards LOOP
+                uniform := uniform AND lows[i] = -2147483648 + (i - 1) * step;
+            END LOOP;
+            IF uniform THEN
+                body := format('SELECT (%L::text[])[(1 + least(%s, (hashtext(account)::bigint + 2147483648) / %s))::int]',
+                               anchors, shards - 1, step);
+            ELSE
+                SELECT 'SELECT CASE ' || string_agg(format('WHEN h <= %s THEN %L', highs[i], anchors[i]), ' ' ORDER BY i)
+                       || ' END FROM (SELECT hashtext(account) AS h) AS x'
+                INTO body FROM generate_series(1, shards) AS i;
             END IF;
             EXECUTE format(
                 'CREATE OR REPLACE FUNCTION subsync_work_bucket(account text) RETURNS text IMMUTABLE PARALLEL SAFE LANGUAGE sql AS %L',

@@ -158,8 +158,9 @@ extension ResolutionEngine {
 
     /// Takes entries of the claim queue (oldest first, `FOR UPDATE SKIP LOCKED`, so workers in
     /// any process take disjoint entries) and returns their accounts, sorted, with an estimate
-    /// of the entries queued behind them (the queue's last id less the last id taken; ids only
-    /// grow), 0 when it took none.
+    /// of the entries left in the queue (the span of its ids, seen before the claim, less the
+    /// entries taken: ids only grow, and other buckets' entries are among them), 0 when it took
+    /// none.
     ///
     /// How many: `limit`, or fewer near the end of a backlog, a `sharedBy`-th of the entries
     /// nobody has taken (the queue's last id less its first unlocked one, both read from the
@@ -192,7 +193,7 @@ extension ResolutionEngine {
                     FOR UPDATE SKIP LOCKED))
                 RETURNING id, account_id
             )
-            SELECT account_id, (SELECT max(id) FROM account_work) - max(id) OVER () FROM taken
+            SELECT account_id, (SELECT max(id) - min(id) + 1 FROM account_work) - count(*) OVER () FROM taken
             """
         )
         var accounts = Set<String>()

@@ -49,7 +49,7 @@ public struct ResolutionEngine: Sendable {
         /// Accounts a batch left for a later claim because another transaction held them (a
         /// worker, a sync binding a purchase, a usage write): queued again, not waited for.
         public var accountsDeferred = 0
-        /// Claim queue entries left behind the batch's, as its claim estimated them (see
+        /// Claim queue entries left after the batch's, as its claim estimated them (see
         /// `claimQueue`); 0 when the claim took nothing, or the batch was not a claim.
         public var queuedAfter = 0
 

@@ -319,19 +319,29 @@ $$;
 
 CREATE FUNCTION public.subsync_lock_account_states_by_bucket(account_ids text[]) RETURNS TABLE(account_id text, state json, last_sequence bigint, resolved_at timestamp with time zone)
     LANGUAGE plpgsql
-    AS $$
+    AS $_$
 #variable_conflict use_column
 DECLARE
+    groups refcursor;
     accounts text[];
     existing text[];
     reserved text[];
     appeared text[];
-    found record;
+    found_row record;
 BEGIN
-    FOR accounts IN
-        SELECT array_agg(a ORDER BY a) FROM unnest(account_ids) AS a
-        GROUP BY subsync_work_bucket(a) ORDER BY subsync_work_bucket(a)
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        OPEN groups FOR EXECUTE
+            'SELECT array_agg(a ORDER BY a) FROM unnest($1) AS a
+             GROUP BY get_shard_id_for_distribution_column(''account_states'', a)
+             ORDER BY min(a)' USING account_ids;
+    ELSE
+        OPEN groups FOR
+            SELECT array_agg(a ORDER BY a) FROM unnest(account_ids) AS a
+            GROUP BY subsync_work_bucket(a) ORDER BY min(a);
+    END IF;
     LOOP
+        FETCH groups INTO accounts;
+        EXIT WHEN NOT FOUND;
         RETURN QUERY SELECT s.account_id, s.state, s.last_sequence, s.resolved_at
             FROM account_states s WHERE s.account_id = ANY(accounts)
             FOR UPDATE SKIP LOCKED;
@@ -341,22 +351,23 @@ BEGIN
         WHERE pg_try_advisory_xact_lock(2, hashtext(m.id));
         CONTINUE WHEN reserved IS NULL;
         appeared := '{}';
-        FOR found IN
+        FOR found_row IN
             SELECT s.account_id AS a, s.state AS st, s.last_sequence AS q, s.resolved_at AS r
             FROM account_states s WHERE s.account_id = ANY(reserved) FOR UPDATE
         LOOP
-            appeared := appeared || found.a;
-            account_id := found.a;
-            state := found.st;
-            last_sequence := found.q;
-            resolved_at := found.r;
+            appeared := appeared || found_row.a;
+            account_id := found_row.a;
+            state := found_row.st;
+            last_sequence := found_row.q;
+            resolved_at := found_row.r;
             RETURN NEXT;
         END LOOP;
         RETURN QUERY SELECT r.id, NULL::json, 0::bigint, '-infinity'::timestamptz
             FROM unnest(reserved) AS r(id) WHERE NOT (r.id = ANY(appeared));
     END LOOP;
+    CLOSE groups;
 END
-$$;
+$_$;
 
 --
 -- Name: subsync_lock_account_states_skipping(text[]); Type: FUNCTION; Schema: public; Owner: -
