@@ -42,9 +42,12 @@ class Postgres:
         self.run(f"{self.bindir}/pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "server.log"), "-w", "-t", "60",
                  "-o", self.server_options(self.port), "start")
 
-    def server_options(self, port, extra=""):
+    def server_options(self, port, extra="", synchronous_commit="off"):
+        # fsync off: the faults kill processes, never the machine, so what a commit wrote to the
+        # kernel survives them. synchronous_commit off only where no process is killed: a commit
+        # it answers before writing its WAL is lost with the node's shared memory.
         return (f"-c listen_addresses=127.0.0.1 -p {port} -k {self.dir} -c max_connections=300 {extra}"
-                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
+                f"-c fsync=off -c synchronous_commit={synchronous_commit} -c full_page_writes=off")
 
     def stop(self, mode="fast"):
         self.run(f"{self.bindir}/pg_ctl", "-D", self.data, "-m", mode, "-w", "-t", "60", "stop")
@@ -87,7 +90,10 @@ class CitusCluster(Postgres):
 
     def start_node(self, name):
         data, port = self.nodes[name]
-        options = self.server_options(port, "-c shared_preload_libraries=citus -c citus.recover_2pc_interval=2s ")
+        # A worker node is SIGKILLed under load (stop, below): its commits must be written before
+        # they are answered, as with PostgreSQL's default, or a sync answered 202 loses its reports.
+        options = self.server_options(port, "-c shared_preload_libraries=citus -c citus.recover_2pc_interval=2s ",
+                                      synchronous_commit="on")
         self.run(f"{self.bindir}/pg_ctl", "-D", data, "-l", os.path.join(self.dir, f"{name}.log"), "-w", "-t", "60",
                  "-o", options, "start")
 
