@@ -49,8 +49,9 @@ enum AccountLocks {
     ///
     /// Skipping on one PostgreSQL, `subsync_lock_account_states_skipping` (sql/0033) gives the
     /// same answer in three statements over the whole array instead of three or four per account;
-    /// on Citus, `subsync_lock_account_states_by_bucket` (sql/0043) in three statements per bucket
-    /// of the accounts, which Citus routes to the bucket's shard: a worker's batch is one bucket.
+    /// on Citus, `subsync_lock_account_states_by_bucket` (sql/0043) in three statements per shard
+    /// of the accounts, which Citus routes to that shard: a worker's batch is one bucket, so one
+    /// shard.
     static func lockStatesToResolve(
         of accountIDs: [String], catalogue: Catalogue, clock: any ServiceClock, topology: DatabaseTopology, skipLocked: Bool,
         on connection: Connection
@@ -58,11 +59,10 @@ enum AccountLocks {
         let sorted = Array(Set(accountIDs)).sorted()
         let rows: QueryResult
         if skipLocked {
-            let citus = try await topology.isCitus(on: connection)
+            let function = try await topology.isCitus(on: connection)
+                ? "subsync_lock_account_states_by_bucket" : "subsync_lock_account_states_skipping"
             rows = try await connection.preparedQuery(
-                citus
-                    ? "SELECT account_id, state, last_sequence, resolved_at FROM subsync_lock_account_states_by_bucket(\(sorted)::text[])"
-                    : "SELECT account_id, state, last_sequence, resolved_at FROM subsync_lock_account_states_skipping(\(sorted)::text[])"
+                "SELECT account_id, state, last_sequence, resolved_at FROM \(unescaped: function)(\(sorted)::text[])"
             )
         } else {
             rows = try await connection.preparedQuery(
