@@ -131,12 +131,16 @@ class Hostile:
                 time.sleep(0.1)
                 continue
             serve = rng.choice(live)
+            incarnation = serve.process
             status, headers, data = raw_request(serve.port, build())
+            # A serve SIGKILLed during the request (and perhaps already restarted) may cut its
+            # answer off; that is the fault's doing, not an answer to judge.
+            interrupted = serve.process is not incarnation or not serve.up
             self.sent += 1
             self.by_case[name][status] += 1
             self.record.count("hostile", status)
             if status is None:
-                if serve.up:
+                if not interrupted:
                     with self.record.lock:
                         self.record.hostile_bad.append(f"hostile '{name}' to {serve.name}: connection closed without an answer")
             elif status == "timeout":

@@ -75,7 +75,15 @@ def raw_request(port, payload, timeout=CLIENT_TIMEOUT):
     if headers.get("transfer-encoding", "").lower() == "chunked":
         body = dechunk(body)
     elif "content-length" in headers:
-        body = body[:int(headers["content-length"])]
+        try:
+            length = int(headers["content-length"])
+        except ValueError:
+            return None, {}, b""
+        if len(body) < length:
+            # Cut off mid-answer (the process was killed between writing the head and the
+            # body): a connection error, as http.client's IncompleteRead is for the load.
+            return None, {}, b""
+        body = body[:length]
     return int(match.group(1)), headers, body
 
 
