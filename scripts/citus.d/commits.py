@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Two-phase commits on a Citus cluster (issue #62), run by scripts/citus against a `serve` that
+takes unsigned reports and resolves nothing (`--workers 0`): syncs from many devices at once must
+commit each on one node, so that no node records a prepared transaction (pg_dist_transaction,
+with the cluster's 2PC recovery off so that no record is removed). A sync's reports are one
+`VALUES` insert on the account's shard and its claim queue entry is the coordinator's, which
+commit in one phase (docs/CITUS.md, "Scale-out: the plan"). The resolution batches still commit
+in two (one per batch, from their `INSERT … SELECT FROM unnest`); scripts/bench/citus counts
+them, and this check takes them in once they commit in one.
+
+usage: commits.py PORT ADMIN_KEY COORDINATOR_URL NODE_URL...
+"""
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+port, key, coordinator, nodes = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
+ACCOUNTS, SYNCS_PER_ACCOUNT, REPORTS_PER_SYNC = 60, 4, 3
+
+
+def psql(url, sql):
+    return subprocess.run(["psql", url, "-qtAX", "-c", sql], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def call(method, path, body=None):
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", method=method, data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+    except OSError as error:
+        return None, str(error)
+
+
+def prepared():
+    return [int(psql(url, "SELECT count(*) FROM pg_dist_transaction")) for url in nodes]
+
+
+deadline = time.time() + 60
+while True:
+    try:
+        if call("GET", "/readyz")[0] == 200:
+            break
+    except ValueError:
+        pass
+    if time.time() > deadline:
+        sys.exit("commits: serve did not become ready in 60 s")
+    time.sleep(0.2)
+
+# Records of earlier distributed transactions (the trust path's bindings) are recovered now, so
+# that none is removed during the count (the cluster's own recovery is off since the reload
+# scripts/citus sent; a second for its maintenance daemons to read it).
+time.sleep(1)
+for url in nodes:
+    psql(url, "SELECT recover_prepared_transactions()")
+before = prepared()
+accepted, problems = [], []
+
+
+def iso(seconds_from_now):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + seconds_from_now))
+
+
+def device(account_index):
+    account = f"commits-{account_index}"
+    day = 86400
+    for sync in range(SYNCS_PER_ACCOUNT):
+        reports = [{
+            "report_id": f"{account}-{sync}-{i}", "observed_at": iso(-60),
+            "product_id": "voip.premium.monthly", "original_transaction_id": f"{account}-t0",
+            "transaction_id": f"{account}-t{sync}", "purchased_at": iso((sync - 10) * day),
+            "expires_at": iso((sync + 20) * day),
+        } for i in range(REPORTS_PER_SYNC)]
+        status, answer = call("POST", f"/v1/accounts/{account}/sync",
+                              {"device": {"id": "phone", "platform": "ios", "app_version": "1"}, "reports": reports})
+        if status != 202:
+            problems.append(f"{account}: sync answered {status} {answer}")
+        else:
+            accepted.append(answer.get("accepted", 0))
+
+
+threads = [threading.Thread(target=lambda n=n: [device(i) for i in range(n, ACCOUNTS, 8)]) for n in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+if problems:
+    sys.exit("commits: " + "; ".join(problems[:5]))
+
+stored = int(psql(coordinator, "SELECT count(*) FROM reports WHERE account_id LIKE 'commits-%'"))
+after = prepared()
+syncs = ACCOUNTS * SYNCS_PER_ACCOUNT
+assert sum(accepted) == stored == syncs * REPORTS_PER_SYNC, f"accepted {sum(accepted)}, stored {stored}"
+deltas = [a - b for a, b in zip(after, before)]
+print(f"two-phase commits: {deltas} by node for {syncs} syncs of {stored} reports from {ACCOUNTS} accounts at once")
+if any(deltas):
+    sys.exit("commits: a sync committed in two phases (docs/CITUS.md, \"Scale-out: the plan\")")
