@@ -119,6 +119,7 @@ public struct DeliveryStore: Sendable {
         let leasedUntil = now.addingTimeInterval(lease)
         let rows: QueryResult
         if try await topology.isCitus(pool) {
+            guard try await anyEndpointEnabled() else { return Claim(deliveries: [], held: []) }
             // `subsync_claim_due_deliveries` (sql/0014, 0035) finds the heads without locks and leases each
             // stream with statements that name its account: on Citus, one shard each, where the
             // multi-shard `FOR UPDATE` below is refused. On one PostgreSQL it is slower than the
@@ -646,6 +647,7 @@ public struct DeliveryStore: Sendable {
         partition: (index: Int, count: Int) = (0, 1), now: Date = Date(), window: Int = DeliveryStore.holdWindow
     ) async throws -> Int {
         if try await topology.isCitus(pool) {
+            guard try await anyEndpointEnabled() else { return 0 }
             // `subsync_hold_blocked_deliveries` (sql/0018): the heads found without locks in the
             // window (a due time, there: see the migration), then each locked and its followers
             // moved with statements that name its account.
@@ -696,6 +698,16 @@ public struct DeliveryStore: Sendable {
             """
         )
         return result.affectedRows
+    }
+
+    /// Whether any webhook endpoint is enabled. On Citus a claim and a hold ask first: with none,
+    /// no delivery can be due (both read only enabled endpoints' deliveries), and finding that out
+    /// from `deliveries` reads every shard, about a third of a second of the cluster's time a call
+    /// on this project's machine, made every second by every delivery loop of every process
+    /// (docs/CITUS.md, "How the pipeline runs on Citus"). The endpoints are a reference table,
+    /// so this is a read of the coordinator's own copy.
+    private func anyEndpointEnabled() async throws -> Bool {
+        try await pool.preparedQuery("SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE enabled)")[0].decode(Bool.self, at: 0)
     }
 
     /// How many due deliveries `holdBlocked` looks at per call on one PostgreSQL: the claims of
