@@ -47,6 +47,7 @@ extension Migration {
         Migration(version: 41, name: "0041_token_revocations", sql: PackageResources._041_token_revocations_sql),
         Migration(version: 42, name: "0042_usage_transfers", sql: PackageResources._042_usage_transfers_sql),
         Migration(version: 43, name: "0043_work_buckets", sql: PackageResources._043_work_buckets_sql),
+        Migration(version: 44, name: "0044_lock_by_shard_statically", sql: PackageResources._044_lock_by_shard_statically_sql),
     ]
 
     init(version: Int, name: String, sql bytes: [UInt8]) {

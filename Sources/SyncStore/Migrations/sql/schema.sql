@@ -319,7 +319,7 @@ $$;
 
 CREATE FUNCTION public.subsync_lock_account_states_by_bucket(account_ids text[]) RETURNS TABLE(account_id text, state json, last_sequence bigint, resolved_at timestamp with time zone)
     LANGUAGE plpgsql
-    AS $_$
+    AS $$
 #variable_conflict use_column
 DECLARE
     groups refcursor;
@@ -330,10 +330,10 @@ DECLARE
     found_row record;
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
-        OPEN groups FOR EXECUTE
-            'SELECT array_agg(a ORDER BY a) FROM unnest($1) AS a
-             GROUP BY get_shard_id_for_distribution_column(''account_states'', a)
-             ORDER BY min(a)' USING account_ids;
+        OPEN groups FOR
+            SELECT array_agg(a ORDER BY a) FROM unnest(account_ids) AS a
+            GROUP BY get_shard_id_for_distribution_column('account_states', a)
+            ORDER BY min(a);
     ELSE
         OPEN groups FOR
             SELECT array_agg(a ORDER BY a) FROM unnest(account_ids) AS a
@@ -367,7 +367,7 @@ BEGIN
     END LOOP;
     CLOSE groups;
 END
-$_$;
+$$;
 
 --
 -- Name: subsync_lock_account_states_skipping(text[]); Type: FUNCTION; Schema: public; Owner: -
