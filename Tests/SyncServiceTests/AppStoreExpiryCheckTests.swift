@@ -54,7 +54,10 @@ struct AppStoreExpiryCheckTests {
                     expires: expires, now: now)
 
                 // Past the old expiry: the sweeper asks first, and the renewal comes from the store.
-                clock.advance(by: .seconds(120))
+                // Just short of it, then in `advancing`'s steps across it: a jump over a due time
+                // can land inside a pass that fixed its deadline before the jump, which then finds
+                // its 20 s gone and counts a question it never sent.
+                clock.advance(by: .seconds(59))
                 #expect(try await clock.advancing {
                     let stored = try await env.scalar("SELECT count(*) FROM transactions WHERE account_id = 'renewing' AND transaction_id = 't-e2'")
                     let moved = try await env.scalar(
@@ -96,9 +99,11 @@ struct AppStoreExpiryCheckTests {
                     client, trust: trust, account: "waiting", original: "t-d1", purchased: expires.addingTimeInterval(-30 * Self.day),
                     expires: expires, now: now)
                 // Past the expiry, the store down: held (still active), asked again a minute later.
-                clock.advance(by: .seconds(120))
+                // Each jump stops short of the due time, and `advancing`'s steps cross it (see
+                // the test above).
+                clock.advance(by: .seconds(59))
                 #expect(try await clock.advancing { try await env.scalar("SELECT count(*) FROM store_expiry_checks WHERE outcome = 'failed'") == 1 })
-                clock.advance(by: .seconds(61))
+                clock.advance(by: .seconds(55))
                 #expect(try await clock.advancing { try await env.scalar("SELECT count(*) FROM store_expiry_checks WHERE attempts = 2") == 1 })
                 // The first pass held the expiry (had it not, it would have been applied before the
                 // second question).
