@@ -705,7 +705,8 @@ public struct DeliveryStore: Sendable {
     /// from `deliveries` reads every shard, about a third of a second of the cluster's time a call
     /// on this project's machine, made every second by every delivery loop of every process
     /// (docs/CITUS.md, "How the pipeline runs on Citus"). The endpoints are a reference table,
-    /// so this is a read of the coordinator's own copy.
+    /// so this is a single-task read of one of its copies (on this project's clusters, a
+    /// worker's: the coordinator holds none).
     private func anyEndpointEnabled() async throws -> Bool {
         try await pool.preparedQuery("SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE enabled)")[0].decode(Bool.self, at: 0)
     }
