@@ -1,12 +1,13 @@
 import Foundation
 import Postgres
 import SyncCore
-import SyncStore
+@testable import SyncStore
 import TestSupport
 import Testing
 
 /// The inbox stores reports as rows of a `VALUES` list up to a sync request's most reports and as
-/// column arrays past it: both forms must store the same row, field by field.
+/// column arrays past it, in one statement on one PostgreSQL and as routed statements on Citus:
+/// every form must store the same rows, field by field.
 @Suite struct ReportInboxTests {
     /// Reports with every column varied: trust, revocation, renewal details, optional fields.
     static func variedReports(count: Int, seed: UInt64) -> [Report] {
@@ -84,6 +85,46 @@ import Testing
             let submission = try await ReportInbox(pool: pool).submit(accountID: "quiet", device: DeviceInfo(id: "watch"), reports: [])
             #expect(submission.accepted.isEmpty && submission.duplicates.isEmpty)
             #expect(try await connection.query("SELECT count(*) FROM devices WHERE account_id = 'quiet'")[0].decode(Int.self, at: 0) == 1)
+        }
+    }
+
+    /// A sync's writes as Citus gets them (the device, the reports, the queue's entry: three
+    /// statements) store what the one statement does: the same reports, device row, answers and
+    /// claim queue entries (one for each submission that stored something new).
+    @Test func routedStatementsStoreWhatTheOneStatementDoes() async throws {
+        try await withMigratedDatabase { pool, connection in
+            let inbox = ReportInbox(pool: pool)
+            let reports = Self.variedReports(count: 40, seed: 62)
+            let seen = Date(timeIntervalSince1970: 1_790_000_000.25)
+            let device = DeviceInfo(id: "phone", platform: "ios", appVersion: "2.1")
+            // Some reports, then all of them (the first ones again), then all again (nothing new),
+            // then none (the device is still seen).
+            let submissions = [Array(reports.prefix(25)), reports, reports, []]
+            var answers: [String: [ReportInbox.Submission]] = [:]
+            for submitted in submissions {
+                answers["one", default: []].append(
+                    try await inbox.submit(accountID: "one", device: device, reports: submitted, seenAt: seen))
+                answers["routed", default: []].append(try await pool.withConnection {
+                    try await inbox.submitRouted(accountID: "routed", device: device, reports: submitted, seenAt: seen, on: $0)
+                })
+            }
+            #expect(answers["one"] == answers["routed"])
+            let firstIDs: Int = Set(reports.prefix(25).map(\.reportID)).count
+            let allIDs: Int = Set(reports.map(\.reportID)).count
+            let acceptedCounts: [Int] = answers["routed", default: []].map(\.accepted.count)
+            #expect(acceptedCounts == [firstIDs, allIDs - firstIDs, 0, 0])
+            let one = try await Self.storedRows("one", on: connection)
+            #expect(one.count == Set(reports.map(\.reportID)).count)
+            #expect(try await Self.storedRows("routed", on: connection) == one)
+            func deviceRow(_ account: String) async throws -> String {
+                try await connection.query(
+                    "SELECT (to_jsonb(d) - 'account_id')::text FROM devices d WHERE account_id = \(account)")[0].decode(String.self, at: 0)
+            }
+            #expect(try await deviceRow("routed") == deviceRow("one"))
+            let queued = try await connection.query(
+                "SELECT account_id, count(*), min(bucket) FROM account_work GROUP BY account_id ORDER BY account_id")
+            #expect(try queued.map { "\(try $0.decode(String.self, at: 0)) \(try $0.decode(Int.self, at: 1)) '\(try $0.decode(String.self, at: 2))'" }
+                    == ["one 2 ''", "routed 2 ''"])
         }
     }
 }

@@ -17,6 +17,8 @@ public struct ReportInbox: Sendable {
         "(SELECT received_at FROM reports WHERE status = 'pending' AND arrival > 0 ORDER BY arrival LIMIT 1)"
 
     let pool: ConnectionPool
+    /// Whether the database is a Citus one: a submission then goes as routed statements.
+    let topology = DatabaseTopology()
 
     public init(pool: ConnectionPool) {
         self.pool = pool
@@ -52,7 +54,17 @@ public struct ReportInbox: Sendable {
     /// (and its first, for a new device: usage cannot be dated before it, docs/USAGE.md); `nil`
     /// takes the database's clock.
     public func submit(accountID: String, device: DeviceInfo, reports unordered: [Report], seenAt: Date? = nil) async throws -> Submission {
-        try await pool.withConnection { try await submit(accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: $0) }
+        if try await topology.isCitus(pool) {
+            // Each statement on its own, without a transaction: on Citus a transaction costs
+            // the worker node a `BEGIN` and the coordinator a distributed transaction id, and
+            // it would not make the reports and their queue entry one commit anyway (the
+            // reports commit on the worker node, the entry on the coordinator: a report left
+            // without one is queued by the sweeper, `requeueStalledAccounts`).
+            return try await pool.withConnection {
+                try await submitRouted(accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: $0)
+            }
+        }
+        return try await pool.withConnection { try await submit(accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: $0) }
     }
 
     /// ``submit(accountID:device:reports:)`` on `connection`, inside the caller's transaction if
@@ -60,6 +72,9 @@ public struct ReportInbox: Sendable {
     public func submit(
         accountID: String, device: DeviceInfo, reports unordered: [Report], seenAt: Date? = nil, on connection: Connection
     ) async throws -> Submission {
+        if try await topology.isCitus(on: connection) {
+            return try await submitRouted(accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: connection)
+        }
         // Key order: concurrent requests with overlapping ids then lock rows in the same order.
         let reports = unordered.sorted { $0.reportID < $1.reportID }
         let binds: [PostgresValue] = [
@@ -81,13 +96,7 @@ public struct ReportInbox: Sendable {
     private static func submitSQL(insert: String) -> String {
         """
         WITH device AS (
-            -- last_seen_at from EXCLUDED: Citus refuses now() in DO UPDATE SET (not immutable).
-            INSERT INTO devices (account_id, device_id, platform, app_version, first_seen_at, last_seen_at)
-            VALUES ($1, $2, $3, $4, COALESCE($5::timestamptz, now()), COALESCE($5::timestamptz, now()))
-            ON CONFLICT (account_id, device_id) DO UPDATE
-            SET last_seen_at = GREATEST(devices.last_seen_at, EXCLUDED.last_seen_at),
-                platform = COALESCE(EXCLUDED.platform, devices.platform),
-                app_version = COALESCE(EXCLUDED.app_version, devices.app_version)
+            \(deviceSQL)
             RETURNING 1
         ), inserted AS (
             \(insert)
@@ -120,6 +129,54 @@ public struct ReportInbox: Sendable {
         )
         return try rows.map { try $0.decode(String.self, at: 0) }
     }
+
+    /// ``submit(accountID:device:reports:seenAt:on:)`` on a Citus cluster, in the caller's
+    /// transaction if it has one: the same writes as three statements, the device's and the
+    /// reports' each routed to the account's shard, the queue's entry and the wake-up on the
+    /// coordinator. Citus plans each part of the one-statement form on its own and passes its
+    /// rows through intermediate results, which cost the coordinator several milliseconds a
+    /// sync (docs/CITUS.md, "Scale-out: the plan").
+    func submitRouted(
+        accountID: String, device: DeviceInfo, reports unordered: [Report], seenAt: Date?, on connection: Connection
+    ) async throws -> Submission {
+        let reports = unordered.sorted { $0.reportID < $1.reportID }
+        try await connection.preparedQuery(PostgresQuery(Self.deviceSQL, binds: [
+            accountID.postgresValue, device.id.postgresValue, device.platform.postgresValue, device.appVersion.postgresValue,
+            seenAt.postgresValue,
+        ]))
+        guard !reports.isEmpty else { return Submission(reportIDs: [], inserted: []) }
+        let inserted = try await connection.preparedQuery(
+            PostgresQuery(Self.insertStatements(reports.count), binds: [accountID.postgresValue] + Self.reportBinds(reports))
+        ).map { try $0.decode(String.self, at: 0) }
+        if !inserted.isEmpty {
+            // The queue is local to the coordinator: one statement there, no worker node.
+            try await connection.preparedQuery(
+                """
+                WITH queued AS (
+                    INSERT INTO account_work (bucket, account_id) VALUES (subsync_work_bucket(\(accountID)), \(accountID)) RETURNING 1
+                )
+                SELECT pg_notify('\(unescaped: Self.channel)', \(accountID)) FROM queued
+                """)
+        }
+        return Submission(reportIDs: unordered.map(\.reportID), inserted: Set(inserted))
+    }
+
+    private static func insertStatements(_ rows: Int) -> String {
+        usesValues(rows) ? insertOnlyStatements[rows] : insertSQL(arraysFrom: 2)
+    }
+
+    private static let insertOnlyStatements: [String] = (0...valuesRowLimit).map { $0 == 0 ? "" : insertSQL(rows: $0, firstParameter: 2) }
+
+    /// The device's row: `$1` account, `$2` device, `$3` platform, `$4` app version, `$5` seen
+    /// at. `last_seen_at` from `EXCLUDED`: Citus refuses `now()` in `DO UPDATE SET` (not immutable).
+    private static let deviceSQL = """
+        INSERT INTO devices (account_id, device_id, platform, app_version, first_seen_at, last_seen_at)
+        VALUES ($1, $2, $3, $4, COALESCE($5::timestamptz, now()), COALESCE($5::timestamptz, now()))
+        ON CONFLICT (account_id, device_id) DO UPDATE
+        SET last_seen_at = GREATEST(devices.last_seen_at, EXCLUDED.last_seen_at),
+            platform = COALESCE(EXCLUDED.platform, devices.platform),
+            app_version = COALESCE(EXCLUDED.app_version, devices.app_version)
+        """
 
     /// The claim queue's row for account `$1`, in its bucket, when the `inserted` CTE stored
     /// something (sql/0014: workers claim accounts with work from `account_work`; sql/0043:
