@@ -25,6 +25,7 @@ struct ServiceConfigurationTests {
             "SUBSYNC_DATA_DIR": "/var/lib/subsync",
             "SUBSYNC_EMBEDDED_PG_PORT": "6000",
             "SUBSYNC_DB_POOL_SIZE": "20",
+            "SUBSYNC_CITUS_ROUTING": "coordinator",
             "SUBSYNC_LOG_LEVEL": "DEBUG",
         ])
         #expect(configuration.databaseURL == "postgresql://db/x")
@@ -33,6 +34,8 @@ struct ServiceConfigurationTests {
         #expect(configuration.dataDirectory == "/var/lib/subsync")
         #expect(configuration.embeddedPostgresPort == 6000)
         #expect(configuration.databasePoolSize == 20)
+        #expect(!configuration.citusRoutesToNodes)
+        #expect(try ServiceConfiguration.fromEnvironment([:]).citusRoutesToNodes)
         #expect(configuration.logLevel == .debug)
     }
 
@@ -41,6 +44,7 @@ struct ServiceConfigurationTests {
         ("SUBSYNC_PORT", "70000"),
         ("SUBSYNC_EMBEDDED_PG_PORT", "-1"),
         ("SUBSYNC_DB_POOL_SIZE", "0"),
+        ("SUBSYNC_CITUS_ROUTING", "workers"),
         ("SUBSYNC_LOG_LEVEL", "loud"),
         // AdMob's keys decide whose rewards are genuine: never fetched in clear from elsewhere.
         ("SUBSYNC_ADMOB_KEYS_URL", "http://www.gstatic.com/admob/reward/verifier-keys.json"),

@@ -8,6 +8,12 @@ commit in one phase (docs/CITUS.md, "Scale-out: the plan"). The resolution batch
 in two (one per batch, from their `INSERT … SELECT FROM unnest`); scripts/bench/citus counts
 them, and this check takes them in once they commit in one.
 
+It also checks where the syncs' statements ran: `serve` sends an account's device, reports and
+snapshot to the worker node that holds it (`SUBSYNC_CITUS_ROUTING=nodes`, the default), so the
+worker nodes plan at least two single-shard statements a sync and the coordinator fewer than
+one (through the coordinator it would be three; Citus's `citus_stat_counters`, which
+scripts/citus turns on for every node).
+
 usage: commits.py PORT ADMIN_KEY COORDINATOR_URL NODE_URL...
 """
 import json
@@ -43,6 +49,11 @@ def prepared():
     return [int(psql(url, "SELECT count(*) FROM pg_dist_transaction")) for url in nodes]
 
 
+def single_shard():
+    """Single-shard statements each node has planned (the first node is the coordinator)."""
+    return [int(psql(url, "SELECT coalesce(sum(query_execution_single_shard), 0) FROM citus_stat_counters")) for url in nodes]
+
+
 deadline = time.time() + 60
 while True:
     try:
@@ -61,6 +72,7 @@ time.sleep(1)
 for url in nodes:
     psql(url, "SELECT recover_prepared_transactions()")
 before = prepared()
+planned_before = single_shard()
 accepted, problems = [], []
 
 
@@ -102,3 +114,8 @@ deltas = [a - b for a, b in zip(after, before)]
 print(f"two-phase commits: {deltas} by node for {syncs} syncs of {stored} reports from {ACCOUNTS} accounts at once")
 if any(deltas):
     sys.exit("commits: a sync committed in two phases (docs/CITUS.md, \"Scale-out: the plan\")")
+planned = [a - b for a, b in zip(single_shard(), planned_before)]
+print(f"single-shard statements planned: {planned} by node (coordinator first) for {syncs} syncs")
+if planned[0] >= syncs or sum(planned[1:]) < 2 * syncs:
+    sys.exit("commits: the syncs' statements went through the coordinator, not to the worker nodes "
+             "(docs/CITUS.md, \"How the pipeline runs on Citus\")")

@@ -26,6 +26,9 @@ struct ApplicationParts: Sendable {
     let sampleInterval = Duration.seconds(5)
     /// App Store notifications: a route, and the backfill that asks the store for missed ones.
     let notifications: NotificationController
+    /// Sends an account's sync writes and reads to its worker node on Citus
+    /// (`SUBSYNC_CITUS_ROUTING`); `nil` when they go through the coordinator.
+    let router: AccountRouter?
 
     init(configuration: ServiceConfiguration, dependencies: ServiceDependencies, logger: Logger) {
         self.configuration = configuration
@@ -36,6 +39,8 @@ struct ApplicationParts: Sendable {
         binder = TransactionBinder(pool: pool, engine: engine, policy: configuration.accountBinding)
         tokens = AppAccountTokens(key: configuration.appAccountTokenKey)
         rateBuckets = configuration.sharedRateLimits ? RateBuckets(pool: pool) : nil
+        router = configuration.citusRoutesToNodes
+            ? AccountRouter(coordinator: pool, nodePoolSize: pool.configuration.maximumConnections, logger: logger) : nil
         notifications = NotificationController(
             verifier: dependencies.storeKitVerifier, binder: binder, store: AppStoreNotificationStore(pool: pool),
             tokens: tokens, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },

@@ -32,13 +32,13 @@ func buildRouter(_ parts: ApplicationParts) -> Router<SubsyncRequestContext> {
     AccountController(
         authenticator: parts.authenticator,
         catalogue: parts.catalogue,
-        reader: AccountReader(pool: pool, catalogue: parts.catalogue),
+        reader: AccountReader(pool: pool, catalogue: parts.catalogue, router: parts.router),
         tokens: parts.tokens,
         limits: SyncRateLimits(
             account: parts.limiter(configuration.accountRateLimit), device: parts.limiter(configuration.deviceRateLimit),
             reportQuota: parts.limiter(configuration.accountReportQuota), shared: parts.rateBuckets, clock: parts.clock),
         intake: ReportIntake(
-            inbox: ReportInbox(pool: pool),
+            inbox: ReportInbox(pool: pool, router: parts.router),
             admission: ReportAdmission(
                 verifier: parts.dependencies.storeKitVerifier, requireSigned: configuration.requiresSignedReports, tokens: parts.tokens,
                 logger: parts.logger),

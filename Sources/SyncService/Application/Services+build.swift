@@ -9,6 +9,10 @@ func buildServices(_ parts: ApplicationParts) -> [any Service] {
     let configuration = parts.configuration
     let pool = parts.pool
     var services: [any Service] = [DatabaseService(pool: pool, logger: parts.logger)]
+    if let router = parts.router {
+        // Listed second, so stopped second to last: the routes that use its pools stop first.
+        services.append(ShardMapRefresher(router: router, clock: parts.clock, logger: parts.logger))
+    }
     // One listening connection for the process: new reports wake the resolution workers, new
     // deliveries every delivery loop.
     var routes: [String: WakeSignal] = [:]

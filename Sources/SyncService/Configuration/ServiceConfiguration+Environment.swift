@@ -47,6 +47,14 @@ extension ServiceConfiguration {
         if let text = environment["SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS"] {
             configuration.databaseAnswerTimeout = Double(try parseInt(text, name: "SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS", range: 1...3600))
         }
+        if let routing = environment["SUBSYNC_CITUS_ROUTING"] {
+            switch routing {
+            case "nodes": configuration.citusRoutesToNodes = true
+            case "coordinator": configuration.citusRoutesToNodes = false
+            default:
+                throw ConfigurationError(variable: "SUBSYNC_CITUS_ROUTING", message: "must be nodes or coordinator, got \"\(routing)\"")
+            }
+        }
         if let level = environment["SUBSYNC_LOG_LEVEL"] {
             guard let value = Logger.Level(rawValue: level.lowercased()) else {
                 throw ConfigurationError(variable: "SUBSYNC_LOG_LEVEL", message: "must be one of trace, debug, info, notice, warning, error, critical; got \"\(level)\"")

@@ -27,6 +27,11 @@ public struct ServiceConfiguration: Sendable {
     /// `SUBSYNC_DB_ANSWER_TIMEOUT_SECONDS`: the longest silence from PostgreSQL while a statement
     /// runs before its connection is given up (see `ConnectionConfiguration.answerTimeout`).
     public var databaseAnswerTimeout: Double = 15
+    /// `SUBSYNC_CITUS_ROUTING`: on a Citus cluster, whether an account's sync writes and reads
+    /// go straight to the worker node that holds it (`nodes`, the default) or through the
+    /// coordinator (`coordinator`); nothing changes on one PostgreSQL (docs/CITUS.md,
+    /// "How the pipeline runs on Citus").
+    public var citusRoutesToNodes = true
     /// `SUBSYNC_LOG_LEVEL`: trace, debug, info, notice, warning, error, critical.
     public var logLevel: Logger.Level
     /// `SUBSYNC_ADMIN_KEY`: the bearer key of operators and the app's backend (any account),

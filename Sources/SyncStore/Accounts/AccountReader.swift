@@ -6,10 +6,13 @@ import SyncCore
 public struct AccountReader: Sendable {
     let pool: ConnectionPool
     let catalogue: Catalogue
+    /// Sends the read to the node that holds the account, on Citus (`nil`: to ``pool``).
+    let router: AccountRouter?
 
-    public init(pool: ConnectionPool, catalogue: Catalogue) {
+    public init(pool: ConnectionPool, catalogue: Catalogue, router: AccountRouter? = nil) {
         self.pool = pool
         self.catalogue = catalogue
+        self.router = router
     }
 
     /// A device as last seen.
@@ -54,7 +57,7 @@ public struct AccountReader: Sendable {
     public func snapshot(
         accountID: String, now: Date = Date(), countingPending reportIDs: [String]
     ) async throws -> (snapshot: Snapshot, pendingOfThese: Int) {
-        let rows = try await pool.preparedQuery(
+        let rows = try await (router?.pool(for: accountID) ?? pool).preparedQuery(
             """
             SELECT s.state, s.last_sequence, s.resolved_at,
                    (SELECT count(*) FROM reports r WHERE r.account_id = k.id AND r.status = 'pending'),

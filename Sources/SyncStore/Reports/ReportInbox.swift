@@ -17,11 +17,20 @@ public struct ReportInbox: Sendable {
         "(SELECT received_at FROM reports WHERE status = 'pending' AND arrival > 0 ORDER BY arrival LIMIT 1)"
 
     let pool: ConnectionPool
+    /// Sends an account's reports and reads to the node that holds it, on Citus (`nil`: all to
+    /// ``pool``).
+    let router: AccountRouter?
     /// Whether the database is a Citus one: a submission then goes as routed statements.
     let topology = DatabaseTopology()
 
-    public init(pool: ConnectionPool) {
+    public init(pool: ConnectionPool, router: AccountRouter? = nil) {
         self.pool = pool
+        self.router = router
+    }
+
+    /// The pool for `accountID`'s own statements.
+    private func pool(for accountID: String) -> ConnectionPool {
+        router?.pool(for: accountID) ?? pool
     }
 
     /// What a submission stored.
@@ -59,10 +68,15 @@ public struct ReportInbox: Sendable {
             // the worker node a `BEGIN` and the coordinator a distributed transaction id, and
             // it would not make the reports and their queue entry one commit anyway (the
             // reports commit on the worker node, the entry on the coordinator: a report left
-            // without one is queued by the sweeper, `requeueStalledAccounts`).
-            return try await pool.withConnection {
-                try await submitRouted(accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: $0)
+            // without one is queued by the sweeper, `requeueStalledAccounts`). The device and
+            // the reports go to the node that holds the account (`router`), the entry to the
+            // coordinator.
+            let node = pool(for: accountID)
+            let (submission, stored) = try await node.withConnection {
+                try await storeRouted(accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: $0)
             }
+            if stored { try await pool.withConnection { try await queueRouted(accountID: accountID, on: $0) } }
+            return submission
         }
         return try await pool.withConnection { try await submit(accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: $0) }
     }
@@ -139,26 +153,38 @@ public struct ReportInbox: Sendable {
     func submitRouted(
         accountID: String, device: DeviceInfo, reports unordered: [Report], seenAt: Date?, on connection: Connection
     ) async throws -> Submission {
+        let (submission, stored) = try await storeRouted(accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: connection)
+        if stored { try await queueRouted(accountID: accountID, on: connection) }
+        return submission
+    }
+
+    /// The device's and the reports' statements of ``submitRouted(accountID:device:reports:seenAt:on:)``,
+    /// and whether a report was new.
+    private func storeRouted(
+        accountID: String, device: DeviceInfo, reports unordered: [Report], seenAt: Date?, on connection: Connection
+    ) async throws -> (Submission, stored: Bool) {
         let reports = unordered.sorted { $0.reportID < $1.reportID }
         try await connection.preparedQuery(PostgresQuery(Self.deviceSQL, binds: [
             accountID.postgresValue, device.id.postgresValue, device.platform.postgresValue, device.appVersion.postgresValue,
             seenAt.postgresValue,
         ]))
-        guard !reports.isEmpty else { return Submission(reportIDs: [], inserted: []) }
+        guard !reports.isEmpty else { return (Submission(reportIDs: [], inserted: []), false) }
         let inserted = try await connection.preparedQuery(
             PostgresQuery(Self.insertStatements(reports.count), binds: [accountID.postgresValue] + Self.reportBinds(reports))
         ).map { try $0.decode(String.self, at: 0) }
-        if !inserted.isEmpty {
-            // The queue is local to the coordinator: one statement there, no worker node.
-            try await connection.preparedQuery(
-                """
-                WITH queued AS (
-                    INSERT INTO account_work (bucket, account_id) VALUES (subsync_work_bucket(\(accountID)), \(accountID)) RETURNING 1
-                )
-                SELECT pg_notify('\(unescaped: Self.channel)', \(accountID)) FROM queued
-                """)
-        }
-        return Submission(reportIDs: unordered.map(\.reportID), inserted: Set(inserted))
+        return (Submission(reportIDs: unordered.map(\.reportID), inserted: Set(inserted)), !inserted.isEmpty)
+    }
+
+    /// The claim queue's entry and the workers' wake-up: one statement on the coordinator, where
+    /// the queue is.
+    private func queueRouted(accountID: String, on connection: Connection) async throws {
+        try await connection.preparedQuery(
+            """
+            WITH queued AS (
+                INSERT INTO account_work (bucket, account_id) VALUES (subsync_work_bucket(\(accountID)), \(accountID)) RETURNING 1
+            )
+            SELECT pg_notify('\(unescaped: Self.channel)', \(accountID)) FROM queued
+            """)
     }
 
     private static func insertStatements(_ rows: Int) -> String {
@@ -363,7 +389,7 @@ public struct ReportInbox: Sendable {
 
     /// How many of `reportIDs` of `accountID` are still waiting to be resolved.
     public func pendingCount(accountID: String, reportIDs: [String]) async throws -> Int {
-        let rows = try await pool.preparedQuery(
+        let rows = try await pool(for: accountID).preparedQuery(
             """
             SELECT count(*) FROM reports
             WHERE account_id = \(accountID) AND report_id = ANY(\(reportIDs)::text[]) AND status = 'pending'

@@ -1,0 +1,155 @@
+import Logging
+import NIOConcurrencyHelpers
+import Postgres
+
+/// Where an account's own statements go: on a Citus cluster, straight to the worker node that
+/// holds the account's shards, where they run locally, without the coordinator (docs/CITUS.md,
+/// "Scale-out: the plan", step 3); anywhere else, the one pool.
+///
+/// The map is Citus's own (`pg_dist_shard`, `pg_dist_placement`, `pg_dist_node` for
+/// `account_states`, whose group every per-account table shares), read from the coordinator by
+/// ``refresh()``: each shard's range of `hashtext(account_id)`, and the node that holds it. An
+/// account goes to the node whose range holds ``PostgresHash/text(_:)`` of its id, through a
+/// pool of that node's own, opened with the coordinator's configuration (user, password,
+/// database, TLS, options) and the node's address as Citus knows it.
+///
+/// A stale map is never wrong, only slower: every node of a Citus 11+ cluster routes a
+/// statement on to the shard's node, as the coordinator does. So the router carries only
+/// statements that commit on their own and take no advisory lock (advisory locks are per node):
+/// a sync's device and reports, the account snapshot. Everything that spans an account's shard
+/// and something else (the claim queue, bindings, the workers' batches) stays on the coordinator.
+public final class AccountRouter: Sendable {
+    /// The coordinator's pool (the only one on a single PostgreSQL, or before the first map).
+    public let coordinator: ConnectionPool
+    private let nodePoolSize: Int
+    private let logger: Logger
+    private let topology = DatabaseTopology()
+    private let state = NIOLockedValueBox(State())
+
+    /// A worker node, by the address Citus reaches it at.
+    struct Node: Hashable, Sendable, CustomStringConvertible {
+        var host: String
+        var port: Int
+        var description: String { "\(host):\(port)" }
+    }
+
+    /// A shard's range of hash values, and its node (`nil`: the coordinator holds it).
+    struct ShardRange: Sendable, Equatable {
+        var lowest: Int32
+        var highest: Int32
+        var node: Node?
+    }
+
+    private struct State {
+        /// Sorted by `lowest`, disjoint.
+        var ranges: [ShardRange] = []
+        var pools: [Node: ConnectionPool] = [:]
+        var closed = false
+    }
+
+    /// - Parameter nodePoolSize: connections of each worker node's pool (`serve` gives each the
+    ///   size of its coordinator pool).
+    public init(coordinator: ConnectionPool, nodePoolSize: Int, logger: Logger) {
+        self.coordinator = coordinator
+        self.nodePoolSize = max(1, nodePoolSize)
+        self.logger = logger
+    }
+
+    /// The pool for `accountID`'s own statements: its node's, else the coordinator's.
+    public func pool(for accountID: String) -> ConnectionPool {
+        let hash = PostgresHash.text(accountID)
+        return state.withLockedValue { state in
+            guard let node = Self.range(containing: hash, in: state.ranges)?.node, let pool = state.pools[node] else { return coordinator }
+            return pool
+        }
+    }
+
+    /// The worker nodes routed to now, for logs and tests.
+    var nodes: [String] {
+        state.withLockedValue { $0.pools.keys.map(\.description).sorted() }
+    }
+
+    /// The range of `ranges` (sorted, disjoint) that holds `hash`.
+    static func range(containing hash: Int32, in ranges: [ShardRange]) -> ShardRange? {
+        var low = 0
+        var high = ranges.count - 1
+        while low <= high {
+            let middle = (low + high) / 2
+            if hash < ranges[middle].lowest {
+                high = middle - 1
+            } else if hash > ranges[middle].highest {
+                low = middle + 1
+            } else {
+                return ranges[middle]
+            }
+        }
+        return nil
+    }
+
+    /// Reads the shard map from the coordinator; opens a pool for each node new to it and closes
+    /// those of nodes that hold no shard any more. Returns the number of worker nodes routed to,
+    /// `nil` on a single PostgreSQL (where nothing is read but whether Citus is there).
+    @discardableResult
+    public func refresh() async throws -> Int? {
+        guard try await topology.isCitus(coordinator) else { return nil }
+        let rows = try await coordinator.preparedQuery(
+            """
+            SELECT s.shardminvalue::integer, s.shardmaxvalue::integer, n.groupid = 0, n.nodename, n.nodeport
+            FROM pg_dist_shard s
+            JOIN pg_dist_placement p ON p.shardid = s.shardid
+            JOIN pg_dist_node n ON n.groupid = p.groupid AND n.noderole = 'primary' AND n.isactive
+            WHERE s.logicalrelid = 'account_states'::regclass
+            ORDER BY 1, 3 DESC, 4, 5
+            """
+        )
+        var ranges: [ShardRange] = []
+        for row in rows {
+            let lowest = try row.decode(Int32.self, at: 0)
+            // One placement a shard (a replicated shard has several: the first is as good).
+            if ranges.last?.lowest == lowest { continue }
+            let onCoordinator = try row.decode(Bool.self, at: 2)
+            let node = onCoordinator ? nil : Node(host: try row.decode(String.self, at: 3), port: try row.decode(Int.self, at: 4))
+            ranges.append(ShardRange(lowest: lowest, highest: try row.decode(Int32.self, at: 1), node: node))
+        }
+        return await install(ranges)
+    }
+
+    /// Makes `ranges` the map: the pools of its nodes opened, those of other nodes closed.
+    /// Returns the number of worker nodes.
+    func install(_ ranges: [ShardRange]) async -> Int {
+        let nodes = Set(ranges.compactMap(\.node))
+        let (retired, opened): ([ConnectionPool], [Node]) = state.withLockedValue { state in
+            guard !state.closed else { return ([], []) }
+            var opened: [Node] = []
+            for node in nodes where state.pools[node] == nil {
+                var configuration = coordinator.configuration
+                configuration.connection["host"] = node.host
+                configuration.connection["hostaddr"] = nil
+                configuration.connection["port"] = String(node.port)
+                configuration.maximumConnections = nodePoolSize
+                state.pools[node] = ConnectionPool(configuration: configuration, logger: logger)
+                opened.append(node)
+            }
+            let gone = state.pools.keys.filter { !nodes.contains($0) }
+            state.ranges = ranges.sorted { $0.lowest < $1.lowest }
+            return (gone.compactMap { state.pools.removeValue(forKey: $0) }, opened)
+        }
+        if !opened.isEmpty {
+            logger.info("routing accounts to their worker nodes", metadata: ["nodes": "\(opened.map(\.description).sorted())"])
+        }
+        // A request that leased from a retired pool finishes; its connection closes on return.
+        for pool in retired { await pool.close() }
+        return nodes.count
+    }
+
+    /// Closes every node's pool; every account goes to the coordinator from now on.
+    public func close() async {
+        let pools = state.withLockedValue { state in
+            state.closed = true
+            state.ranges = []
+            defer { state.pools = [:] }
+            return Array(state.pools.values)
+        }
+        for pool in pools { await pool.close() }
+    }
+}
