@@ -89,8 +89,10 @@ import Testing
     }
 
     /// A sync's writes as Citus gets them (the device, the reports, the queue's entry: three
-    /// statements) store what the one statement does: the same reports, device row, answers and
-    /// claim queue entries (one for each submission that stored something new).
+    /// statements) store what the one statement does: the same reports, device row and answers,
+    /// and a claim queue entry for each submission that stored something new; the routed form
+    /// also queues a retry whose reports are still pending (its first try may have failed
+    /// between the reports and the entry), and not one whose reports are resolved.
     @Test func routedStatementsStoreWhatTheOneStatementDoes() async throws {
         try await withMigratedDatabase { pool, connection in
             let inbox = ReportInbox(pool: pool)
@@ -124,7 +126,15 @@ import Testing
             let queued = try await connection.query(
                 "SELECT account_id, count(*), min(bucket) FROM account_work GROUP BY account_id ORDER BY account_id")
             #expect(try queued.map { "\(try $0.decode(String.self, at: 0)) \(try $0.decode(Int.self, at: 1)) '\(try $0.decode(String.self, at: 2))'" }
-                    == ["one 2 ''", "routed 2 ''"])
+                    == ["one 2 ''", "routed 3 ''"])
+            // Resolved, a retry queues nothing.
+            try await connection.query("UPDATE reports SET status = 'resolved' WHERE account_id = 'routed'")
+            let retry = try await pool.withConnection {
+                try await inbox.submitRouted(accountID: "routed", device: device, reports: reports, seenAt: seen, on: $0)
+            }
+            #expect(retry.accepted.isEmpty && retry.duplicates.count == Set(reports.map(\.reportID)).count)
+            let entries = try await connection.query("SELECT count(*) FROM account_work WHERE account_id = 'routed'")[0].decode(Int.self, at: 0)
+            #expect(entries == 3)
         }
     }
 }

@@ -12,7 +12,8 @@ It also checks where the syncs' statements ran: `serve` sends an account's devic
 snapshot to the worker node that holds it (`SUBSYNC_CITUS_ROUTING=nodes`, the default), so the
 worker nodes plan at least two single-shard statements a sync and the coordinator fewer than
 one (through the coordinator it would be three; Citus's `citus_stat_counters`, which
-scripts/citus turns on for every node).
+scripts/citus turns on for every node); and that the oldest pending reports are found on every
+node, whose `arrival` numbers are each in a range of their own (sql/0045).
 
 usage: commits.py PORT ADMIN_KEY COORDINATOR_URL NODE_URL...
 """
@@ -114,6 +115,21 @@ deltas = [a - b for a, b in zip(after, before)]
 print(f"two-phase commits: {deltas} by node for {syncs} syncs of {stored} reports from {ACCOUNTS} accounts at once")
 if any(deltas):
     sys.exit("commits: a sync committed in two phases (docs/CITUS.md, \"Scale-out: the plan\")")
+# The syncs' reports were numbered by the worker nodes that inserted them, each in a range of
+# its own (sql/0045): the oldest pending report and the sweeper's look for stalled ones must
+# still find every node's, not only the lowest range's (nothing resolves them: --workers 0).
+ranges = int(psql(coordinator, "SELECT count(DISTINCT arrival >> 48) FROM reports WHERE account_id LIKE 'commits-%'"))
+oldest_ok = psql(coordinator, "SELECT subsync_oldest_pending_received_at() = "
+                              "(SELECT min(received_at) FROM reports WHERE status = 'pending')")
+stalled = int(psql(coordinator, "SELECT count(DISTINCT a) FROM subsync_stalled_accounts(1000, now()) AS a WHERE a LIKE 'commits-%'"))
+# With 5 reports a range, the oldest of each node's range: accounts of every node (the first
+# 5 by arrival alone would all be the lowest range's).
+covered = int(psql(coordinator, "SELECT count(DISTINCT r.arrival >> 48) FROM reports r WHERE r.status = 'pending' "
+                                "AND r.account_id IN (SELECT a FROM subsync_stalled_accounts(5, now()) AS a)"))
+print(f"oldest pending across {ranges} ranges of arrival: {oldest_ok}; stalled accounts found: {stalled} of {ACCOUNTS}, "
+      f"the 5 oldest of each range on {covered} nodes")
+if ranges < 2 or oldest_ok != "t" or stalled != ACCOUNTS or covered != ranges:
+    sys.exit("commits: the oldest pending reports were not found on every node (sql/0045)")
 planned = [a - b for a, b in zip(single_shard(), planned_before)]
 print(f"single-shard statements planned: {planned} by node (coordinator first) for {syncs} syncs")
 if planned[0] >= syncs or sum(planned[1:]) < 2 * syncs:

@@ -57,7 +57,7 @@ public struct AccountReader: Sendable {
     public func snapshot(
         accountID: String, now: Date = Date(), countingPending reportIDs: [String]
     ) async throws -> (snapshot: Snapshot, pendingOfThese: Int) {
-        let rows = try await (router?.pool(for: accountID) ?? pool).preparedQuery(
+        let query: PostgresQuery =
             """
             SELECT s.state, s.last_sequence, s.resolved_at,
                    (SELECT count(*) FROM reports r WHERE r.account_id = k.id AND r.status = 'pending'),
@@ -71,7 +71,12 @@ public struct AccountReader: Sendable {
             FROM (SELECT \(accountID)::text AS id) AS k
             LEFT JOIN account_states s ON s.account_id = k.id
             """
-        )
+        let rows: QueryResult
+        if let router {
+            rows = try await router.withConnection(for: accountID) { try await $0.preparedQuery(query) }
+        } else {
+            rows = try await pool.preparedQuery(query)
+        }
         let row = rows[0]
         let devices = try row.decode(JSONColumn<[Device]>.self, at: 5).value
         let pending = try row.decode(Int.self, at: 3)

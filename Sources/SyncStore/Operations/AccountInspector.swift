@@ -124,7 +124,7 @@ public struct AccountInspector: Sendable {
             SELECT transaction_id, report_id, device_id, source, status, received_at, observed_at, product_id,
                    expires_at, revoked_at, verified, admin_action, admin_actor, admin_reason, last_error, resolved_at
             FROM reports WHERE account_id = \(accountID)
-            ORDER BY arrival DESC LIMIT \(reportLimit)
+            ORDER BY received_at DESC, arrival DESC LIMIT \(reportLimit)
             """
         )
         if snapshot.resolvedAt == nil, transactionRows.count == 0, reportRows.count == 0 { return nil }

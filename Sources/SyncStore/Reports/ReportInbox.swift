@@ -9,12 +9,11 @@ public struct ReportInbox: Sendable {
     /// The NOTIFY channel that wakes workers when reports arrive.
     public static let channel = "subsync_reports"
 
-    /// A scalar subquery: when the oldest pending report (by arrival) was received, NULL when
-    /// none is pending. One entry of `reports_pending_by_arrival`, whose `arrival > 0` it must
-    /// state to be served by it (sql/0028); `min(received_at)` read the whole backlog. For the
-    /// resolution lag of `stats` and ``gauges()``.
-    static let oldestPendingReceivedAtSQL =
-        "(SELECT received_at FROM reports WHERE status = 'pending' AND arrival > 0 ORDER BY arrival LIMIT 1)"
+    /// An expression: when the oldest pending report was received, NULL when none is pending.
+    /// One entry of `reports_pending_by_arrival` (sql/0028; `min(received_at)` read the whole
+    /// backlog) for each node's range of `arrival`, which on Citus sorts by node first
+    /// (sql/0045). For the resolution lag of `stats` and ``gauges()``.
+    static let oldestPendingReceivedAtSQL = "subsync_oldest_pending_received_at()"
 
     let pool: ConnectionPool
     /// Sends an account's reports and reads to the node that holds it, on Citus (`nil`: all to
@@ -28,9 +27,10 @@ public struct ReportInbox: Sendable {
         self.router = router
     }
 
-    /// The pool for `accountID`'s own statements.
-    private func pool(for accountID: String) -> ConnectionPool {
-        router?.pool(for: accountID) ?? pool
+    /// Runs `body` on a connection for `accountID`'s own statements (its node's, on Citus).
+    private func withConnection<T>(for accountID: String, _ body: (Connection) async throws -> T) async throws -> T {
+        guard let router else { return try await pool.withConnection(body) }
+        return try await router.withConnection(for: accountID, body)
     }
 
     /// What a submission stored.
@@ -55,9 +55,10 @@ public struct ReportInbox: Sendable {
     /// Stores `reports` for `accountID`, idempotently on `(account_id, report_id)`, records the
     /// device as seen, and wakes the workers. The reports must have passed validation.
     ///
-    /// It is one statement, so one round trip and atomic on its own: the device upsert, the
-    /// report insert and the NOTIFY (sent at commit, only when something new was stored) are
-    /// parts of a single `WITH` query.
+    /// On one PostgreSQL it is one statement, so one round trip and atomic on its own: the
+    /// device upsert, the report insert and the NOTIFY (sent at commit, only when something new
+    /// was stored) are parts of a single `WITH` query. On Citus it is three statements, each
+    /// committed on its own (``submitRouted(accountID:device:reports:seenAt:on:)``).
     ///
     /// `seenAt` is the service clock's time of the request, recorded as the device's last contact
     /// (and its first, for a new device: usage cannot be dated before it, docs/USAGE.md); `nil`
@@ -71,8 +72,7 @@ public struct ReportInbox: Sendable {
             // without one is queued by the sweeper, `requeueStalledAccounts`). The device and
             // the reports go to the node that holds the account (`router`), the entry to the
             // coordinator.
-            let node = pool(for: accountID)
-            let (submission, stored) = try await node.withConnection {
+            let (submission, stored) = try await withConnection(for: accountID) {
                 try await storeRouted(accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: $0)
             }
             if stored { try await pool.withConnection { try await queueRouted(accountID: accountID, on: $0) } }
@@ -159,7 +159,8 @@ public struct ReportInbox: Sendable {
     }
 
     /// The device's and the reports' statements of ``submitRouted(accountID:device:reports:seenAt:on:)``,
-    /// and whether a report was new.
+    /// and whether the account must be queued: a report was new, or a retry's report is still
+    /// pending.
     private func storeRouted(
         accountID: String, device: DeviceInfo, reports unordered: [Report], seenAt: Date?, on connection: Connection
     ) async throws -> (Submission, stored: Bool) {
@@ -172,7 +173,17 @@ public struct ReportInbox: Sendable {
         let inserted = try await connection.preparedQuery(
             PostgresQuery(Self.insertStatements(reports.count), binds: [accountID.postgresValue] + Self.reportBinds(reports))
         ).map { try $0.decode(String.self, at: 0) }
-        return (Submission(reportIDs: unordered.map(\.reportID), inserted: Set(inserted)), !inserted.isEmpty)
+        let submission = Submission(reportIDs: unordered.map(\.reportID), inserted: Set(inserted))
+        guard inserted.isEmpty else { return (submission, true) }
+        // Nothing new: a retry. If one of its reports is still pending, the sync that stored
+        // it may have failed before its queue entry (the reports commit on the account's node
+        // first): queue the account again rather than leave the reports to the sweeper.
+        let pending = try await connection.preparedQuery(
+            """
+            SELECT EXISTS (SELECT 1 FROM reports
+                           WHERE account_id = \(accountID) AND status = 'pending' AND report_id = ANY(\(submission.duplicates)::text[]))
+            """)
+        return (submission, try pending[0].decode(Bool.self, at: 0))
     }
 
     /// The claim queue's entry and the workers' wake-up: one statement on the coordinator, where
@@ -389,12 +400,12 @@ public struct ReportInbox: Sendable {
 
     /// How many of `reportIDs` of `accountID` are still waiting to be resolved.
     public func pendingCount(accountID: String, reportIDs: [String]) async throws -> Int {
-        let rows = try await pool(for: accountID).preparedQuery(
+        let rows = try await withConnection(for: accountID) { try await $0.preparedQuery(
             """
             SELECT count(*) FROM reports
             WHERE account_id = \(accountID) AND report_id = ANY(\(reportIDs)::text[]) AND status = 'pending'
             """
-        )
+        ) }
         return try rows[0].decode(Int.self, at: 0)
     }
 }

@@ -110,23 +110,23 @@ extension ResolutionEngine {
 
     /// Queues the accounts with reports pending for longer than `age` that have no entry in the
     /// claim queue, at most `limit` of them; returns how many. On one PostgreSQL every writer
-    /// queues in the transaction that stores the reports, so this finds nothing. On Citus a claim
-    /// can see a submission's queue entry (on the coordinator) a moment before its reports (on a
-    /// worker node, committed second by the two-phase commit) and let the entry go: this is what
-    /// brings those reports back (sql/0014). The expiry sweeper runs it.
+    /// queues in the transaction that stores the reports, so this finds nothing. On Citus a sync
+    /// commits its reports on the account's node before its queue entry on the coordinator, so
+    /// a `serve` that dies between the two, or a queue insert that fails, leaves reports without
+    /// an entry (a retry of the same sync queues them again: `ReportInbox.submit`); and a claim
+    /// written through the coordinator can see an entry a moment before its reports and let
+    /// it go: this is what brings those reports back (sql/0014). The expiry sweeper runs it.
     ///
-    /// It looks at the `limit` oldest pending reports only, then at their age: stalled reports
+    /// It looks at the `limit` oldest pending reports of each node only, then at their age: stalled reports
     /// are the oldest pending ones, and filtering by age first reads the whole pending set while a
     /// fresh backlog drains (docs/PERFORMANCE.md, "In the code").
     public func requeueStalledAccounts(age: TimeInterval = 5, limit: Int = 1000) async throws -> Int {
         try await pool.withConnection { connection in
+            // The oldest of each node's range of `arrival` (sql/0045: on Citus a sync's reports
+            // are numbered by the node that inserts them), each through reports_pending_by_arrival.
             let stalled = try await connection.preparedQuery(
                 """
-                SELECT DISTINCT account_id FROM (
-                    SELECT account_id, received_at FROM reports
-                    WHERE status = 'pending' AND arrival > 0 -- reports_pending_by_arrival (sql/0028)
-                    ORDER BY arrival LIMIT \(limit)) AS oldest
-                WHERE received_at <= \(clock.now().addingTimeInterval(-age))
+                SELECT DISTINCT a FROM subsync_stalled_accounts(\(limit), \(clock.now().addingTimeInterval(-age))) AS a
                 """
             ).map { try $0.decode(String.self, at: 0) }
             guard !stalled.isEmpty else { return 0 }

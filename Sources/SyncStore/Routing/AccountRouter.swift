@@ -64,6 +64,23 @@ public final class AccountRouter: Sendable {
         }
     }
 
+    /// Runs `body` on a connection for `accountID`'s own statements: its node's, else the
+    /// coordinator's. A node's pool retired by a new map between the lookup and the lease sends
+    /// `body` to the coordinator instead, which routes it on.
+    public func withConnection<T>(for accountID: String, _ body: (Connection) async throws -> T) async throws -> T {
+        let pool = pool(for: accountID)
+        guard pool !== coordinator else { return try await coordinator.withConnection(body) }
+        var leased = false
+        do {
+            return try await pool.withConnection { connection in
+                leased = true
+                return try await body(connection)
+            }
+        } catch let error as PostgresError where error.kind == .closed && !leased {
+            return try await coordinator.withConnection(body)
+        }
+    }
+
     /// The worker nodes routed to now, for logs and tests.
     var nodes: [String] {
         state.withLockedValue { $0.pools.keys.map(\.description).sorted() }
@@ -98,6 +115,7 @@ public final class AccountRouter: Sendable {
             FROM pg_dist_shard s
             JOIN pg_dist_placement p ON p.shardid = s.shardid
             JOIN pg_dist_node n ON n.groupid = p.groupid AND n.noderole = 'primary' AND n.isactive
+                 AND n.hasmetadata AND n.metadatasynced
             WHERE s.logicalrelid = 'account_states'::regclass
             ORDER BY 1, 3 DESC, 4, 5
             """
@@ -126,6 +144,9 @@ public final class AccountRouter: Sendable {
                 configuration.connection["host"] = node.host
                 configuration.connection["hostaddr"] = nil
                 configuration.connection["port"] = String(node.port)
+                // A node demoted to a standby (a failover the map has not seen yet) refuses
+                // the connection, a transient failure, rather than taking writes it must refuse.
+                configuration.connection["target_session_attrs"] = "read-write"
                 configuration.maximumConnections = nodePoolSize
                 state.pools[node] = ConnectionPool(configuration: configuration, logger: logger)
                 opened.append(node)

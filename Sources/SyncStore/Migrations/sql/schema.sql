@@ -3,6 +3,24 @@
 -- Do not edit: change the schema with a new migration, then run scripts/schema. The migrations
 -- are the source of truth and stay immutable; SchemaFileTests fails when this file and they disagree.
 
+-- Name: subsync_arrival_ranges(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.subsync_arrival_ranges() RETURNS TABLE(lower_bound bigint, upper_bound bigint)
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        RETURN QUERY SELECT greatest(1, g::bigint << 48), (g::bigint + 1) << 48
+            FROM (SELECT DISTINCT n.groupid FROM pg_dist_node n WHERE n.noderole = 'primary') AS groups(g)
+            ORDER BY 1;
+    ELSE
+        RETURN QUERY SELECT 1::bigint, 1::bigint << 48;
+    END IF;
+END
+$$;
+
+--
 -- Name: subsync_bind_claims(text, text[], uuid[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -504,6 +522,52 @@ BEGIN
     FOREACH id IN ARRAY purchase_ids LOOP
         RETURN QUERY SELECT o.original_transaction_id, o.account_id
             FROM transaction_owners o WHERE o.original_transaction_id = id FOR UPDATE;
+    END LOOP;
+END
+$$;
+
+--
+-- Name: subsync_oldest_pending_received_at(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.subsync_oldest_pending_received_at() RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    range record;
+    found_at timestamptz;
+    oldest timestamptz;
+BEGIN
+    FOR range IN SELECT * FROM subsync_arrival_ranges() LOOP
+        SELECT r.received_at INTO found_at FROM reports r
+        WHERE r.status = 'pending' AND r.arrival > 0
+          AND r.arrival >= range.lower_bound AND r.arrival < range.upper_bound
+        ORDER BY r.arrival LIMIT 1;
+        IF found_at < oldest OR oldest IS NULL THEN
+            oldest := found_at;
+        END IF;
+    END LOOP;
+    RETURN oldest;
+END
+$$;
+
+--
+-- Name: subsync_stalled_accounts(integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.subsync_stalled_accounts(per_range integer, received_before timestamp with time zone) RETURNS SETOF text
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    range record;
+BEGIN
+    FOR range IN SELECT * FROM subsync_arrival_ranges() LOOP
+        RETURN QUERY SELECT DISTINCT oldest.account_id FROM (
+            SELECT r.account_id, r.received_at FROM reports r
+            WHERE r.status = 'pending' AND r.arrival > 0
+              AND r.arrival >= range.lower_bound AND r.arrival < range.upper_bound
+            ORDER BY r.arrival LIMIT per_range) AS oldest
+        WHERE oldest.received_at <= received_before;
     END LOOP;
 END
 $$;
