@@ -13,7 +13,9 @@ snapshot to the worker node that holds it (`SUBSYNC_CITUS_ROUTING=nodes`, the de
 worker nodes plan at least two single-shard statements a sync and the coordinator fewer than
 one (through the coordinator it would be three; Citus's `citus_stat_counters`, which
 scripts/citus turns on for every node); and that the oldest pending reports are found on every
-node, whose `arrival` numbers are each in a range of their own (sql/0045).
+node, whose `arrival` numbers are each in a range of their own (sql/0045). Then 120 usage
+writes from the same accounts: the same two checks (no prepared transaction, the statements
+planned on the worker nodes).
 
 usage: commits.py PORT ADMIN_KEY COORDINATOR_URL NODE_URL...
 """
@@ -135,3 +137,54 @@ print(f"single-shard statements planned: {planned} by node (coordinator first) f
 if planned[0] >= syncs or sum(planned[1:]) < 2 * syncs:
     sys.exit("commits: the syncs' statements went through the coordinator, not to the worker nodes "
              "(docs/CITUS.md, \"How the pipeline runs on Citus\")")
+
+# An account's advisory lock (sql/0046) taken in a transaction begun on the coordinator holds
+# on every node: refused from each while that transaction is open, granted after.
+holder = subprocess.Popen(["psql", coordinator, "-qtAX", "-c", "BEGIN",
+                           "-c", "SELECT subsync_try_account_locks(ARRAY['lockcheck-1'])",
+                           "-c", "SELECT pg_sleep(3)", "-c", "COMMIT"], stdout=subprocess.PIPE, text=True)
+time.sleep(1.5)
+while_held = [psql(url, "SELECT subsync_try_account_locks(ARRAY['lockcheck-1'])") for url in nodes]
+held = holder.communicate()[0].split()
+after = [psql(url, "SELECT subsync_try_account_locks(ARRAY['lockcheck-1'])") for url in nodes]
+print(f"an account's lock from the coordinator: {held[0] if held else None}; meanwhile from each node: {while_held}; after: {after}")
+if not held or held[0] != "{lockcheck-1}" or any(got != "{}" for got in while_held) or any(got != "{lockcheck-1}" for got in after):
+    sys.exit("commits: an account's advisory lock did not hold on every node (sql/0046)")
+
+# Usage writes go to the account's node too, and commit there in one phase. Nothing resolved
+# these accounts, so none has a state row yet: each first write creates it under the account's
+# advisory lock, taken on the account's node (sql/0046).
+USAGE_PER_ACCOUNT, ENTRIES = 2, 5
+usage_accepted = []
+before = prepared()
+planned_before = single_shard()
+
+
+def usage(account_index):
+    account = f"commits-{account_index}"
+    for n in range(USAGE_PER_ACCOUNT):
+        entries = [{"id": f"{account}-u{n}-{i}", "meter": "minutes", "units": 1 + i, "at": iso(0)} for i in range(ENTRIES)]
+        status, answer = call("POST", f"/v1/accounts/{account}/usage", {"device": {"id": "phone"}, "usage": entries})
+        if status != 202:
+            problems.append(f"{account}: usage answered {status} {answer}")
+        else:
+            usage_accepted.append(answer.get("accepted", 0))
+
+
+threads = [threading.Thread(target=lambda n=n: [usage(i) for i in range(n, ACCOUNTS, 8)]) for n in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+if problems:
+    sys.exit("commits: " + "; ".join(problems[:5]))
+writes = ACCOUNTS * USAGE_PER_ACCOUNT
+entries = int(psql(coordinator, "SELECT count(*) FROM usage_entries WHERE account_id LIKE 'commits-%' AND kind = 'usage'"))
+assert sum(usage_accepted) == entries == writes * ENTRIES, f"usage accepted {sum(usage_accepted)}, stored {entries}"
+deltas = [a - b for a, b in zip(prepared(), before)]
+planned = [a - b for a, b in zip(single_shard(), planned_before)]
+print(f"usage writes: two-phase commits {deltas}, single-shard statements planned {planned} by node for {writes} writes")
+if any(deltas):
+    sys.exit("commits: a usage write committed in two phases (docs/CITUS.md, \"Scale-out: the plan\")")
+if planned[0] >= writes or sum(planned[1:]) < 2 * writes:
+    sys.exit("commits: the usage writes went through the coordinator, not to the worker nodes")

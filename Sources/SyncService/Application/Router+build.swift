@@ -15,8 +15,9 @@ func buildRouter(_ parts: ApplicationParts) -> Router<SubsyncRequestContext> {
     OpenAPIController().addRoutes(to: router)
 
     let usage = UsageController(
-        ledger: UsageLedger(pool: pool, catalogue: parts.catalogue, policy: configuration.usagePolicy),
-        holds: UsageHolds(pool: pool, catalogue: parts.catalogue, policy: configuration.usagePolicy), catalogue: parts.catalogue,
+        ledger: UsageLedger(pool: pool, catalogue: parts.catalogue, policy: configuration.usagePolicy, router: parts.router),
+        holds: UsageHolds(pool: pool, catalogue: parts.catalogue, policy: configuration.usagePolicy, router: parts.router),
+        catalogue: parts.catalogue,
         policy: configuration.usagePolicy, authenticator: parts.authenticator, clock: parts.clock,
         limiter: parts.limiter(configuration.accountRateLimit))
     usage.addRoutes(to: router)

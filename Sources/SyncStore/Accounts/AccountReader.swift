@@ -71,11 +71,8 @@ public struct AccountReader: Sendable {
             FROM (SELECT \(accountID)::text AS id) AS k
             LEFT JOIN account_states s ON s.account_id = k.id
             """
-        let rows: QueryResult
-        if let router {
-            rows = try await router.withConnection(for: accountID) { try await $0.preparedQuery(query) }
-        } else {
-            rows = try await pool.preparedQuery(query)
+        let rows = try await AccountConnections(pool: pool, router: router).withConnection(for: accountID) {
+            try await $0.preparedQuery(query)
         }
         let row = rows[0]
         let devices = try row.decode(JSONColumn<[Device]>.self, at: 5).value

@@ -28,6 +28,9 @@ public struct Distribution: Sendable {
         ("usage_periods", .distributed(column: "account_id", colocatedWith: "account_states")),
         ("usage_totals", .distributed(column: "account_id", colocatedWith: "account_states")),
         ("store_expiry_checks", .distributed(column: "account_id", colocatedWith: "account_states")),
+        // One row per claim queue bucket, placed with the bucket's accounts: the accounts'
+        // advisory locks are taken through it, on their node (sql/0046).
+        ("work_anchors", .distributed(column: "bucket", colocatedWith: "account_states")),
         ("transaction_owners", .distributed(column: "original_transaction_id", colocatedWith: "none")),
         ("app_account_tokens", .distributed(column: "app_account_token", colocatedWith: "none")),
         ("store_notifications", .distributed(column: "notification_uuid", colocatedWith: "none")),
@@ -169,6 +172,8 @@ public struct Distribution: Sendable {
             EXECUTE format(
                 'CREATE OR REPLACE FUNCTION subsync_work_bucket(account text) RETURNS text IMMUTABLE PARALLEL SAFE LANGUAGE sql AS %L',
                 body);
+            -- Each bucket's anchor row, committed with the function (sql/0046).
+            INSERT INTO work_anchors (bucket) SELECT unnest(anchors) ON CONFLICT DO NOTHING;
         END
         $$
         """

@@ -27,11 +27,8 @@ public struct ReportInbox: Sendable {
         self.router = router
     }
 
-    /// Runs `body` on a connection for `accountID`'s own statements (its node's, on Citus).
-    private func withConnection<T>(for accountID: String, _ body: (Connection) async throws -> T) async throws -> T {
-        guard let router else { return try await pool.withConnection(body) }
-        return try await router.withConnection(for: accountID, body)
-    }
+    /// Connections for an account's own statements (its node's, on Citus).
+    private var accounts: AccountConnections { AccountConnections(pool: pool, router: router) }
 
     /// What a submission stored.
     public struct Submission: Sendable, Equatable {
@@ -72,7 +69,7 @@ public struct ReportInbox: Sendable {
             // without one is queued by the sweeper, `requeueStalledAccounts`). The device and
             // the reports go to the node that holds the account (`router`), the entry to the
             // coordinator.
-            let (submission, stored) = try await withConnection(for: accountID) {
+            let (submission, stored) = try await accounts.withConnection(for: accountID) {
                 try await storeRouted(accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: $0)
             }
             if stored { try await pool.withConnection { try await queueRouted(accountID: accountID, on: $0) } }
@@ -400,7 +397,7 @@ public struct ReportInbox: Sendable {
 
     /// How many of `reportIDs` of `accountID` are still waiting to be resolved.
     public func pendingCount(accountID: String, reportIDs: [String]) async throws -> Int {
-        let rows = try await withConnection(for: accountID) { try await $0.preparedQuery(
+        let rows = try await accounts.withConnection(for: accountID) { try await $0.preparedQuery(
             """
             SELECT count(*) FROM reports
             WHERE account_id = \(accountID) AND report_id = ANY(\(reportIDs)::text[]) AND status = 'pending'

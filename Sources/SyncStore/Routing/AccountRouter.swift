@@ -43,6 +43,10 @@ public final class AccountRouter: Sendable {
     private struct State {
         /// Sorted by `lowest`, disjoint.
         var ranges: [ShardRange] = []
+        /// Whether transactions that may create an account's row can go to its node: the
+        /// accounts' advisory locks are taken on their nodes (sql/0046, `work_anchors`
+        /// distributed and filled by `subsync distribute`).
+        var transactions = false
         var pools: [Node: ConnectionPool] = [:]
         var closed = false
     }
@@ -79,6 +83,13 @@ public final class AccountRouter: Sendable {
         } catch let error as PostgresError where error.kind == .closed && !leased {
             return try await coordinator.withConnection(body)
         }
+    }
+
+    /// Whether an account's transactions (usage writes, holds) may go to its node: only once
+    /// every creator of an account's row takes its advisory lock on that node (sql/0046), which
+    /// `subsync distribute` completes. Until then they stay on the coordinator.
+    public var routesTransactions: Bool {
+        state.withLockedValue { $0.transactions }
     }
 
     /// The worker nodes routed to now, for logs and tests.
@@ -129,6 +140,14 @@ public final class AccountRouter: Sendable {
             let node = onCoordinator ? nil : Node(host: try row.decode(String.self, at: 3), port: try row.decode(Int.self, at: 4))
             ranges.append(ShardRange(lowest: lowest, highest: try row.decode(Int32.self, at: 1), node: node))
         }
+        let anchored = try await coordinator.preparedQuery(
+            """
+            SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass('work_anchors'))
+                   AND (SELECT count(*) FROM work_anchors) > (SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'account_states'::regclass)
+            """
+        )
+        let transactions = try anchored[0].decode(Bool.self, at: 0)
+        state.withLockedValue { $0.transactions = transactions }
         return await install(ranges)
     }
 
@@ -168,6 +187,7 @@ public final class AccountRouter: Sendable {
         let pools = state.withLockedValue { state in
             state.closed = true
             state.ranges = []
+            state.transactions = false
             defer { state.pools = [:] }
             return Array(state.pools.values)
         }

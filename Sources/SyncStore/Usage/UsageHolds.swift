@@ -13,12 +13,18 @@ public struct UsageHolds: Sendable {
     let pool: ConnectionPool
     let catalogue: Catalogue
     let policy: UsagePolicy
+    /// Sends an account's holds to the node that holds the account, on Citus (`nil`: to ``pool``).
+    let router: AccountRouter?
 
-    public init(pool: ConnectionPool, catalogue: Catalogue, policy: UsagePolicy = .default) {
+    public init(pool: ConnectionPool, catalogue: Catalogue, policy: UsagePolicy = .default, router: AccountRouter? = nil) {
         self.pool = pool
         self.catalogue = catalogue
         self.policy = policy
+        self.router = router
     }
+
+    /// Connections for an account's own statements (its node's, on Citus: sql/0046).
+    private var accounts: AccountConnections { AccountConnections(pool: pool, router: router) }
 
     public struct Hold: Sendable, Equatable, Codable {
         public enum Status: String, Sendable, Codable { case open, settled, released, expired }
@@ -63,7 +69,7 @@ public struct UsageHolds: Sendable {
     public func reserve(
         accountID: String, device: DeviceInfo, meter: String, units: Int, ttl: TimeInterval, now: Date
     ) async throws -> Reservation {
-        try await pool.withTransaction { connection in
+        try await accounts.withTransaction(for: accountID) { connection in
             _ = try await AccountLocks.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             _ = try await UsageLedger.recordContact(of: device, accountID: accountID, now: now, on: connection)
             let open = try await Self.openHolds(of: accountID, meter: meter, now: now, on: connection)
@@ -94,7 +100,7 @@ public struct UsageHolds: Sendable {
     /// `at` must lie between the hold's creation and `now` (``HoldError/timeOutsideHold(createdAt:)``):
     /// a settle cannot place the call in an earlier period than the one it was reserved in.
     public func settle(accountID: String, holdID: UUID, units: Int, at: Date, now: Date) async throws -> Hold {
-        try await pool.withTransaction { connection in
+        try await accounts.withTransaction(for: accountID) { connection in
             let locked = try await AccountLocks.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             guard var hold = try await Self.hold(accountID: accountID, holdID: holdID, now: now, on: connection) else { throw HoldError.notFound }
             switch hold.status {
@@ -131,7 +137,7 @@ public struct UsageHolds: Sendable {
     /// Releases an open (or expired) hold; releasing again answers the same; a settled hold is
     /// ``HoldError/ended(_:)``.
     public func release(accountID: String, holdID: UUID, now: Date) async throws -> Hold {
-        try await pool.withTransaction { connection in
+        try await accounts.withTransaction(for: accountID) { connection in
             _ = try await AccountLocks.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             guard var hold = try await Self.hold(accountID: accountID, holdID: holdID, now: now, on: connection) else { throw HoldError.notFound }
             switch hold.status {
@@ -152,13 +158,13 @@ public struct UsageHolds: Sendable {
 
     /// The open, unexpired holds of `accountID`.
     public func open(of accountID: String, now: Date) async throws -> [Hold] {
-        let rows = try await pool.preparedQuery(
+        let rows = try await accounts.withConnection(for: accountID) { try await $0.preparedQuery(
             """
             SELECT hold_id::text, meter, device_id, units, created_at, expires_at, status, settled_units FROM usage_holds
             WHERE account_id = \(accountID) AND status = 'open' AND expires_at > \(now)
             ORDER BY created_at, hold_id
             """
-        )
+        ) }
         return try rows.map { try Self.hold($0, now: now) }
     }
 

@@ -10,12 +10,20 @@ public struct UsageLedger: Sendable {
     let pool: ConnectionPool
     let catalogue: Catalogue
     let policy: UsagePolicy
+    /// Sends a device's usage to the node that holds the account, on Citus (`nil`: to ``pool``).
+    let router: AccountRouter?
 
-    public init(pool: ConnectionPool, catalogue: Catalogue, policy: UsagePolicy = .default) {
+    public init(pool: ConnectionPool, catalogue: Catalogue, policy: UsagePolicy = .default, router: AccountRouter? = nil) {
         self.pool = pool
         self.catalogue = catalogue
         self.policy = policy
+        self.router = router
     }
+
+    /// Connections for an account's own statements: on Citus its node's, where every statement
+    /// of a device's usage is local and the transaction commits in one phase (the account's
+    /// advisory lock is taken on that node from anywhere, sql/0046).
+    private var accounts: AccountConnections { AccountConnections(pool: pool, router: router) }
 
     /// What a batch of device usage did.
     public struct Submission: Sendable, Equatable {
@@ -45,7 +53,7 @@ public struct UsageLedger: Sendable {
     /// One transaction: all or nothing, under the account's row lock, with the usage events the
     /// new entries call for (`usage.low`, `usage.exhausted`, a closed period's first totals).
     public func submit(_ usage: [UsageEntry], accountID: String, device: DeviceInfo, now: Date) async throws -> Submission {
-        try await pool.withTransaction { connection in
+        try await accounts.withTransaction(for: accountID) { connection in
             let locked = try await AccountLocks.lockStates(of: [accountID], catalogue: catalogue, now: now, on: connection)
             let firstContact = try await Self.recordContact(of: device, accountID: accountID, now: now, on: connection)
             let earliest = firstContact.addingTimeInterval(-UsagePolicy.clockSkew)
@@ -207,7 +215,7 @@ public struct UsageLedger: Sendable {
     /// The balance of every meter of the catalogue at `now` (from the stored period totals and the
     /// timeline; one snapshot, nothing stored).
     public func balances(of accountID: String, now: Date) async throws -> [UsageBalance] {
-        try await pool.withTransaction(isolation: .repeatableRead) { connection in
+        try await accounts.withTransaction(for: accountID, isolation: .repeatableRead) { connection in
             try await UsageTotals.balances(of: [accountID], meter: nil, catalogue: catalogue, now: now, storing: false, on: connection)[accountID] ?? []
         }
     }

@@ -309,9 +309,9 @@ BEGIN
         -- Not returned: missing, or (skipping) held by another transaction.
         IF skip_locked THEN
             CONTINUE WHEN EXISTS (SELECT 1 FROM account_states s WHERE s.account_id = id);
-            CONTINUE WHEN NOT pg_try_advisory_xact_lock(2, hashtext(id));
+            CONTINUE WHEN cardinality(subsync_try_account_locks(ARRAY[id])) = 0;
         ELSE
-            PERFORM pg_advisory_xact_lock(2, hashtext(id));
+            PERFORM subsync_wait_account_lock(id);
         END IF;
         -- -infinity: never resolved (ResolutionEngine.LockedState).
         RETURN QUERY INSERT INTO account_states AS s (account_id, tier, state, resolved_at)
@@ -364,10 +364,9 @@ BEGIN
             FROM account_states s WHERE s.account_id = ANY(accounts)
             FOR UPDATE SKIP LOCKED;
         SELECT array_agg(s.account_id) INTO existing FROM account_states s WHERE s.account_id = ANY(accounts);
-        SELECT array_agg(m.id ORDER BY m.id) INTO reserved
-        FROM (SELECT unnest(accounts) EXCEPT SELECT unnest(existing)) AS m(id)
-        WHERE pg_try_advisory_xact_lock(2, hashtext(m.id));
-        CONTINUE WHEN reserved IS NULL;
+        reserved := subsync_try_account_locks(ARRAY(
+            SELECT m.id FROM (SELECT unnest(accounts) EXCEPT SELECT unnest(existing)) AS m(id) ORDER BY m.id));
+        CONTINUE WHEN cardinality(reserved) = 0;
         appeared := '{}';
         FOR found_row IN
             SELECT s.account_id AS a, s.state AS st, s.last_sequence AS q, s.resolved_at AS r
@@ -452,9 +451,9 @@ BEGIN
         -- Not returned: missing, or (skipping) held by another transaction.
         IF skip_locked THEN
             CONTINUE WHEN EXISTS (SELECT 1 FROM account_states s WHERE s.account_id = id);
-            CONTINUE WHEN NOT pg_try_advisory_xact_lock(2, hashtext(id));
+            CONTINUE WHEN cardinality(subsync_try_account_locks(ARRAY[id])) = 0;
         ELSE
-            PERFORM pg_advisory_xact_lock(2, hashtext(id));
+            PERFORM subsync_wait_account_lock(id);
         END IF;
         -- Created by another transaction that has committed since the first look.
         RETURN QUERY SELECT s.account_id, s.state, s.last_sequence, s.resolved_at
@@ -569,6 +568,57 @@ BEGIN
             ORDER BY r.arrival LIMIT per_range) AS oldest
         WHERE oldest.received_at <= received_before;
     END LOOP;
+END
+$$;
+
+--
+-- Name: subsync_try_account_locks(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.subsync_try_account_locks(ids text[]) RETURNS text[]
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    bucket_value text;
+    group_ids text[];
+    got_here text[];
+    got text[] := '{}';
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        RETURN ARRAY(SELECT m.id FROM unnest(ids) AS m(id) WHERE pg_try_advisory_xact_lock(2, hashtext(m.id)));
+    END IF;
+    FOR bucket_value, group_ids IN
+        SELECT subsync_work_bucket(m.id), array_agg(m.id ORDER BY m.id) FROM unnest(ids) AS m(id) GROUP BY 1 ORDER BY 1
+    LOOP
+        got_here := ARRAY(
+            SELECT m.id FROM work_anchors w CROSS JOIN unnest(group_ids) AS m(id)
+            WHERE w.bucket = bucket_value AND pg_try_advisory_xact_lock(2, hashtext(m.id)));
+        -- Fewer than asked: held by others, or no anchor row for this bucket (then here).
+        IF cardinality(got_here) < cardinality(group_ids)
+           AND NOT EXISTS (SELECT 1 FROM work_anchors w WHERE w.bucket = bucket_value) THEN
+            got_here := ARRAY(SELECT m.id FROM unnest(group_ids) AS m(id) WHERE pg_try_advisory_xact_lock(2, hashtext(m.id)));
+        END IF;
+        got := got || got_here;
+    END LOOP;
+    RETURN got;
+END
+$$;
+
+--
+-- Name: subsync_wait_account_lock(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.subsync_wait_account_lock(id text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        PERFORM pg_advisory_xact_lock(2, hashtext(id)) FROM work_anchors w WHERE w.bucket = subsync_work_bucket(id);
+        IF FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+    PERFORM pg_advisory_xact_lock(2, hashtext(id));
 END
 $$;
 
@@ -1039,6 +1089,14 @@ CREATE TABLE public.webhook_endpoints (
 );
 
 --
+-- Name: work_anchors; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.work_anchors (
+    bucket text NOT NULL
+);
+
+--
 -- Name: account_states account_states_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1205,6 +1263,13 @@ ALTER TABLE ONLY public.usage_totals
 
 ALTER TABLE ONLY public.webhook_endpoints
     ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (endpoint_id);
+
+--
+-- Name: work_anchors work_anchors_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.work_anchors
+    ADD CONSTRAINT work_anchors_pkey PRIMARY KEY (bucket);
 
 --
 -- Name: account_states_by_tier; Type: INDEX; Schema: public; Owner: -
