@@ -150,6 +150,16 @@ after = [psql(url, "SELECT subsync_try_account_locks(ARRAY['lockcheck-1'])") for
 print(f"an account's lock from the coordinator: {held[0] if held else None}; meanwhile from each node: {while_held}; after: {after}")
 if not held or held[0] != "{lockcheck-1}" or any(got != "{}" for got in while_held) or any(got != "{lockcheck-1}" for got in after):
     sys.exit("commits: an account's advisory lock did not hold on every node (sql/0046)")
+# The waiting form too (the lock functions wait with it when not skipping).
+holder = subprocess.Popen(["psql", coordinator, "-qtAX", "-c", "BEGIN",
+                           "-c", "SELECT subsync_wait_account_lock('lockcheck-2')",
+                           "-c", "SELECT pg_sleep(3)", "-c", "COMMIT"], stdout=subprocess.PIPE, text=True)
+time.sleep(1.5)
+while_waited = [psql(url, "SELECT subsync_try_account_locks(ARRAY['lockcheck-2'])") for url in nodes]
+holder.communicate()
+print(f"the waiting form from the coordinator: meanwhile from each node: {while_waited}")
+if any(got != "{}" for got in while_waited):
+    sys.exit("commits: an account's advisory lock taken by waiting did not hold on every node (sql/0046)")
 
 # Usage writes go to the account's node too, and commit there in one phase. Nothing resolved
 # these accounts, so none has a state row yet: each first write creates it under the account's

@@ -14,10 +14,12 @@ import Postgres
 /// database, TLS, options) and the node's address as Citus knows it.
 ///
 /// A stale map is never wrong, only slower: every node of a Citus 11+ cluster routes a
-/// statement on to the shard's node, as the coordinator does. So the router carries only
-/// statements that commit on their own and take no advisory lock (advisory locks are per node):
-/// a sync's device and reports, the account snapshot. Everything that spans an account's shard
-/// and something else (the claim queue, bindings, the workers' batches) stays on the coordinator.
+/// statement on to the shard's node, as the coordinator does. The router carries statements
+/// that commit on their own (a sync's device and reports, the account snapshot) and, once every
+/// account's advisory lock is taken on its node (``routesTransactions``, sql/0046), the
+/// transactions of one account alone (usage writes, holds). Everything that spans an account's
+/// shard and something else (the claim queue, bindings, the workers' batches) stays on the
+/// coordinator.
 public final class AccountRouter: Sendable {
     /// The coordinator's pool (the only one on a single PostgreSQL, or before the first map).
     public let coordinator: ConnectionPool
@@ -140,15 +142,25 @@ public final class AccountRouter: Sendable {
             let node = onCoordinator ? nil : Node(host: try row.decode(String.self, at: 3), port: try row.decode(Int.self, at: 4))
             ranges.append(ShardRange(lowest: lowest, highest: try row.decode(Int32.self, at: 1), node: node))
         }
-        let anchored = try await coordinator.preparedQuery(
+        let count = await install(ranges)
+        // Apart from the map, so that a worker node down (the count reads every shard) or a
+        // schema before sql/0046 leaves the syncs routed: then the last answer stands, or none.
+        if let transactions = try? await anchorsAreWritten() {
+            state.withLockedValue { if !$0.closed { $0.transactions = transactions } }
+        }
+        return count
+    }
+
+    /// Whether `work_anchors` is distributed and holds a row for each shard of the accounts
+    /// (and `''`): `subsync distribute` writes them with the bucket function (sql/0046).
+    private func anchorsAreWritten() async throws -> Bool {
+        let rows = try await coordinator.preparedQuery(
             """
             SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass('work_anchors'))
                    AND (SELECT count(*) FROM work_anchors) > (SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'account_states'::regclass)
             """
         )
-        let transactions = try anchored[0].decode(Bool.self, at: 0)
-        state.withLockedValue { $0.transactions = transactions }
-        return await install(ranges)
+        return try rows[0].decode(Bool.self, at: 0)
     }
 
     /// Makes `ranges` the map: the pools of its nodes opened, those of other nodes closed.
