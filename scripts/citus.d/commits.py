@@ -101,13 +101,18 @@ def device(account_index):
             accepted.append(answer.get("accepted", 0))
 
 
-threads = [threading.Thread(target=lambda n=n: [device(i) for i in range(n, ACCOUNTS, 8)]) for n in range(8)]
-for thread in threads:
-    thread.start()
-for thread in threads:
-    thread.join()
-if problems:
-    sys.exit("commits: " + "; ".join(problems[:5]))
+def at_once(per_account):
+    """Runs `per_account` for every account, 8 threads at once; exits on any problem it noted."""
+    threads = [threading.Thread(target=lambda n=n: [per_account(i) for i in range(n, ACCOUNTS, 8)]) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if problems:
+        sys.exit("commits: " + "; ".join(problems[:5]))
+
+
+at_once(device)
 
 stored = int(psql(coordinator, "SELECT count(*) FROM reports WHERE account_id LIKE 'commits-%'"))
 after = prepared()
@@ -139,27 +144,25 @@ if planned[0] >= syncs or sum(planned[1:]) < 2 * syncs:
              "(docs/CITUS.md, \"How the pipeline runs on Citus\")")
 
 # An account's advisory lock (sql/0046) taken in a transaction begun on the coordinator holds
-# on every node: refused from each while that transaction is open, granted after.
-holder = subprocess.Popen(["psql", coordinator, "-qtAX", "-c", "BEGIN",
-                           "-c", "SELECT subsync_try_account_locks(ARRAY['lockcheck-1'])",
-                           "-c", "SELECT pg_sleep(3)", "-c", "COMMIT"], stdout=subprocess.PIPE, text=True)
-time.sleep(1.5)
-while_held = [psql(url, "SELECT subsync_try_account_locks(ARRAY['lockcheck-1'])") for url in nodes]
-held = holder.communicate()[0].split()
-after = [psql(url, "SELECT subsync_try_account_locks(ARRAY['lockcheck-1'])") for url in nodes]
-print(f"an account's lock from the coordinator: {held[0] if held else None}; meanwhile from each node: {while_held}; after: {after}")
-if not held or held[0] != "{lockcheck-1}" or any(got != "{}" for got in while_held) or any(got != "{lockcheck-1}" for got in after):
-    sys.exit("commits: an account's advisory lock did not hold on every node (sql/0046)")
-# The waiting form too (the lock functions wait with it when not skipping).
-holder = subprocess.Popen(["psql", coordinator, "-qtAX", "-c", "BEGIN",
-                           "-c", "SELECT subsync_wait_account_lock('lockcheck-2')",
-                           "-c", "SELECT pg_sleep(3)", "-c", "COMMIT"], stdout=subprocess.PIPE, text=True)
-time.sleep(1.5)
-while_waited = [psql(url, "SELECT subsync_try_account_locks(ARRAY['lockcheck-2'])") for url in nodes]
-holder.communicate()
-print(f"the waiting form from the coordinator: meanwhile from each node: {while_waited}")
-if any(got != "{}" for got in while_waited):
-    sys.exit("commits: an account's advisory lock taken by waiting did not hold on every node (sql/0046)")
+# on every node: refused from each while that transaction is open, granted after. Both forms:
+# trying (a worker's batch) and waiting (the lock functions when not skipping).
+def lock_holds_everywhere(taking, account, holder_says):
+    """`taking` in a transaction on the coordinator must answer `holder_says` (the first word of
+    its output, or None for none) and hold `account`'s lock on every node until it commits."""
+    holder = subprocess.Popen(["psql", coordinator, "-qtAX", "-c", "BEGIN", "-c", taking,
+                               "-c", "SELECT pg_sleep(3)", "-c", "COMMIT"], stdout=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    trying = f"SELECT subsync_try_account_locks(ARRAY['{account}'])"
+    meanwhile = [psql(url, trying) for url in nodes]
+    said = (holder.communicate()[0].split() or [None])[0]
+    after = [psql(url, trying) for url in nodes]
+    print(f"an account's lock taken from the coordinator by {taking}: {said}; meanwhile from each node {meanwhile}; after {after}")
+    if said != holder_says or any(got != "{}" for got in meanwhile) or any(got != f"{{{account}}}" for got in after):
+        sys.exit("commits: an account's advisory lock did not hold on every node (sql/0046)")
+
+
+lock_holds_everywhere("SELECT subsync_try_account_locks(ARRAY['lockcheck-1'])", "lockcheck-1", "{lockcheck-1}")
+lock_holds_everywhere("SELECT subsync_wait_account_lock('lockcheck-2')", "lockcheck-2", None)
 
 # Usage writes go to the account's node too, and commit there in one phase. Nothing resolved
 # these accounts, so none has a state row yet: each first write creates it under the account's
@@ -181,13 +184,7 @@ def usage(account_index):
             usage_accepted.append(answer.get("accepted", 0))
 
 
-threads = [threading.Thread(target=lambda n=n: [usage(i) for i in range(n, ACCOUNTS, 8)]) for n in range(8)]
-for thread in threads:
-    thread.start()
-for thread in threads:
-    thread.join()
-if problems:
-    sys.exit("commits: " + "; ".join(problems[:5]))
+at_once(usage)
 writes = ACCOUNTS * USAGE_PER_ACCOUNT
 entries = int(psql(coordinator, "SELECT count(*) FROM usage_entries WHERE account_id LIKE 'commits-%' AND kind = 'usage'"))
 assert sum(usage_accepted) == entries == writes * ENTRIES, f"usage accepted {sum(usage_accepted)}, stored {entries}"

@@ -15,6 +15,9 @@ public struct AccountReader: Sendable {
         self.router = router
     }
 
+    /// Connections for an account's own statements (its node's, on Citus).
+    private var accounts: AccountConnections { AccountConnections(pool: pool, router: router) }
+
     /// A device as last seen.
     public struct Device: Sendable, Codable, Equatable {
         public var id: String
@@ -71,9 +74,7 @@ public struct AccountReader: Sendable {
             FROM (SELECT \(accountID)::text AS id) AS k
             LEFT JOIN account_states s ON s.account_id = k.id
             """
-        let rows = try await AccountConnections(pool: pool, router: router).withConnection(for: accountID) {
-            try await $0.preparedQuery(query)
-        }
+        let rows = try await accounts.withConnection(for: accountID) { try await $0.preparedQuery(query) }
         let row = rows[0]
         let devices = try row.decode(JSONColumn<[Device]>.self, at: 5).value
         let pending = try row.decode(Int.self, at: 3)
