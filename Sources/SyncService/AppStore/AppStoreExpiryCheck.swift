@@ -170,7 +170,9 @@ public struct AppStoreExpiryCheck: Sendable {
         return try await withThrowingTaskGroup(of: AppStoreAPI.StatusResponse??.self) { group in
             group.addTask { .some(try await api.subscriptionStatuses(transactionID: transactionID)) }
             group.addTask {
-                try await clock.sleep(for: remaining)
+                // What is left when this task starts, not when it was added: a deadline on the
+                // clock, however late the task runs (a test's clock moves meanwhile).
+                try await clock.sleep(for: clock.remaining(until: deadline))
                 return nil  // the deadline: no answer (not "the store does not know it")
             }
             defer { group.cancelAll() }
