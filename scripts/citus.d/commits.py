@@ -20,6 +20,7 @@ planned on the worker nodes).
 usage: commits.py PORT ADMIN_KEY COORDINATOR_URL NODE_URL...
 """
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -31,8 +32,9 @@ port, key, coordinator, nodes = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.
 ACCOUNTS, SYNCS_PER_ACCOUNT, REPORTS_PER_SYNC = 60, 4, 3
 
 
-def psql(url, sql):
-    return subprocess.run(["psql", url, "-qtAX", "-c", sql], capture_output=True, text=True, check=True).stdout.strip()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from counters import psql, recover  # noqa: E402
+import counters  # noqa: E402
 
 
 def call(method, path, body=None):
@@ -49,12 +51,12 @@ def call(method, path, body=None):
 
 
 def prepared():
-    return [int(psql(url, "SELECT count(*) FROM pg_dist_transaction")) for url in nodes]
+    return counters.prepared(nodes)
 
 
 def single_shard():
     """Single-shard statements each node has planned (the first node is the coordinator)."""
-    return [int(psql(url, "SELECT coalesce(sum(query_execution_single_shard), 0) FROM citus_stat_counters")) for url in nodes]
+    return counters.single_shard(nodes)
 
 
 deadline = time.time() + 60
@@ -72,8 +74,7 @@ while True:
 # that none is removed during the count (the cluster's own recovery is off since the reload
 # scripts/citus sent; a second for its maintenance daemons to read it).
 time.sleep(1)
-for url in nodes:
-    psql(url, "SELECT recover_prepared_transactions()")
+recover(nodes)
 before = prepared()
 planned_before = single_shard()
 accepted, problems = [], []
@@ -126,8 +127,11 @@ if any(deltas):
 # its own (sql/0045): the oldest pending report and the sweeper's look for stalled ones must
 # still find every node's, not only the lowest range's (nothing resolves them: --workers 0).
 ranges = int(psql(coordinator, "SELECT count(DISTINCT arrival >> 48) FROM reports WHERE account_id LIKE 'commits-%'"))
-oldest_ok = psql(coordinator, "SELECT subsync_oldest_pending_received_at() = "
-                              "(SELECT min(received_at) FROM reports WHERE status = 'pending')")
+# Within a second: `arrival` follows the time received only to within concurrent inserts (a
+# statement that began first may draw its number second), so the lowest number may be a few
+# microseconds younger than the oldest report.
+oldest_ok = psql(coordinator, "SELECT abs(extract(epoch FROM subsync_oldest_pending_received_at() - "
+                              "(SELECT min(received_at) FROM reports WHERE status = 'pending'))) < 1")
 stalled = int(psql(coordinator, "SELECT count(DISTINCT a) FROM subsync_stalled_accounts(1000, now()) AS a WHERE a LIKE 'commits-%'"))
 # With 5 reports a range, the oldest of each node's range: accounts of every node (the first
 # 5 by arrival alone would all be the lowest range's).

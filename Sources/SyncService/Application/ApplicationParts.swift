@@ -35,12 +35,12 @@ struct ApplicationParts: Sendable {
         self.dependencies = dependencies
         self.logger = logger
         let pool = dependencies.pool
-        engine = ResolutionEngine(pool: pool, catalogue: dependencies.catalogue, clock: dependencies.clock, logger: logger)
+        router = configuration.citusRoutesToNodes
+            ? AccountRouter(coordinator: pool, nodePoolSize: pool.configuration.maximumConnections, logger: logger) : nil
+        engine = ResolutionEngine(pool: pool, catalogue: dependencies.catalogue, clock: dependencies.clock, logger: logger, router: router)
         binder = TransactionBinder(pool: pool, engine: engine, policy: configuration.accountBinding)
         tokens = AppAccountTokens(key: configuration.appAccountTokenKey)
         rateBuckets = configuration.sharedRateLimits ? RateBuckets(pool: pool) : nil
-        router = configuration.citusRoutesToNodes
-            ? AccountRouter(coordinator: pool, nodePoolSize: pool.configuration.maximumConnections, logger: logger) : nil
         notifications = NotificationController(
             verifier: dependencies.storeKitVerifier, binder: binder, store: AppStoreNotificationStore(pool: pool),
             tokens: tokens, limiter: configuration.notificationRateLimit.map { RateLimiter(limit: $0, clock: dependencies.clock) },

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import Postgres
 import SyncCore
 
@@ -9,6 +10,25 @@ import SyncCore
 public enum Outbox {
     /// The NOTIFY channel that tells delivery workers new deliveries exist.
     public static let deliveriesChannel = "subsync_deliveries"
+
+    /// Set by ``write(_:origin:encodedStates:on:)`` when it wrote a delivery, for the task that
+    /// runs the transaction: ``AccountConnections`` wakes the delivery loops from the
+    /// coordinator after a transaction on a worker node that wrote some.
+    @TaskLocal static var deliveriesWritten: DeliveriesWritten?
+
+    /// Whether a transaction wrote a delivery (``deliveriesWritten``).
+    final class DeliveriesWritten: Sendable {
+        private let written = NIOLockedValueBox(false)
+        var isSet: Bool { written.withLockedValue { $0 } }
+        func set() { written.withLockedValue { $0 = true } }
+    }
+
+    /// Wakes the delivery loops of every `serve` through `pool`, the coordinator on Citus, where
+    /// they listen: for writes committed on an account's worker node, whose `NOTIFY` fires there
+    /// (docs/CITUS.md, "How the pipeline runs on Citus").
+    public static func wakeDeliveryLoops(pool: ConnectionPool) async throws {
+        try await pool.query("SELECT pg_notify(\(deliveriesChannel), '')")
+    }
 
     /// What wrote an event; recorded on it.
     public enum Origin: String, Sendable {
@@ -62,6 +82,7 @@ public enum Outbox {
         )
         if deliveries.affectedRows > 0 {
             try await connection.notify(channel: deliveriesChannel)
+            deliveriesWritten?.set()
         }
     }
 

@@ -31,6 +31,10 @@ public struct Distribution: Sendable {
         // One row per claim queue bucket, placed with the bucket's accounts: the accounts'
         // advisory locks are taken through it, on their node (sql/0046).
         ("work_anchors", .distributed(column: "bucket", colocatedWith: "account_states")),
+        // The claim queue, by bucket: each bucket's entries on the node of its accounts, so a
+        // worker claims and resolves a batch there (sql/0047; its entries are moved to their
+        // buckets below, after the bucket function).
+        ("account_work", .distributed(column: "bucket", colocatedWith: "account_states")),
         ("transaction_owners", .distributed(column: "original_transaction_id", colocatedWith: "none")),
         ("app_account_tokens", .distributed(column: "app_account_token", colocatedWith: "none")),
         ("store_notifications", .distributed(column: "notification_uuid", colocatedWith: "none")),
@@ -101,15 +105,24 @@ public struct Distribution: Sendable {
             let buckets = try await connection.preparedQuery(
                 "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'account_states'::regclass")
             outcome.buckets = Int(try buckets[0].decode(Int64.self, at: 0))
-            let moved = try await connection.preparedQuery(
-                """
-                WITH moved AS (
-                    UPDATE account_work SET bucket = subsync_work_bucket(account_id)
-                    WHERE bucket <> subsync_work_bucket(account_id)
-                    RETURNING 1)
-                SELECT count(*) FROM moved
-                """)
-            outcome.requeued = Int(try moved[0].decode(Int64.self, at: 0))
+            // `bucket` is the queue's distribution column, which no `UPDATE` may change: an entry
+            // in another bucket than its account's is deleted and inserted again, in one
+            // transaction, so that none is lost (a claim that holds one makes the move wait).
+            let moved = try await connection.withTransaction { connection in
+                let stale = try await connection.preparedQuery(
+                    "DELETE FROM account_work WHERE bucket <> subsync_work_bucket(account_id) RETURNING account_id, queued_at"
+                ).map { (try $0.decode(String.self, at: 0), try $0.decode(Date.self, at: 1)) }
+                if !stale.isEmpty {
+                    // With their time queued: a moved entry keeps its age (its id is new).
+                    try await connection.preparedQuery(
+                        """
+                        INSERT INTO account_work (bucket, account_id, queued_at)
+                        SELECT subsync_work_bucket(a), a, q FROM unnest(\(stale.map(\.0))::text[], \(stale.map(\.1))::timestamptz[]) AS m(a, q)
+                        """)
+                }
+                return stale.count
+            }
+            outcome.requeued = moved
             return outcome
         }
     }

@@ -144,6 +144,12 @@ public struct Migrator: Sendable {
                 "stored the UTF-8 checksums of migrations an earlier release hashed in the database's encoding",
                 metadata: ["migrations": "\(rehashed.map(\.name))"])
         }
+        // On Citus a migration's DDL on a distributed table runs over one connection per node
+        // rather than one per shard, so that a function command can follow it in the same
+        // transaction (Citus refuses one after a parallel operation): sql/0043, applied to a
+        // cluster whose claim queue is distributed (sql/0047).
+        let citus = try await connection.query("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')")
+        let sequentialOnCitus = try citus[0].decode(Bool.self, at: 0)
         for migration in migrations where applied[migration.version] == nil {
             logger.info("applying migration", metadata: ["migration": "\(migration.name)"])
             guard let sum = sums[migration.version]?.current else {
@@ -151,6 +157,7 @@ public struct Migrator: Sendable {
             }
             do {
                 try await connection.withTransaction { connection in
+                    if sequentialOnCitus { try await connection.query("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'") }
                     try await connection.execute(script: migration.sql)
                     try await connection.query(
                         "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(sum))"

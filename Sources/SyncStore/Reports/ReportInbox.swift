@@ -69,10 +69,21 @@ public struct ReportInbox: Sendable {
             // without one is queued by the sweeper, `requeueStalledAccounts`). The device and
             // the reports go to the node that holds the account (`router`), the entry to the
             // coordinator.
-            let (submission, stored) = try await accounts.withConnection(for: accountID) {
-                try await storeRouted(accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: $0)
+            // Once the queue is distributed with the accounts (sql/0047), the entry goes to the
+            // account's node too, and only the wake-up to the coordinator, where every `serve`
+            // listens (a `NOTIFY` fires on the node that runs it).
+            let onNode = router?.queuesOnNodes == true
+            let (submission, stored) = try await accounts.withConnection(for: accountID) { connection in
+                let (submission, stored) = try await storeRouted(
+                    accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: connection)
+                if stored, onNode { try await connection.preparedQuery(PostgresQuery(Self.queueEntrySQL, binds: [accountID.postgresValue])) }
+                return (submission, stored)
             }
-            if stored { try await pool.withConnection { try await queueRouted(accountID: accountID, on: $0) } }
+            if stored, onNode {
+                try await pool.query("SELECT pg_notify(\(Self.channel), \(accountID))")
+            } else if stored {
+                try await pool.withConnection { try await queueRouted(accountID: accountID, on: $0) }
+            }
             return submission
         }
         return try await pool.withConnection { try await submit(accountID: accountID, device: device, reports: unordered, seenAt: seenAt, on: $0) }
@@ -184,16 +195,15 @@ public struct ReportInbox: Sendable {
     }
 
     /// The claim queue's entry and the workers' wake-up: one statement on the coordinator, where
-    /// the queue is.
+    /// the queue is (until `distribute` distributes it, sql/0047).
     private func queueRouted(accountID: String, on connection: Connection) async throws {
-        try await connection.preparedQuery(
-            """
-            WITH queued AS (
-                INSERT INTO account_work (bucket, account_id) VALUES (subsync_work_bucket(\(accountID)), \(accountID)) RETURNING 1
-            )
-            SELECT pg_notify('\(unescaped: Self.channel)', \(accountID)) FROM queued
-            """)
+        try await connection.preparedQuery(PostgresQuery(
+            "WITH queued AS (\(Self.queueEntrySQL) RETURNING 1) SELECT pg_notify('\(Self.channel)', $1) FROM queued",
+            binds: [accountID.postgresValue]))
     }
+
+    /// The claim queue's entry for account `$1`, in its bucket.
+    private static let queueEntrySQL = "INSERT INTO account_work (bucket, account_id) VALUES (subsync_work_bucket($1), $1)"
 
     private static func insertStatements(_ rows: Int) -> String {
         usesValues(rows) ? insertOnlyStatements[rows] : insertSQL(arraysFrom: 2)

@@ -19,23 +19,76 @@ extension ResolutionEngine {
     ///
     /// `sharedBy` is the number of workers claiming from this process: near the end of a
     /// backlog a claim takes that share of what is left rather than a full `limit`
-    /// (``claimQueue(limit:sharedBy:on:)``).
+    /// (``claimQueue(limit:sharedBy:bucket:on:)``).
     public func resolvePendingBatch(limit: Int, sharedBy workers: Int = 1, maximumAttempts: Int = 5) async throws -> Outcome {
-        var claimedAccounts: [String] = []
+        if let buckets = try await workBuckets.current(pool: pool, topology: topology, now: clock.now()), !buckets.isEmpty {
+            try await router?.refreshUnlessRead()
+            return try await resolveNextBucket(of: buckets, limit: limit, maximumAttempts: maximumAttempts)
+        }
         do {
-            return try await pool.withTransaction { connection in
-                let taken = try await claimQueue(limit: limit, sharedBy: workers, on: connection)
+            return try await resolveBatch(limit: limit, sharedBy: workers, maximumAttempts: maximumAttempts, bucket: nil)
+        } catch {
+            // On Citus, `distribute` may have distributed the queue since the buckets were read
+            // (Citus then refuses the whole queue's claim): read them again next time.
+            if try await topology.isCitus(pool) { workBuckets.forget() }
+            throw error
+        }
+    }
+
+    /// A batch of the first of `buckets`, in turn (``WorkBuckets/take(of:)``), whose claim takes
+    /// something; an empty outcome once each has been tried and none had an entry. A batch that
+    /// resolved something, or took entries none of whose accounts was busy, says there may be
+    /// more (`queuedAfter` 1), so the worker goes on at once; one whose accounts were all busy
+    /// lets the worker look again shortly (`accountsDeferred`), not at once.
+    ///
+    /// A bucket whose node cannot be reached is passed over for the next, so that a worker node
+    /// down holds up only its own buckets; the error is thrown only when no bucket could be tried.
+    private func resolveNextBucket(of buckets: [String], limit: Int, maximumAttempts: Int) async throws -> Outcome {
+        var failure: (any Error)?
+        var tried = false
+        for _ in buckets.indices {
+            let bucket = buckets[workBuckets.take(of: buckets.count)]
+            var outcome: Outcome
+            do {
+                outcome = try await resolveBatch(limit: limit, sharedBy: 1, maximumAttempts: maximumAttempts, bucket: bucket)
+            } catch where Self.isRetryable(error) && !(error is CancellationError) {
+                failure = error
+                continue
+            }
+            tried = true
+            guard outcome.entriesClaimed > 0 else { continue }
+            if outcome.reportsResolved > 0 || outcome.accountsDeferred == 0 { outcome.queuedAfter = max(outcome.queuedAfter, 1) }
+            return outcome
+        }
+        if !tried, let failure { throw failure }
+        return Outcome()
+    }
+
+    /// One batch: of the whole queue (`bucket` nil), or of one bucket of a distributed queue,
+    /// in a transaction on the node that holds the bucket (``AccountConnections``, which wakes
+    /// the delivery loops from the coordinator when the batch wrote deliveries).
+    private func resolveBatch(limit: Int, sharedBy workers: Int, maximumAttempts: Int, bucket: String?) async throws -> Outcome {
+        var claimedAccounts: [String] = []
+        var claimedBucket = bucket
+        do {
+            let work: (Connection) async throws -> Outcome = { connection in
+                let taken = try await claimQueue(limit: limit, sharedBy: workers, bucket: bucket, on: connection)
                 claimedAccounts = taken.accounts
-                let claimed = try await claim(accounts: claimedAccounts, skipLocked: true, on: connection)
+                claimedBucket = taken.bucket
+                guard let bucket = taken.bucket else { return Outcome() }
+                let claimed = try await claim(accounts: claimedAccounts, bucket: bucket, skipLocked: true, on: connection)
                 var outcome = try await resolveClaimed(claimed, on: connection)
                 outcome.accountsDeferred = claimed.deferred.count
                 outcome.queuedAfter = taken.queuedAfter
+                outcome.entriesClaimed = taken.entries
                 return outcome
             }
+            guard let bucket else { return try await pool.withTransaction(work) }
+            return try await AccountConnections(pool: pool, router: router).withTransaction(for: bucket, work)
         } catch {
-            guard !Self.isRetryable(error), !claimedAccounts.isEmpty else { throw error }
+            guard !Self.isRetryable(error), !claimedAccounts.isEmpty, let claimedBucket else { throw error }
             logger.warning("batch failed; retrying its accounts one by one", metadata: ["error": "\(error)"])
-            return try await resolveAccountsSeparately(claimedAccounts, maximumAttempts: maximumAttempts)
+            return try await resolveAccountsSeparately(claimedAccounts, bucket: claimedBucket, maximumAttempts: maximumAttempts)
         }
     }
 
@@ -111,8 +164,9 @@ extension ResolutionEngine {
     /// Queues the accounts with reports pending for longer than `age` that have no entry in the
     /// claim queue, at most `limit` of them; returns how many. On one PostgreSQL every writer
     /// queues in the transaction that stores the reports, so this finds nothing. On Citus a sync
-    /// commits its reports on the account's node before its queue entry on the coordinator, so
-    /// a `serve` that dies between the two, or a queue insert that fails, leaves reports without
+    /// commits its reports before its queue entry (a statement of its own, on the account's node
+    /// once the queue is distributed, sql/0047, else on the coordinator), so a `serve` that dies
+    /// between the two, or a queue insert that fails, leaves reports without
     /// an entry (a retry of the same sync queues them again: `ReportInbox.submit`); and a claim
     /// written through the coordinator can see an entry a moment before its reports and let
     /// it go: this is what brings those reports back (sql/0014). The expiry sweeper runs it.
@@ -130,12 +184,15 @@ extension ResolutionEngine {
                 """
             ).map { try $0.decode(String.self, at: 0) }
             guard !stalled.isEmpty else { return 0 }
+            // Two statements rather than one `NOT EXISTS`: Citus refuses a correlated subquery
+            // over the queue once it is distributed (sql/0047).
+            let queuedAlready = Set(try await connection.preparedQuery(
+                "SELECT DISTINCT account_id FROM account_work WHERE account_id = ANY(\(stalled)::text[])"
+            ).map { try $0.decode(String.self, at: 0) })
+            let missing = stalled.filter { !queuedAlready.contains($0) }
+            guard !missing.isEmpty else { return 0 }
             let queued = try await connection.preparedQuery(
-                """
-                INSERT INTO account_work (bucket, account_id)
-                SELECT subsync_work_bucket(a), a FROM unnest(\(stalled)::text[]) AS a
-                WHERE NOT EXISTS (SELECT 1 FROM account_work w WHERE w.account_id = a)
-                """
+                "INSERT INTO account_work (bucket, account_id) SELECT subsync_work_bucket(a), a FROM unnest(\(missing)::text[]) AS a"
             ).affectedRows
             if queued > 0 {
                 logger.warning("queued accounts whose pending reports had no claim queue entry", metadata: ["accounts": "\(queued)"])
@@ -170,15 +227,29 @@ extension ResolutionEngine {
     ///
     /// The entries are deleted by key, `id = ANY(ARRAY(...))`: written `id IN (...)`, the planner
     /// scanned the whole queue, so a claim cost more the longer the backlog (docs/PERFORMANCE.md,
-    /// "How a path's cost grows with its data"). The queue is local to the coordinator on Citus as
-    /// well.
+    /// "How a path's cost grows with its data").
     ///
     /// Only entries of one bucket, the oldest unlocked entry's (sql/0043): on Citus a bucket is a
     /// shard, so a batch's accounts are all in one, and its statements run on that shard alone
     /// (docs/CITUS.md, "Scale-out: the plan"). On one PostgreSQL every entry is in bucket `''`.
-    func claimQueue(limit: Int, sharedBy workers: Int = 1, on connection: Connection) async throws -> (accounts: [String], queuedAfter: Int) {
+    ///
+    /// With `bucket`, entries of that bucket only, oldest first, at most `limit`: the claim of a
+    /// queue distributed by bucket (sql/0047), one statement on the bucket's node. Its ids come
+    /// from the range of the node that inserted each entry (Citus numbers identities by node), so
+    /// no estimate of what is left is made (`queuedAfter` 0).
+    func claimQueue(limit: Int, sharedBy workers: Int = 1, bucket: String? = nil, on connection: Connection) async throws -> QueueClaim {
         let limit = max(1, limit)
         let workers = max(1, workers)
+        if let bucket {
+            let accounts = try await connection.preparedQuery(
+                """
+                DELETE FROM account_work WHERE bucket = \(bucket) AND id = ANY(ARRAY(
+                    SELECT id FROM account_work WHERE bucket = \(bucket) ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED))
+                RETURNING account_id
+                """
+            ).map { try $0.decode(String.self, at: 0) }
+            return QueueClaim(accounts: Set(accounts).sorted(), bucket: bucket, entries: accounts.count, queuedAfter: 0)
+        }
         let rows = try await connection.preparedQuery(
             """
             WITH first AS MATERIALIZED (
@@ -191,23 +262,37 @@ extension ResolutionEngine {
                                      ((SELECT max(id) FROM account_work) - first.id + \(workers)) / \(workers)))
                         FROM first), \(limit))
                     FOR UPDATE SKIP LOCKED))
-                RETURNING id, account_id
+                RETURNING id, account_id, bucket
             )
-            SELECT account_id, (SELECT max(id) - min(id) + 1 FROM account_work) - count(*) OVER () FROM taken
+            SELECT account_id, (SELECT max(id) - min(id) + 1 FROM account_work) - count(*) OVER (), bucket FROM taken
             """
         )
+        var claim = QueueClaim(accounts: [], bucket: nil, entries: rows.count, queuedAfter: 0)
         var accounts = Set<String>()
-        var queuedAfter = 0
         for row in rows {
             accounts.insert(try row.decode(String.self, at: 0))
-            queuedAfter = max(queuedAfter, Int(try row.decode(Int64.self, at: 1)))
+            claim.queuedAfter = max(claim.queuedAfter, Int(try row.decode(Int64.self, at: 1)))
+            claim.bucket = try row.decode(String.self, at: 2)
         }
-        return (accounts.sorted(), queuedAfter)
+        claim.accounts = accounts.sorted()
+        return claim
+    }
+
+    /// What ``claimQueue(limit:sharedBy:bucket:on:)`` took.
+    struct QueueClaim {
+        /// The entries' accounts, sorted.
+        var accounts: [String]
+        /// Their bucket; `nil` when nothing was taken from the whole queue.
+        var bucket: String?
+        /// Entries taken (an account queued twice has two).
+        var entries: Int
+        /// The estimate of entries left, 0 when none was taken or none is made.
+        var queuedAfter: Int
     }
 
     /// Claims `accounts` (sorted) and their pending reports: the accounts' locks (in order,
     /// waiting unless `skipLocked`: a worker holding one of them finishes first), then every queue entry of those
-    /// accounts this transaction can see (deleted: this claim does their work) and, in the same
+    /// accounts in `bucket` this transaction can see (deleted: this claim does their work) and, in the same
     /// statement and so the same snapshot, every pending report of them, marked resolved as it is
     /// read. A report committed after that snapshot has an entry the delete did not see, and is
     /// claimed next time. The reports come in no particular order: an account's resolution is a
@@ -222,7 +307,12 @@ extension ResolutionEngine {
     /// With `skipLocked`, the accounts another transaction holds are not waited for: they get a
     /// new queue entry (in this transaction, so a rolled-back batch leaves the entries it took,
     /// not new ones) and neither their entries nor their reports are claimed now.
-    func claim(accounts: [String], skipLocked: Bool = false, on connection: Connection) async throws -> Claimed {
+    ///
+    /// Only the entries of `bucket`, the one the accounts were claimed from: a statement over
+    /// the queue's rows of several buckets would read every shard on Citus once the queue is
+    /// distributed by them (sql/0047). An entry of the same account left in another bucket (queued
+    /// before a shard split) is claimed later and finds nothing to do.
+    func claim(accounts: [String], bucket: String, skipLocked: Bool = false, on connection: Connection) async throws -> Claimed {
         var claimed = Claimed()
         guard !accounts.isEmpty else { return claimed }
         claimed.locked = try await AccountLocks.lockStatesToResolve(
@@ -239,8 +329,9 @@ extension ResolutionEngine {
         let rows = try await connection.preparedQuery(
             """
             WITH done AS (
-                DELETE FROM account_work WHERE id IN (
-                    SELECT id FROM account_work WHERE account_id = ANY(\(accounts, cast: "text[]", opaqueToPlanner: opaque))
+                DELETE FROM account_work WHERE bucket = \(bucket) AND id IN (
+                    SELECT id FROM account_work
+                    WHERE bucket = \(bucket) AND account_id = ANY(\(accounts, cast: "text[]", opaqueToPlanner: opaque))
                     FOR UPDATE SKIP LOCKED)
             ), claimed AS (
                 UPDATE reports SET status = 'resolved', resolved_at = now(), attempts = attempts + 1, last_error = NULL
@@ -270,13 +361,13 @@ extension ResolutionEngine {
     }
 
     /// The slow path after a failed batch: the same accounts again, one transaction each.
-    private func resolveAccountsSeparately(_ accounts: [String], maximumAttempts: Int) async throws -> Outcome {
+    private func resolveAccountsSeparately(_ accounts: [String], bucket: String, maximumAttempts: Int) async throws -> Outcome {
         var total = Outcome()
         for accountID in accounts {
             var claimedIDs: [String] = []
             do {
                 total = total + (try await pool.withTransaction { connection in
-                    let claimed = try await claim(accounts: [accountID], on: connection)
+                    let claimed = try await claim(accounts: [accountID], bucket: bucket, on: connection)
                     claimedIDs = claimed.reportIDs
                     return try await resolveClaimed(claimed, on: connection)
                 })

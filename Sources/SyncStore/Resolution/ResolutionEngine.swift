@@ -23,14 +23,20 @@ public struct ResolutionEngine: Sendable {
     let logger: Logger
     /// Whether the database is a Citus one: a worker's account locks have a single-server form.
     let topology = DatabaseTopology()
+    /// On Citus, sends a batch of one bucket to the node that holds it (``WorkBuckets``).
+    let router: AccountRouter?
+    /// The claim queue's buckets when it is distributed by them.
+    let workBuckets = WorkBuckets()
 
     public init(
         pool: ConnectionPool,
         catalogue: Catalogue,
         clock: any ServiceClock = SystemClock(),
-        logger: Logger = Logger(label: "subsync.resolution")
+        logger: Logger = Logger(label: "subsync.resolution"),
+        router: AccountRouter? = nil
     ) {
         self.pool = pool
+        self.router = router
         self.catalogue = catalogue
         self.clock = clock
         self.logger = logger
@@ -52,6 +58,8 @@ public struct ResolutionEngine: Sendable {
         /// Claim queue entries left after the batch's, as its claim estimated them (see
         /// `claimQueue`); 0 when the claim took nothing, or the batch was not a claim.
         public var queuedAfter = 0
+        /// Claim queue entries the batch took (0 when it was not a claim).
+        public var entriesClaimed = 0
 
         public init() {}
 
@@ -63,6 +71,7 @@ public struct ResolutionEngine: Sendable {
             sum.accountsFailed += rhs.accountsFailed
             sum.accountsDeferred += rhs.accountsDeferred
             sum.queuedAfter = max(lhs.queuedAfter, rhs.queuedAfter)
+            sum.entriesClaimed += rhs.entriesClaimed
             return sum
         }
     }

@@ -13,10 +13,20 @@ struct AccountConnections: Sendable {
 
     /// A transaction on the account's node once the router routes transactions
     /// (``AccountRouter/routesTransactions``), else on the pool.
+    ///
+    /// A transaction on a node that wrote deliveries wakes the delivery loops from the
+    /// coordinator once it has committed: its own `NOTIFY` fires on the node, and every `serve`
+    /// listens on the coordinator (docs/CITUS.md, "How the pipeline runs on Citus"). A wake-up
+    /// lost there (the coordinator unreachable) leaves them to the loops' next poll.
     func withTransaction<T>(
         for accountID: String, isolation: IsolationLevel = .readCommitted, _ body: (Connection) async throws -> T
     ) async throws -> T {
         guard let router, router.routesTransactions else { return try await pool.withTransaction(isolation: isolation, body) }
-        return try await router.withConnection(for: accountID) { try await $0.withTransaction(isolation: isolation, body) }
+        let written = Outbox.DeliveriesWritten()
+        let result = try await Outbox.$deliveriesWritten.withValue(written) {
+            try await router.withConnection(for: accountID) { try await $0.withTransaction(isolation: isolation, body) }
+        }
+        if written.isSet { try? await Outbox.wakeDeliveryLoops(pool: pool) }
+        return result
     }
 }

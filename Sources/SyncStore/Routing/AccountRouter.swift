@@ -17,9 +17,10 @@ import Postgres
 /// statement on to the shard's node, as the coordinator does. The router carries statements
 /// that commit on their own (a sync's device and reports, the account snapshot) and, once every
 /// account's advisory lock is taken on its node (``routesTransactions``, sql/0046), the
-/// transactions of one account alone (usage writes, holds). Everything that spans an account's
-/// shard and something else (the claim queue, bindings, the workers' batches) stays on the
-/// coordinator.
+/// transactions of one account alone (usage writes, holds) and of one claim queue bucket (the
+/// workers' batches, once the queue is distributed by bucket: sql/0047, ``queuesOnNodes``; a
+/// bucket is routed as its anchor value, which is in its accounts' shard). Everything that spans
+/// an account's shard and something else (bindings, the sweeper) stays on the coordinator.
 public final class AccountRouter: Sendable {
     /// The coordinator's pool (the only one on a single PostgreSQL, or before the first map).
     public let coordinator: ConnectionPool
@@ -49,6 +50,11 @@ public final class AccountRouter: Sendable {
         /// accounts' advisory locks are taken on their nodes (sql/0046, `work_anchors`
         /// distributed and filled by `subsync distribute`).
         var transactions = false
+        /// Whether the claim queue is distributed by bucket (sql/0047, `subsync distribute`):
+        /// a sync then queues its account on the account's node.
+        var queue = false
+        /// Whether a refresh has read the map (and the anchors and queue) once.
+        var read = false
         var pools: [Node: ConnectionPool] = [:]
         var closed = false
     }
@@ -92,6 +98,19 @@ public final class AccountRouter: Sendable {
     /// `subsync distribute` completes. Until then they stay on the coordinator.
     public var routesTransactions: Bool {
         state.withLockedValue { $0.transactions }
+    }
+
+    /// Reads the map unless a refresh has already: for the workers' first batches, which
+    /// would otherwise go through the coordinator until ``ShardMapRefresher``'s first read.
+    public func refreshUnlessRead() async throws {
+        guard !state.withLockedValue({ $0.read || $0.closed }) else { return }
+        try await refresh()
+    }
+
+    /// Whether a sync queues its account on the account's node: the claim queue is distributed
+    /// by bucket with the accounts (sql/0047) and their locks are taken there.
+    public var queuesOnNodes: Bool {
+        state.withLockedValue { $0.queue }
     }
 
     /// The worker nodes routed to now, for logs and tests.
@@ -145,22 +164,29 @@ public final class AccountRouter: Sendable {
         let count = await install(ranges)
         // Apart from the map, so that a worker node down (the count reads every shard) or a
         // schema before sql/0046 leaves the syncs routed: then the last answer stands, or none.
-        if let transactions = try? await anchorsAreWritten() {
-            state.withLockedValue { if !$0.closed { $0.transactions = transactions } }
+        if let placement = try? await anchorsAndQueue() {
+            state.withLockedValue { state in
+                guard !state.closed else { return }
+                state.transactions = placement.anchors
+                state.queue = placement.anchors && placement.queue
+            }
         }
+        state.withLockedValue { $0.read = true }
         return count
     }
 
     /// Whether `work_anchors` is distributed and holds a row for each shard of the accounts
-    /// (and `''`): `subsync distribute` writes them with the bucket function (sql/0046).
-    private func anchorsAreWritten() async throws -> Bool {
+    /// (and `''`): `subsync distribute` writes them with the bucket function (sql/0046); and
+    /// whether the claim queue is distributed (sql/0047).
+    private func anchorsAndQueue() async throws -> (anchors: Bool, queue: Bool) {
         let rows = try await coordinator.preparedQuery(
             """
             SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass('work_anchors'))
-                   AND (SELECT count(*) FROM work_anchors) > (SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'account_states'::regclass)
+                   AND (SELECT count(*) FROM work_anchors) > (SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'account_states'::regclass),
+                   EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass('account_work'))
             """
         )
-        return try rows[0].decode(Bool.self, at: 0)
+        return (try rows[0].decode(Bool.self, at: 0), try rows[0].decode(Bool.self, at: 1))
     }
 
     /// Makes `ranges` the map: the pools of its nodes opened, those of other nodes closed.

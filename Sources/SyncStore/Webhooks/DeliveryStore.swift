@@ -778,7 +778,7 @@ public struct DeliveryStore: Sendable {
         )
         let count = try rows[0].decode(Int.self, at: 0)
         if count > 0 {
-            try await pool.query("SELECT pg_notify(\(Outbox.deliveriesChannel), '')")
+            try await Outbox.wakeDeliveryLoops(pool: pool)
         }
         return count
     }
@@ -833,7 +833,7 @@ public struct DeliveryStore: Sendable {
                 """
             )
             if try rows[0].decode(Int.self, at: 0) > 0 {
-                try await pool.query("SELECT pg_notify(\(Outbox.deliveriesChannel), '')")
+                try await Outbox.wakeDeliveryLoops(pool: pool)
                 return .cancelled
             }
             let now = try await pool.query(
@@ -859,7 +859,7 @@ public struct DeliveryStore: Sendable {
             """
         )
         if result.affectedRows > 0 {
-            try await pool.query("SELECT pg_notify(\(Outbox.deliveriesChannel), '')")
+            try await Outbox.wakeDeliveryLoops(pool: pool)
         }
         return result.affectedRows
     }

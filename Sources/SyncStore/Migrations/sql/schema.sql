@@ -1108,7 +1108,7 @@ ALTER TABLE ONLY public.account_states
 --
 
 ALTER TABLE ONLY public.account_work
-    ADD CONSTRAINT account_work_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT account_work_pkey PRIMARY KEY (bucket, id);
 
 --
 -- Name: app_account_tokens app_account_tokens_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1290,10 +1290,10 @@ CREATE INDEX account_states_due ON public.account_states USING btree (next_trans
 CREATE INDEX account_work_by_account ON public.account_work USING btree (account_id);
 
 --
--- Name: account_work_by_bucket; Type: INDEX; Schema: public; Owner: -
+-- Name: account_work_by_id; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX account_work_by_bucket ON public.account_work USING btree (bucket, id);
+CREATE INDEX account_work_by_id ON public.account_work USING btree (id);
 
 --
 -- Name: deliveries_due_by_time; Type: INDEX; Schema: public; Owner: -
