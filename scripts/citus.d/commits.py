@@ -77,6 +77,7 @@ time.sleep(1)
 recover(nodes)
 before = prepared()
 planned_before = single_shard()
+fanned_before = counters.multi_shard(nodes)
 accepted, problems = [], []
 
 
@@ -199,3 +200,11 @@ if any(deltas):
     sys.exit("commits: a usage write committed in two phases (docs/CITUS.md, \"Scale-out: the plan\")")
 if planned[0] >= writes or sum(planned[1:]) < 2 * writes:
     sys.exit("commits: the usage writes went through the coordinator, not to the worker nodes")
+
+# Neither the syncs nor the usage writes ran a statement on several shards where they ran (the
+# worker nodes refuse them: scripts/citus sets citus.multi_task_query_log_level = error there,
+# which does not cover inserts, and the counters do).
+fanned = [a - b for a, b in zip(counters.multi_shard(nodes), fanned_before)]
+print(f"statements on several shards during the syncs and usage writes: {fanned} by node (coordinator first)")
+if any(fanned[1:]):
+    sys.exit("commits: a sync or a usage write ran a statement on several shards on a worker node")

@@ -1,6 +1,7 @@
 """What scripts/citus's checks read from every node of the cluster (the coordinator first):
 prepared transactions recorded (pg_dist_transaction, with the cluster's 2PC recovery off so that
-none is removed) and single-shard statements planned (citus_stat_counters, on for every node)."""
+none is removed) and single- and multi-shard statements planned (citus_stat_counters, on for
+every node)."""
 import subprocess
 
 
@@ -15,6 +16,11 @@ def prepared(nodes):
 def single_shard(nodes):
     """Single-shard statements each node has planned."""
     return [int(psql(url, "SELECT coalesce(sum(query_execution_single_shard), 0) FROM citus_stat_counters")) for url in nodes]
+
+
+def multi_shard(nodes):
+    """Statements on several shards each node has planned (reads, updates and inserts)."""
+    return [int(psql(url, "SELECT coalesce(sum(query_execution_multi_shard), 0) FROM citus_stat_counters")) for url in nodes]
 
 
 def recover(nodes):

@@ -6,7 +6,9 @@ the accounts (sql/0047), a worker claims one bucket at a time and runs the whole
 node that holds it, so that:
 
 - every report is resolved and every queue entry claimed;
-- no node records a prepared transaction while the batches commit (each commits on one node);
+- no node records a prepared transaction while the batches commit (each commits on one node),
+  and no worker node runs a statement on several shards (they refuse reads and updates that
+  would: scripts/citus sets `citus.multi_task_query_log_level = error` there);
 - the batches' statements are planned on the worker nodes, and the coordinator plans fewer
   single-shard statements than there are accounts (through the coordinator it would plan every
   statement of every batch: the claim, the locks, the reads and the writes). The `serve` runs
@@ -23,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from counters import prepared, psql, recover, single_shard  # noqa: E402
+from counters import multi_shard, prepared, psql, recover, single_shard  # noqa: E402
 
 split = sys.argv.index("--")
 log, coordinator, nodes, command = sys.argv[1], sys.argv[2], sys.argv[3:split], sys.argv[split + 1:]
@@ -34,7 +36,7 @@ accounts = int(psql(coordinator, "SELECT count(DISTINCT account_id) FROM reports
 if pending == 0:
     sys.exit("drain: no pending report to resolve (commits.py leaves its syncs' reports pending)")
 recover(nodes)
-before, planned_before = prepared(nodes), single_shard(nodes)
+before, planned_before, fanned_before = prepared(nodes), single_shard(nodes), multi_shard(nodes)
 serve = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT)
 try:
     deadline = time.time() + 180
@@ -50,15 +52,19 @@ finally:
     serve.send_signal(signal.SIGTERM)
     serve.wait(timeout=60)
 deltas = [a - b for a, b in zip(prepared(nodes), before)]
+fanned = [a - b for a, b in zip(multi_shard(nodes), fanned_before)]
 planned = [a - b for a, b in zip(single_shard(nodes), planned_before)]
 resolved = int(psql(coordinator, "SELECT count(*) FROM account_states WHERE account_id LIKE 'commits-%' "
                                  "AND resolved_at > '-infinity' AND tier = 'premium'"))
 print(f"drain: {pending} reports of {accounts} accounts resolved by batches on their nodes; {resolved} accounts premium; "
-      f"two-phase commits {deltas}, single-shard statements planned {planned} by node (coordinator first)")
+      f"two-phase commits {deltas}, single-shard statements planned {planned}, on several shards {fanned} by node "
+      "(coordinator first)")
 if resolved < accounts:
     sys.exit("drain: an account was not resolved")
 if any(deltas):
     sys.exit("drain: a resolution batch committed in two phases (docs/CITUS.md, \"Scale-out: the plan\")")
+if any(fanned[1:]):
+    sys.exit("drain: a batch ran a statement on several shards on a worker node")
 if planned[0] >= accounts or sum(planned[1:]) < 3 * accounts:
     sys.exit("drain: the batches' statements went through the coordinator, not to the worker nodes "
              "(docs/CITUS.md, \"How the pipeline runs on Citus\")")
