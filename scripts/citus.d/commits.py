@@ -201,9 +201,9 @@ if any(deltas):
 if planned[0] >= writes or sum(planned[1:]) < 2 * writes:
     sys.exit("commits: the usage writes went through the coordinator, not to the worker nodes")
 
-# Neither the syncs nor the usage writes ran a statement on several shards where they ran (the
-# worker nodes refuse them: scripts/citus sets citus.multi_task_query_log_level = error there,
-# which does not cover inserts, and the counters do).
+# Neither the syncs nor the usage writes ran a statement on several shards where they ran
+# (Citus's counters of what ran, inserts included; not citus.multi_task_query_log_level, which
+# judges plans: a generic plan of `account_id = ANY($1)` names every shard and runs on one).
 fanned = [a - b for a, b in zip(counters.multi_shard(nodes), fanned_before)]
 print(f"statements on several shards during the syncs and usage writes: {fanned} by node (coordinator first)")
 if any(fanned[1:]):

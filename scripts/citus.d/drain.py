@@ -7,8 +7,7 @@ node that holds it, so that:
 
 - every report is resolved and every queue entry claimed;
 - no node records a prepared transaction while the batches commit (each commits on one node),
-  and no worker node runs a statement on several shards (they refuse reads and updates that
-  would: scripts/citus sets `citus.multi_task_query_log_level = error` there);
+  and no worker node runs a statement on several shards (Citus's counters of what ran);
 - the batches' statements are planned on the worker nodes, and the coordinator plans fewer
   single-shard statements than there are accounts (through the coordinator it would plan every
   statement of every batch: the claim, the locks, the reads and the writes). The `serve` runs

@@ -107,6 +107,10 @@ class CitusCluster(Postgres):
         data = self.nodes["worker1"][0]
         with open(os.path.join(data, "postmaster.pid")) as pid_file:
             postmaster = int(pid_file.readline())
+        # Stopped first, so that it forks no backend between the listing of its children and the
+        # kill: one forked then survived the kill, held the node's shared memory, and the
+        # restart failed (seen once, 2026-11-29, with the batches' connections to the nodes).
+        os.kill(postmaster, signal.SIGSTOP)
         children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()
         for pid in [postmaster] + [int(child) for child in children]:
             try:
@@ -114,7 +118,7 @@ class CitusCluster(Postgres):
             except ProcessLookupError:
                 pass
         deadline = time.time() + 30
-        while time.time() < deadline and any(os.path.exists(f"/proc/{pid}") for pid in [postmaster] + children):
+        while time.time() < deadline and any(os.path.exists(f"/proc/{pid}") for pid in [postmaster] + [int(child) for child in children]):
             time.sleep(0.1)
 
     def alive(self):

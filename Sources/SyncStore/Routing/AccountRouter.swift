@@ -204,12 +204,6 @@ public final class AccountRouter: Sendable {
                 // A node demoted to a standby (a failover the map has not seen yet) refuses
                 // the connection, a transient failure, rather than taking writes it must refuse.
                 configuration.connection["target_session_attrs"] = "read-write"
-                // Custom plans only: a generic plan of `account_id = ANY($1)` names every shard
-                // (Citus prunes them when it runs), and the worker nodes refuse such a plan in
-                // the cluster's checks (`citus.multi_task_query_log_level = error`, scripts/citus).
-                // With the keys in hand, Citus plans the statement for its one shard.
-                let options = configuration.connection["options"].map { $0 + " " } ?? ""
-                configuration.connection["options"] = options + "-c plan_cache_mode=force_custom_plan"
                 configuration.maximumConnections = nodePoolSize
                 state.pools[node] = ConnectionPool(configuration: configuration, logger: logger)
                 opened.append(node)
