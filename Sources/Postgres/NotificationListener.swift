@@ -58,3 +58,10 @@ extension Connection {
         try await query("SELECT pg_notify(\(channel), \(payload))")
     }
 }
+
+extension ConnectionPool {
+    /// Sends a notification on `channel` on a connection of the pool, committed on its own.
+    public func notify(channel: String, payload: String = "") async throws {
+        try await query("SELECT pg_notify(\(channel), \(payload))")
+    }
+}

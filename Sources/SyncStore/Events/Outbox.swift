@@ -27,7 +27,7 @@ public enum Outbox {
     /// they listen: for writes committed on an account's worker node, whose `NOTIFY` fires there
     /// (docs/CITUS.md, "How the pipeline runs on Citus").
     public static func wakeDeliveryLoops(pool: ConnectionPool) async throws {
-        try await pool.query("SELECT pg_notify(\(deliveriesChannel), '')")
+        try await pool.notify(channel: deliveriesChannel)
     }
 
     /// What wrote an event; recorded on it.

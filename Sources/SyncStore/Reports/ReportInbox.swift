@@ -80,7 +80,7 @@ public struct ReportInbox: Sendable {
                 return (submission, stored)
             }
             if stored, onNode {
-                try await pool.query("SELECT pg_notify(\(Self.channel), \(accountID))")
+                try await pool.notify(channel: Self.channel, payload: accountID)
             } else if stored {
                 try await pool.withConnection { try await queueRouted(accountID: accountID, on: $0) }
             }
@@ -230,16 +230,18 @@ public struct ReportInbox: Sendable {
         SELECT subsync_work_bucket($1), $1 FROM (SELECT 1 FROM inserted LIMIT 1) AS anything RETURNING 1
         """
 
-    /// Queues `accountIDs` for the workers (sql/0014), on `connection`: for writers that make
-    /// reports pending other than by inserting them (quarantined reports sent back).
-    public static func queue(accountIDs: [String], on connection: Connection) async throws {
-        guard !accountIDs.isEmpty else { return }
-        try await connection.preparedQuery(
+    /// Queues `accountIDs` for the workers (sql/0014), each once, in its bucket, on `connection`:
+    /// for writers that make reports pending other than by inserting them (quarantined reports
+    /// sent back), and for accounts a batch or the sweeper queues again. Returns the entries added.
+    @discardableResult
+    public static func queue(accountIDs: [String], on connection: Connection) async throws -> Int {
+        guard !accountIDs.isEmpty else { return 0 }
+        return try await connection.preparedQuery(
             """
             INSERT INTO account_work (bucket, account_id)
             SELECT subsync_work_bucket(a), a FROM (SELECT DISTINCT unnest(\(accountIDs)::text[]) AS a) AS queued
             """
-        )
+        ).affectedRows
     }
 
     /// The report columns and their array types, in bind order.

@@ -191,9 +191,7 @@ extension ResolutionEngine {
             ).map { try $0.decode(String.self, at: 0) })
             let missing = stalled.filter { !queuedAlready.contains($0) }
             guard !missing.isEmpty else { return 0 }
-            let queued = try await connection.preparedQuery(
-                "INSERT INTO account_work (bucket, account_id) SELECT subsync_work_bucket(a), a FROM unnest(\(missing)::text[]) AS a"
-            ).affectedRows
+            let queued = try await ReportInbox.queue(accountIDs: missing, on: connection)
             if queued > 0 {
                 logger.warning("queued accounts whose pending reports had no claim queue entry", metadata: ["accounts": "\(queued)"])
                 try await connection.notify(channel: ReportInbox.channel)
@@ -318,11 +316,7 @@ extension ResolutionEngine {
         claimed.locked = try await AccountLocks.lockStatesToResolve(
             of: accounts, catalogue: catalogue, clock: clock, topology: topology, skipLocked: skipLocked, on: connection)
         claimed.deferred = accounts.filter { claimed.locked[$0] == nil }
-        if !claimed.deferred.isEmpty {
-            try await connection.preparedQuery(
-                "INSERT INTO account_work (bucket, account_id) SELECT subsync_work_bucket(a), a FROM unnest(\(claimed.deferred)::text[]) AS a"
-            )
-        }
+        try await ReportInbox.queue(accountIDs: claimed.deferred, on: connection)
         let accounts = accounts.filter { claimed.locked[$0] != nil }
         guard !accounts.isEmpty else { return claimed }
         let opaque = try await keysOpaqueToPlanner(on: connection)
