@@ -77,6 +77,18 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
             sql += opaqueToPlanner ? "(SELECT $\(binds.count)::\(type))::\(type)" : "$\(binds.count)::\(type)"
         }
 
+        /// With a value, `condition` with its `?` made the value's parameter (`$n`); without,
+        /// nothing. For a condition only one kind of database needs: a key list that lets Citus
+        /// send a statement to one shard, where one PostgreSQL's planner must not see it.
+        @inlinable
+        public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value?, condition: StaticString) {
+            guard let value else { return }
+            binds.append(value.postgresValue)
+            for character in "\(condition)" {
+                if character == "?" { sql += "$\(binds.count)" } else { sql.append(character) }
+            }
+        }
+
         /// Inserts code-authored SQL text verbatim. Never pass input through this.
         public mutating func appendInterpolation(unescaped fragment: String) {
             sql += fragment

@@ -140,6 +140,25 @@ import Testing
         }
     }
 
+    /// A condition only one kind of database needs: left out without a value, with its `?` made
+    /// the value's parameter with one, wherever it falls among the others.
+    @Test func aConditionIsBoundOnlyWithAValue() async throws {
+        try await TestDatabase.withConnection { connection in
+            let keys = ["b", "c"]
+            let none: [String]? = nil
+            let without: PostgresQuery = "SELECT x FROM unnest(\(["a", "b", "c"])::text[]) AS t(x) WHERE x <> \("z") \(none, condition: "AND x = ANY(?::text[])") ORDER BY x"
+            #expect(without.binds.count == 2)
+            #expect(!without.sql.contains("ANY"))
+            let all = try await connection.preparedQuery(without).map { try $0.decode(String.self, at: 0) }
+            #expect(all == ["a", "b", "c"])
+            let with: PostgresQuery = "SELECT x FROM unnest(\(["a", "b", "c"])::text[]) AS t(x) WHERE x <> \("z") \(keys, condition: "AND x = ANY(?::text[])") AND x <> \("c") ORDER BY x"
+            #expect(with.binds.count == 4)
+            #expect(with.sql.contains("AND x = ANY($3::text[]) AND x <> $4"))
+            let kept = try await connection.preparedQuery(with).map { try $0.decode(String.self, at: 0) }
+            #expect(kept == ["b"])
+        }
+    }
+
     @Test func preparedStatementsRebindCorrectly() async throws {
         try await TestDatabase.withConnection { connection in
             for index in 0..<60 {

@@ -85,6 +85,33 @@ import Testing
         }
     }
 
+    /// A claim's and a record's accounts go to their nodes a shard at a time: grouped by the
+    /// range that holds them, in the order of their first account, and those no range holds
+    /// (before a map, or a gap) as a group of their own.
+    @Test func accountsAreGroupedByTheirShard() async throws {
+        try await withMigratedDatabase { pool, _ in
+            let router = AccountRouter(coordinator: pool, nodePoolSize: 1, logger: Logger(label: "test"))
+            let negative = Self.accounts(negative: true, count: 6)
+            let positive = Self.accounts(negative: false, count: 6)
+            let mixed = [positive[0], negative[0], positive[1], negative[1], positive[2], negative[2]]
+            // No map: one group, in order.
+            #expect(router.byShard(mixed) == [mixed])
+            #expect(router.shard(of: positive[0]) == nil)
+            _ = await router.install([
+                .init(lowest: Int32.min, highest: -1, node: nil),
+                .init(lowest: 0, highest: Int32.max, node: nil),
+            ])
+            #expect(router.byShard(mixed) == [[positive[0], positive[1], positive[2]], [negative[0], negative[1], negative[2]]])
+            #expect(router.shard(of: negative[3]) == Int32.min)
+            #expect(router.shard(of: positive[3]) == 0)
+            // A gap in the map (the negative half unplaced) groups what it holds by itself.
+            _ = await router.install([.init(lowest: 0, highest: Int32.max, node: nil)])
+            #expect(router.byShard([negative[4], positive[4], negative[5], positive[5]]) == [[negative[4], negative[5]], [positive[4], positive[5]]])
+            #expect(router.byShard([]) == [])
+            await router.close()
+        }
+    }
+
     @Test func theRangeLookupFindsEveryHashAndOnlyInARange() {
         let ranges: [AccountRouter.ShardRange] = [
             .init(lowest: Int32.min, highest: -10, node: nil),

@@ -80,7 +80,7 @@ private func deliveryServices(_ parts: ApplicationParts) -> [any Service] {
         var delivery = shared
         delivery.partition = (index, configuration.deliveryWorkers)
         return DeliveryWorker(
-            store: DeliveryStore(pool: parts.pool, sealer: configuration.secretSealer),
+            store: DeliveryStore(pool: parts.pool, sealer: configuration.secretSealer, router: parts.router),
             client: CurlClient(configuration: .init(addressGuard: configuration.webhookAddressGuard)),
             wakeups: parts.deliveryWakeups,
             configuration: delivery,

@@ -76,6 +76,32 @@ public final class AccountRouter: Sendable {
         }
     }
 
+    /// The shard of `accountID` as the map knows it (the lowest hash value of its range), or `nil`
+    /// before a map is read or on a single PostgreSQL: accounts with the same shard are on one
+    /// node, and a statement that names only them runs on that shard alone.
+    public func shard(of accountID: String) -> Int32? {
+        let hash = PostgresHash.text(accountID)
+        return state.withLockedValue { Self.range(containing: hash, in: $0.ranges)?.lowest }
+    }
+
+    /// `accountIDs` grouped by shard (``shard(of:)``), each group in the order of its first
+    /// account, the groups in the order of their first accounts; accounts the map does not place
+    /// form one group of their own.
+    public func byShard(_ accountIDs: [String]) -> [[String]] {
+        var groups: [[String]] = []
+        var index: [Int32?: Int] = [:]
+        for account in accountIDs {
+            let shard = shard(of: account)
+            if let position = index[shard] {
+                groups[position].append(account)
+            } else {
+                index[shard] = groups.count
+                groups.append([account])
+            }
+        }
+        return groups
+    }
+
     /// Runs `body` on a connection for `accountID`'s own statements: its node's, else the
     /// coordinator's. A node's pool retired by a new map between the lookup and the lease sends
     /// `body` to the coordinator instead, which routes it on.

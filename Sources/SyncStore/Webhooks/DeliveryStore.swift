@@ -8,10 +8,21 @@ public struct DeliveryStore: Sendable {
     let sealer: SecretSealer
     /// One PostgreSQL or Citus: the claim has a form for each.
     let topology = DatabaseTopology()
+    /// On Citus, once the accounts' nodes are known (``AccountRouter/routesTransactions``),
+    /// claims, records and releases go to the nodes that hold their accounts, a transaction per
+    /// shard (docs/CITUS.md, "How the pipeline runs on Citus").
+    let router: AccountRouter?
 
-    public init(pool: ConnectionPool, sealer: SecretSealer = .none) {
+    public init(pool: ConnectionPool, sealer: SecretSealer = .none, router: AccountRouter? = nil) {
         self.pool = pool
         self.sealer = sealer
+        self.router = router
+    }
+
+    /// The router, when this process sends the deliveries' statements to their accounts' nodes.
+    private var nodes: AccountRouter? {
+        guard let router, router.routesTransactions else { return nil }
+        return router
     }
 
     /// At most this many deliveries behind one head are claimed with it. A sender must also stop
@@ -120,6 +131,13 @@ public struct DeliveryStore: Sendable {
         let rows: QueryResult
         if try await topology.isCitus(pool) {
             guard try await anyEndpointEnabled() else { return Claim(deliveries: [], held: []) }
+            // The map before a loop's first claim, which would otherwise go through the
+            // coordinator until the refresher's first read. Without it, the coordinator claims.
+            try? await router?.refreshUnlessRead()
+            if let nodes {
+                let rows = try await claimOnNodes(nodes, limit: limit, partition: partition, now: now, leasedUntil: leasedUntil)
+                return try await claimed(from: rows, limit: limit, leasedUntil: leasedUntil, now: now)
+            }
             // `subsync_claim_due_deliveries` (sql/0014, 0035) finds the heads without locks and leases each
             // stream with statements that name its account: on Citus, one shard each, where the
             // multi-shard `FOR UPDATE` below is refused. On one PostgreSQL it is slower than the
@@ -135,74 +153,140 @@ public struct DeliveryStore: Sendable {
             return try await claimed(from: rows, limit: limit, leasedUntil: leasedUntil, now: now)
         }
         rows = try await pool.preparedQuery(
+            Self.claimQuery(heads: limit, followers: limit, partition: partition, now: now, leasedUntil: leasedUntil, shard: nil))
+        return try await claimed(from: rows, limit: limit, leasedUntil: leasedUntil, now: now)
+    }
+
+    /// A claim on Citus with the accounts' nodes known: the due deliveries' accounts, found with
+    /// one read of every shard without locks, then each shard's share claimed on its node by one
+    /// PostgreSQL's claim statement naming those accounts (``claimQuery``), which Citus sends
+    /// whole to the shard: in the order of their first due delivery, until `limit` heads and
+    /// `limit` followers are claimed. Each share commits on its node alone. A share whose node
+    /// does not answer is left for the next claim, unless nothing else was claimed. Rows come
+    /// grouped by account and stream, in sequence order.
+    private func claimOnNodes(
+        _ router: AccountRouter, limit: Int, partition: (index: Int, count: Int), now: Date, leasedUntil: Date
+    ) async throws -> [Row] {
+        let due = try await pool.preparedQuery(
             """
-            WITH heads AS (
-                SELECT d.account_id, d.delivery_id, d.endpoint_id, d.event_sequence FROM deliveries d
-                JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
-                WHERE d.status = 'pending' AND d.next_attempt_at <= \(now)
-                  -- On the row itself, so that a claim racing another one rechecks it on the
-                  -- version the other committed (FOR UPDATE re-evaluates the row's own conditions,
-                  -- not subqueries over other rows).
-                  AND (d.leased_until IS NULL OR d.leased_until <= \(now))
-                  AND mod(hashtext(d.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
-                  -- The stream's first pending delivery, and not while a sender has any of the
-                  -- stream's pending deliveries (one that an operator retried meanwhile, or one
-                  -- that a replay, a retry or a new event put beside the leased ones): the lease
-                  -- ends when that sender records, or expires. One probe of the stream's pending
-                  -- set asks both (a probe each costs more, docs/PERFORMANCE.md "In the code").
-                  -- A leased delivery stays pending until its sender records it (an operator
-                  -- cannot cancel it meanwhile, see `cancel`), so the pending set answers, through
-                  -- deliveries_pending_by_stream: no index holds leased_until, so that a lease is
-                  -- written in place (sql/0026). OFFSET 0 keeps this a probe per candidate: as an
-                  -- anti-join, with stale statistics, the planner once scanned the whole pending
-                  -- set per candidate, and once took 1.1 s a claim with 500 streams in flight.
-                  AND NOT EXISTS (
-                      SELECT 1 FROM deliveries other
-                      WHERE other.endpoint_id = d.endpoint_id AND other.account_id = d.account_id AND other.status = 'pending'
-                        AND (other.leased_until > \(now)
-                             OR (other.event_sequence, other.delivery_id) < (d.event_sequence, d.delivery_id))
-                      OFFSET 0)
-                ORDER BY d.next_attempt_at
-                LIMIT \(limit)
-                FOR UPDATE OF d SKIP LOCKED
-            ), followers AS (
-                -- What waits behind a claimed head goes out right after it. Their own
-                -- next_attempt_at only held them back (see `record`); nobody else holds them.
-                SELECT f.account_id, f.delivery_id, f.endpoint_id, f.event_sequence FROM heads h
-                CROSS JOIN LATERAL (
-                    SELECT behind.account_id, behind.delivery_id, behind.endpoint_id, behind.event_sequence FROM deliveries behind
-                    WHERE behind.account_id = h.account_id AND behind.endpoint_id = h.endpoint_id AND behind.status = 'pending'
-                      AND (behind.event_sequence, behind.delivery_id) > (h.event_sequence, h.delivery_id)
-                    ORDER BY behind.event_sequence, behind.delivery_id
-                    LIMIT \(min(limit, Self.maximumFollowersPerStream))
-                ) f
-                ORDER BY f.account_id, f.endpoint_id, f.event_sequence, f.delivery_id
-                LIMIT \(limit)
-            ), claimed AS (
-                SELECT account_id, delivery_id, 'pending'::text AS expected FROM heads
-                UNION ALL
-                SELECT account_id, delivery_id, 'pending'::text FROM followers
-            ), leased AS (
-                -- By key, one probe per claimed row: the status is compared with a column of
-                -- the claimed rows, so the planner cannot start from the deliveries (see `record`;
-                -- with no condition of their own left, the one other plan is a hash join over all
-                -- of them, which it takes only for a table smaller than the claim's probes cost).
-                -- `claimed` must stay a UNION: from one SELECT the constant would be pulled in.
-                UPDATE deliveries d SET leased_until = \(leasedUntil)
-                FROM claimed c WHERE d.account_id = c.account_id AND d.delivery_id = c.delivery_id AND d.status = c.expected
-                RETURNING d.account_id, d.delivery_id, d.endpoint_id, d.event_id, d.event_sequence, d.attempts, d.attempts_before_retry
-            )
-            SELECT l.account_id, l.delivery_id, l.endpoint_id, l.event_id, l.event_sequence, l.attempts,
-                   e.type, e.occurred_at, e.payload::text, w.url, w.secret,
-                   CASE WHEN w.previous_secret_expires_at > \(now) THEN w.previous_secret END,
-                   w.failing_since, l.attempts_before_retry
-            FROM leased l
-            JOIN events e ON e.account_id = l.account_id AND e.sequence = l.event_sequence
-            JOIN webhook_endpoints w ON w.endpoint_id = l.endpoint_id
-            ORDER BY l.account_id, l.endpoint_id, l.event_sequence, l.delivery_id
+            SELECT d.account_id FROM deliveries d
+            JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
+            WHERE d.status = 'pending' AND d.next_attempt_at <= \(now)
+              AND (d.leased_until IS NULL OR d.leased_until <= \(now))
+              AND mod(hashtext(d.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
+            ORDER BY d.next_attempt_at
+            LIMIT \(limit)
             """
         )
-        return try await claimed(from: rows, limit: limit, leasedUntil: leasedUntil, now: now)
+        var seen = Set<String>()
+        let accounts = try due.map { try $0.decode(String.self, at: 0) }.filter { seen.insert($0).inserted }
+        var rows: [Row] = []
+        var heads = 0
+        var followers = 0
+        var unreachable: (any Error)?
+        for shard in router.byShard(accounts) where heads < limit {
+            let claimed: QueryResult
+            do {
+                claimed = try await router.withConnection(for: shard[0]) { connection in
+                    try await connection.preparedQuery(
+                        Self.claimQuery(
+                            heads: limit - heads, followers: limit - followers, partition: partition, now: now, leasedUntil: leasedUntil,
+                            shard: shard))
+                }
+            } catch let error as PostgresError where error.isTransient {
+                unreachable = error
+                continue
+            }
+            var streams = 0
+            var last: (String, UUID)?
+            for row in claimed {
+                let stream = (try row.decode(String.self, at: 0), try row.decode(UUID.self, at: 2))
+                if last.map({ $0 != stream }) ?? true { streams += 1 }
+                last = stream
+                rows.append(row)
+            }
+            heads += streams
+            followers += claimed.count - streams
+        }
+        if rows.isEmpty, let unreachable { throw unreachable }
+        return rows
+    }
+
+    /// One PostgreSQL's claim (see ``claim(limit:lease:partition:now:)``). With `shard`, the
+    /// accounts it may take, all of one shard, named beside every table of the accounts, so that
+    /// Citus sends the whole statement to that shard, where it runs as it does on one PostgreSQL.
+    private static func claimQuery(
+        heads: Int, followers: Int, partition: (index: Int, count: Int), now: Date, leasedUntil: Date, shard: [String]?
+    ) -> PostgresQuery {
+        """
+        WITH heads AS (
+            SELECT d.account_id, d.delivery_id, d.endpoint_id, d.event_sequence FROM deliveries d
+            JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
+            WHERE d.status = 'pending' AND d.next_attempt_at <= \(now) \(shard, condition: "AND d.account_id = ANY(?::text[])")
+              -- On the row itself, so that a claim racing another one rechecks it on the
+              -- version the other committed (FOR UPDATE re-evaluates the row's own conditions,
+              -- not subqueries over other rows).
+              AND (d.leased_until IS NULL OR d.leased_until <= \(now))
+              AND mod(hashtext(d.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
+              -- The stream's first pending delivery, and not while a sender has any of the
+              -- stream's pending deliveries (one that an operator retried meanwhile, or one
+              -- that a replay, a retry or a new event put beside the leased ones): the lease
+              -- ends when that sender records, or expires. One probe of the stream's pending
+              -- set asks both (a probe each costs more, docs/PERFORMANCE.md "In the code").
+              -- A leased delivery stays pending until its sender records it (an operator
+              -- cannot cancel it meanwhile, see `cancel`), so the pending set answers, through
+              -- deliveries_pending_by_stream: no index holds leased_until, so that a lease is
+              -- written in place (sql/0026). OFFSET 0 keeps this a probe per candidate: as an
+              -- anti-join, with stale statistics, the planner once scanned the whole pending
+              -- set per candidate, and once took 1.1 s a claim with 500 streams in flight.
+              AND NOT EXISTS (
+                  SELECT 1 FROM deliveries other
+                  WHERE other.endpoint_id = d.endpoint_id AND other.account_id = d.account_id AND other.status = 'pending'
+                    \(shard, condition: "AND other.account_id = ANY(?::text[])")
+                    AND (other.leased_until > \(now)
+                         OR (other.event_sequence, other.delivery_id) < (d.event_sequence, d.delivery_id))
+                  OFFSET 0)
+            ORDER BY d.next_attempt_at
+            LIMIT \(heads)
+            FOR UPDATE OF d SKIP LOCKED
+        ), followers AS (
+            -- What waits behind a claimed head goes out right after it. Their own
+            -- next_attempt_at only held them back (see `record`); nobody else holds them.
+            SELECT f.account_id, f.delivery_id, f.endpoint_id, f.event_sequence FROM heads h
+            CROSS JOIN LATERAL (
+                SELECT behind.account_id, behind.delivery_id, behind.endpoint_id, behind.event_sequence FROM deliveries behind
+                WHERE behind.account_id = h.account_id AND behind.endpoint_id = h.endpoint_id AND behind.status = 'pending'
+                  \(shard, condition: "AND behind.account_id = ANY(?::text[])")
+                  AND (behind.event_sequence, behind.delivery_id) > (h.event_sequence, h.delivery_id)
+                ORDER BY behind.event_sequence, behind.delivery_id
+                LIMIT \(min(followers, Self.maximumFollowersPerStream))
+            ) f
+            ORDER BY f.account_id, f.endpoint_id, f.event_sequence, f.delivery_id
+            LIMIT \(followers)
+        ), claimed AS (
+            SELECT account_id, delivery_id, 'pending'::text AS expected FROM heads
+            UNION ALL
+            SELECT account_id, delivery_id, 'pending'::text FROM followers
+        ), leased AS (
+            -- By key, one probe per claimed row: the status is compared with a column of
+            -- the claimed rows, so the planner cannot start from the deliveries (see `record`;
+            -- with no condition of their own left, the one other plan is a hash join over all
+            -- of them, which it takes only for a table smaller than the claim's probes cost).
+            -- `claimed` must stay a UNION: from one SELECT the constant would be pulled in.
+            UPDATE deliveries d SET leased_until = \(leasedUntil)
+            FROM claimed c WHERE d.account_id = c.account_id AND d.delivery_id = c.delivery_id AND d.status = c.expected
+              \(shard, condition: "AND d.account_id = ANY(?::text[])")
+            RETURNING d.account_id, d.delivery_id, d.endpoint_id, d.event_id, d.event_sequence, d.attempts, d.attempts_before_retry
+        )
+        SELECT l.account_id, l.delivery_id, l.endpoint_id, l.event_id, l.event_sequence, l.attempts,
+               e.type, e.occurred_at, e.payload::text, w.url, w.secret,
+               CASE WHEN w.previous_secret_expires_at > \(now) THEN w.previous_secret END,
+               w.failing_since, l.attempts_before_retry
+        FROM leased l
+        JOIN events e ON e.account_id = l.account_id AND e.sequence = l.event_sequence \(shard, condition: "AND e.account_id = ANY(?::text[])")
+        JOIN webhook_endpoints w ON w.endpoint_id = l.endpoint_id
+        ORDER BY l.account_id, l.endpoint_id, l.event_sequence, l.delivery_id
+        """
     }
 
     /// The claimed deliveries of either claim's rows (ordered by stream and sequence), with
@@ -210,7 +294,7 @@ public struct DeliveryStore: Sendable {
     /// few endpoints, so each stored secret is opened (decrypted, when sealed, and decoded)
     /// once per claim. Deliveries whose secrets do not open are held (``SecretHold``): all of
     /// a stream's, since a stream is one endpoint's.
-    private func claimed(from rows: QueryResult, limit: Int, leasedUntil: Date, now: Date) async throws -> Claim {
+    private func claimed(from rows: some Sequence<Row>, limit: Int, leasedUntil: Date, now: Date) async throws -> Claim {
         var opened: [String: Result<WebhookSecret, any Error>] = [:]
         var unreadable: [UUID: String] = [:]
         func open(_ stored: String) -> WebhookSecret? {
@@ -394,195 +478,232 @@ public struct DeliveryStore: Sendable {
         onlyNewAttempts: Bool = false
     ) async throws {
         guard !results.isEmpty else { return }
-        let leases = [Date?](repeating: lease, count: results.count)
         let isCitus = try await topology.isCitus(pool)
-        try await pool.withTransaction { connection in
-            if !isCitus {
-                // Every statement below names a few hundred rows by key: nested loops over the keys, not a
-                // hash of every pending delivery (docs/PERFORMANCE.md, "In the code").
-                try await connection.execute(script: "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
+        if isCitus, let nodes {
+            // Each shard's attempts in a transaction on its node; the endpoints' health after, on
+            // the coordinator (a reference table's write commits on every node). A stream is one
+            // account's, so each stream's record is whole; a shard that fails leaves its
+            // deliveries leased, to be sent again when the lease runs out.
+            var seen = Set<String>()
+            let accounts = results.map(\.accountID).filter { seen.insert($0).inserted }
+            for shard in nodes.byShard(accounts) {
+                let mine = Set(shard)
+                try await nodes.withConnection(for: shard[0]) { connection in
+                    try await connection.withTransaction { connection in
+                        try await recordAttempts(
+                            results.filter { mine.contains($0.accountID) }, shard: shard, lease: lease, now: now, isCitus: true,
+                            lettingGoOfStreams: lettingGoOfStreams, onlyNewAttempts: onlyNewAttempts, on: connection)
+                    }
+                }
             }
+            try await pool.withTransaction { try await recordHealth(of: results, disableAfter: disableAfter, now: now, on: $0) }
+            return
+        }
+        try await pool.withTransaction { connection in
+            try await recordAttempts(
+                results, shard: nil, lease: lease, now: now, isCitus: isCitus, lettingGoOfStreams: lettingGoOfStreams,
+                onlyNewAttempts: onlyNewAttempts, on: connection)
+            try await recordHealth(of: results, disableAfter: disableAfter, now: now, on: connection)
+        }
+    }
+
+    /// `record`'s attempts and deliveries, in `connection`'s transaction. `shard`: the accounts of
+    /// `results`, all of one shard, named in every statement so that Citus runs it on that
+    /// shard alone.
+    private func recordAttempts(
+        _ results: [AttemptResult], shard: [String]?, lease: Date?, now: Date, isCitus: Bool, lettingGoOfStreams: Bool,
+        onlyNewAttempts: Bool, on connection: Connection
+    ) async throws {
+        let leases = [Date?](repeating: lease, count: results.count)
+        if !isCitus {
+            // Every statement below names a few hundred rows by key: nested loops over the keys, not a
+            // hash of every pending delivery (docs/PERFORMANCE.md, "In the code").
+            try await connection.execute(script: "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
+        }
+        try await connection.preparedQuery(
+            """
+            INSERT INTO delivery_attempts (account_id, delivery_id, attempt, attempted_at, status_code, latency_ms, error, response_excerpt)
+            SELECT * FROM unnest(
+                \(results.map(\.accountID))::text[], \(results.map(\.deliveryID))::bigint[], \(results.map(\.attempt))::int[],
+                \(results.map(\.attemptedAt))::timestamptz[], \(results.map(\.statusCode))::int[],
+                \(results.map(\.latencyMilliseconds))::int[], \(results.map(\.error))::text[], \(results.map(\.responseExcerpt))::text[])
+            \(unescaped: onlyNewAttempts ? "" : "ON CONFLICT DO NOTHING")
+            """
+        )
+        let status: [String] = results.map {
+            switch $0.outcome {
+            case .succeeded: "succeeded"
+            case .retry: "pending"
+            case .dead: "dead"
+            case .gone: "cancelled"
+            }
+        }
+        // By key, one probe per result. The pending check and the claim's lease are compared with
+        // columns of the results (`expected`, `lease`), not constants, so that statistics from before
+        // a burst cannot make the planner start from the pending deliveries: as join conditions they
+        // restrict nothing on their own (docs/PERFORMANCE.md, "In the code").
+        let updated = try await connection.preparedQuery(
+            """
+            UPDATE deliveries d SET
+                status = v.status, attempts = v.attempt, next_attempt_at = v.next_at,
+                last_status_code = v.code, last_error = v.error, leased_until = NULL,
+                completed_at = CASE WHEN v.status = 'pending' THEN NULL ELSE \(now)::timestamptz END -- (Citus: no now() in CASE)
+            FROM unnest(
+                \(results.map(\.accountID))::text[], \(results.map(\.deliveryID))::bigint[], \(status)::text[],
+                \(results.map(\.attempt))::int[], \(results.map(\.nextAttemptAt))::timestamptz[],
+                \(results.map(\.statusCode))::int[], \(results.map(\.error))::text[], \(leases)::timestamptz[],
+                \([String](repeating: "pending", count: results.count))::text[]
+            ) AS v(account_id, delivery_id, status, attempt, next_at, code, error, lease, expected)
+            WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id
+              AND d.status = v.expected -- its endpoint was deleted meanwhile, or its lease ran out and it was cancelled
+              AND (v.lease IS NULL OR d.leased_until = v.lease) \(shard, condition: "AND d.account_id = ANY(?::text[])")
+            RETURNING d.account_id, d.delivery_id
+            """
+        )
+        // What waits behind each stream's last attempt: held until a retry, or let go.
+        var lasts = Self.lastAttempts(of: results)
+        if !isCitus, let lease, lasts.contains(where: { $0.endsStream && $0.outcome != .retry }) {
+            // A stream that ends here (its claim took it whole, and its last delivery succeeded, died or
+            // found the endpoint gone) leaves nothing behind it but the new deliveries `holdBlocked` set
+            // to wait until this claim's `lease` exactly: one probe of the due index lets all of those go,
+            // for every stream of the round (docs/PERFORMANCE.md, "In the code"). First, so that the hold
+            // below still wins for the streams that are retried. Another stream's delivery let go by
+            // mistake (another claim's lease at the same microsecond) is only claimed sooner: a claim never
+            // takes a stream out with a sender. Behind the streams that do not end here, the probe below
+            // looks.
             try await connection.preparedQuery(
                 """
-                INSERT INTO delivery_attempts (account_id, delivery_id, attempt, attempted_at, status_code, latency_ms, error, response_excerpt)
-                SELECT * FROM unnest(
-                    \(results.map(\.accountID))::text[], \(results.map(\.deliveryID))::bigint[], \(results.map(\.attempt))::int[],
-                    \(results.map(\.attemptedAt))::timestamptz[], \(results.map(\.statusCode))::int[],
-                    \(results.map(\.latencyMilliseconds))::int[], \(results.map(\.error))::text[], \(results.map(\.responseExcerpt))::text[])
-                \(unescaped: onlyNewAttempts ? "" : "ON CONFLICT DO NOTHING")
+                UPDATE deliveries SET next_attempt_at = \(now)
+                WHERE status = 'pending' AND next_attempt_at = \(lease)
                 """
             )
-            let status: [String] = results.map {
-                switch $0.outcome {
-                case .succeeded: "succeeded"
-                case .retry: "pending"
-                case .dead: "dead"
-                case .gone: "cancelled"
-                }
-            }
-            // By key, one probe per result. The pending check and the claim's lease are compared with
-            // columns of the results (`expected`, `lease`), not constants, so that statistics from before
-            // a burst cannot make the planner start from the pending deliveries: as join conditions they
-            // restrict nothing on their own (docs/PERFORMANCE.md, "In the code").
-            let updated = try await connection.preparedQuery(
+            lasts.removeAll { $0.endsStream && $0.outcome != .retry }
+        }
+        if !lettingGoOfStreams { lasts = [] }
+        if lease != nil, !lasts.isEmpty {
+            // A stream whose last attempt's delivery the status update left alone is not this
+            // sender's any more (its lease ran out and another sender has the stream, or an
+            // operator cancelled the delivery meanwhile): nothing behind it is held or let go
+            // of here. The sender that has it does that, and a retry of this sender's must not
+            // hold back what that sender lets go of.
+            let mine = Set(try updated.map { DeliveryKey(accountID: try $0.decode(String.self, at: 0), deliveryID: try $0.decode(Int64.self, at: 1)) })
+            lasts.removeAll { !mine.contains(DeliveryKey(accountID: $0.accountID, deliveryID: $0.deliveryID)) }
+        }
+        let holds = lasts.map { $0.outcome == .retry }
+        let untils = lasts.map { $0.outcome == .retry ? $0.nextAttemptAt : now }
+        let lastLeases = [Date?](repeating: lease, count: lasts.count)
+        // Then the sender is done with these streams: their leases end. The deliveries sent
+        // let go of theirs in the update above; what is still leased here was claimed behind
+        // a failure and not sent (an operator's `retry` leaves the delivery pending, and the
+        // update above records the attempt over it), so it follows the stream's last attempt,
+        // where the hold looks too. A leased delivery is always pending here: an operator
+        // cannot cancel it while it is out.
+        if lasts.isEmpty {
+            // Nothing behind these attempts to hold or let go of.
+        } else if isCitus {
+            try await connection.preparedQuery(
                 """
-                UPDATE deliveries d SET
-                    status = v.status, attempts = v.attempt, next_attempt_at = v.next_at,
-                    last_status_code = v.code, last_error = v.error, leased_until = NULL,
-                    completed_at = CASE WHEN v.status = 'pending' THEN NULL ELSE \(now)::timestamptz END -- (Citus: no now() in CASE)
+                UPDATE deliveries f SET next_attempt_at = v.until
                 FROM unnest(
-                    \(results.map(\.accountID))::text[], \(results.map(\.deliveryID))::bigint[], \(status)::text[],
-                    \(results.map(\.attempt))::int[], \(results.map(\.nextAttemptAt))::timestamptz[],
-                    \(results.map(\.statusCode))::int[], \(results.map(\.error))::text[], \(leases)::timestamptz[],
-                    \([String](repeating: "pending", count: results.count))::text[]
-                ) AS v(account_id, delivery_id, status, attempt, next_at, code, error, lease, expected)
-                WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id
-                  AND d.status = v.expected -- its endpoint was deleted meanwhile, or its lease ran out and it was cancelled
-                  AND (v.lease IS NULL OR d.leased_until = v.lease)
-                RETURNING d.account_id, d.delivery_id
+                    \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[],
+                    \(lasts.map(\.eventSequence))::bigint[], \(lasts.map(\.deliveryID))::bigint[],
+                    \(holds)::boolean[], \(untils)::timestamptz[]
+                ) AS v(account_id, endpoint_id, event_sequence, delivery_id, hold, until)
+                WHERE f.endpoint_id = v.endpoint_id AND f.account_id = v.account_id AND f.status = 'pending'
+                  AND (f.event_sequence, f.delivery_id) > (v.event_sequence, v.delivery_id)
+                  AND (v.hold OR f.next_attempt_at > v.until) \(shard, condition: "AND f.account_id = ANY(?::text[])")
                 """
             )
-            // What waits behind each stream's last attempt: held until a retry, or let go.
-            var lasts = Self.lastAttempts(of: results)
-            if !isCitus, let lease, lasts.contains(where: { $0.endsStream && $0.outcome != .retry }) {
-                // A stream that ends here (its claim took it whole, and its last delivery succeeded, died or
-                // found the endpoint gone) leaves nothing behind it but the new deliveries `holdBlocked` set
-                // to wait until this claim's `lease` exactly: one probe of the due index lets all of those go,
-                // for every stream of the round (docs/PERFORMANCE.md, "In the code"). First, so that the hold
-                // below still wins for the streams that are retried. Another stream's delivery let go by
-                // mistake (another claim's lease at the same microsecond) is only claimed sooner: a claim never
-                // takes a stream out with a sender. Behind the streams that do not end here, the probe below
-                // looks.
-                try await connection.preparedQuery(
-                    """
-                    UPDATE deliveries SET next_attempt_at = \(now)
-                    WHERE status = 'pending' AND next_attempt_at = \(lease)
-                    """
-                )
-                lasts.removeAll { $0.endsStream && $0.outcome != .retry }
+            try await connection.preparedQuery(
+                """
+                UPDATE deliveries f SET leased_until = NULL
+                FROM unnest(
+                    \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[], \(lastLeases)::timestamptz[]
+                ) AS v(account_id, endpoint_id, lease)
+                WHERE f.account_id = v.account_id AND f.endpoint_id = v.endpoint_id AND f.status = 'pending'
+                  AND f.leased_until IS NOT NULL AND (v.lease IS NULL OR f.leased_until = v.lease)
+                  \(shard, condition: "AND f.account_id = ANY(?::text[])")
+                """
+            )
+        } else {
+            // Both in one statement: one probe of each stream's pending set after its last attempt,
+            // through deliveries_pending_by_stream (the LATERAL ... OFFSET 0 keeps it per stream), then
+            // rows updated by primary key, with no other condition on `f` to invite a scan of it
+            // (docs/PERFORMANCE.md, "In the code"). A row only let go of its lease keeps its
+            // next_attempt_at, so that update stays heap-only. Whether the lease is this claim's is
+            // decided on the row being updated (`f`), not on the probe's snapshot, so a lease written
+            // meanwhile by a claim after this one's ran out is left alone.
+            try await connection.preparedQuery(
+                """
+                UPDATE deliveries f SET
+                    next_attempt_at = CASE WHEN l.hold OR f.next_attempt_at > l.until THEN l.until ELSE f.next_attempt_at END,
+                    leased_until = CASE WHEN f.leased_until IS NOT NULL AND (l.lease IS NULL OR f.leased_until = l.lease)
+                                        THEN NULL ELSE f.leased_until END
+                FROM unnest(
+                    \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[],
+                    \(lasts.map(\.eventSequence))::bigint[], \(lasts.map(\.deliveryID))::bigint[],
+                    \(holds)::boolean[], \(untils)::timestamptz[], \(lastLeases)::timestamptz[]
+                ) AS v(account_id, endpoint_id, event_sequence, delivery_id, hold, until, lease)
+                CROSS JOIN LATERAL (
+                    SELECT x.account_id, x.delivery_id, v.hold, v.until, v.lease
+                    FROM deliveries x
+                    WHERE x.endpoint_id = v.endpoint_id AND x.account_id = v.account_id AND x.status = 'pending'
+                      AND (x.event_sequence, x.delivery_id) > (v.event_sequence, v.delivery_id)
+                      AND (v.hold OR x.next_attempt_at > v.until
+                           OR (x.leased_until IS NOT NULL AND (v.lease IS NULL OR x.leased_until = v.lease)))
+                    OFFSET 0) AS l
+                WHERE f.account_id = l.account_id AND f.delivery_id = l.delivery_id
+                """
+            )
+        }
+    }
+
+    /// `record`'s endpoint health, per endpoint: any success in the batch clears the failure clock.
+    private func recordHealth(of results: [AttemptResult], disableAfter: TimeInterval, now: Date, on connection: Connection) async throws {
+        var succeeded = Set<UUID>()
+        var failed = Set<UUID>()
+        var gone = Set<UUID>()
+        for result in results {
+            switch result.outcome {
+            case .succeeded: succeeded.insert(result.endpointID)
+            case .retry, .dead: failed.insert(result.endpointID)
+            case .gone: gone.insert(result.endpointID)
             }
-            if !lettingGoOfStreams { lasts = [] }
-            if lease != nil, !lasts.isEmpty {
-                // A stream whose last attempt's delivery the status update left alone is not this
-                // sender's any more (its lease ran out and another sender has the stream, or an
-                // operator cancelled the delivery meanwhile): nothing behind it is held or let go
-                // of here. The sender that has it does that, and a retry of this sender's must not
-                // hold back what that sender lets go of.
-                let mine = Set(try updated.map { DeliveryKey(accountID: try $0.decode(String.self, at: 0), deliveryID: try $0.decode(Int64.self, at: 1)) })
-                lasts.removeAll { !mine.contains(DeliveryKey(accountID: $0.accountID, deliveryID: $0.deliveryID)) }
-            }
-            let holds = lasts.map { $0.outcome == .retry }
-            let untils = lasts.map { $0.outcome == .retry ? $0.nextAttemptAt : now }
-            let lastLeases = [Date?](repeating: lease, count: lasts.count)
-            // Then the sender is done with these streams: their leases end. The deliveries sent
-            // let go of theirs in the update above; what is still leased here was claimed behind
-            // a failure and not sent (an operator's `retry` leaves the delivery pending, and the
-            // update above records the attempt over it), so it follows the stream's last attempt,
-            // where the hold looks too. A leased delivery is always pending here: an operator
-            // cannot cancel it while it is out.
-            if lasts.isEmpty {
-                // Nothing behind these attempts to hold or let go of.
-            } else if isCitus {
+        }
+        failed.subtract(succeeded)
+        if !succeeded.isEmpty {
+            // Read first, write only what changes: on Citus any write of this reference table,
+            // even one that changes no row, commits in two phases on every node
+            // (docs/CITUS.md, "Scale-out: the plan").
+            let recovered = try await connection.preparedQuery(
+                "SELECT endpoint_id FROM webhook_endpoints WHERE endpoint_id = ANY(\(Array(succeeded))::uuid[]) AND failing_since IS NOT NULL"
+            ).map { try $0.decode(UUID.self, at: 0) }
+            if !recovered.isEmpty {
                 try await connection.preparedQuery(
-                    """
-                    UPDATE deliveries f SET next_attempt_at = v.until
-                    FROM unnest(
-                        \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[],
-                        \(lasts.map(\.eventSequence))::bigint[], \(lasts.map(\.deliveryID))::bigint[],
-                        \(holds)::boolean[], \(untils)::timestamptz[]
-                    ) AS v(account_id, endpoint_id, event_sequence, delivery_id, hold, until)
-                    WHERE f.endpoint_id = v.endpoint_id AND f.account_id = v.account_id AND f.status = 'pending'
-                      AND (f.event_sequence, f.delivery_id) > (v.event_sequence, v.delivery_id)
-                      AND (v.hold OR f.next_attempt_at > v.until)
-                    """
-                )
-                try await connection.preparedQuery(
-                    """
-                    UPDATE deliveries f SET leased_until = NULL
-                    FROM unnest(
-                        \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[], \(lastLeases)::timestamptz[]
-                    ) AS v(account_id, endpoint_id, lease)
-                    WHERE f.account_id = v.account_id AND f.endpoint_id = v.endpoint_id AND f.status = 'pending'
-                      AND f.leased_until IS NOT NULL AND (v.lease IS NULL OR f.leased_until = v.lease)
-                    """
-                )
-            } else {
-                // Both in one statement: one probe of each stream's pending set after its last attempt,
-                // through deliveries_pending_by_stream (the LATERAL ... OFFSET 0 keeps it per stream), then
-                // rows updated by primary key, with no other condition on `f` to invite a scan of it
-                // (docs/PERFORMANCE.md, "In the code"). A row only let go of its lease keeps its
-                // next_attempt_at, so that update stays heap-only. Whether the lease is this claim's is
-                // decided on the row being updated (`f`), not on the probe's snapshot, so a lease written
-                // meanwhile by a claim after this one's ran out is left alone.
-                try await connection.preparedQuery(
-                    """
-                    UPDATE deliveries f SET
-                        next_attempt_at = CASE WHEN l.hold OR f.next_attempt_at > l.until THEN l.until ELSE f.next_attempt_at END,
-                        leased_until = CASE WHEN f.leased_until IS NOT NULL AND (l.lease IS NULL OR f.leased_until = l.lease)
-                                            THEN NULL ELSE f.leased_until END
-                    FROM unnest(
-                        \(lasts.map(\.accountID))::text[], \(lasts.map(\.endpointID))::uuid[],
-                        \(lasts.map(\.eventSequence))::bigint[], \(lasts.map(\.deliveryID))::bigint[],
-                        \(holds)::boolean[], \(untils)::timestamptz[], \(lastLeases)::timestamptz[]
-                    ) AS v(account_id, endpoint_id, event_sequence, delivery_id, hold, until, lease)
-                    CROSS JOIN LATERAL (
-                        SELECT x.account_id, x.delivery_id, v.hold, v.until, v.lease
-                        FROM deliveries x
-                        WHERE x.endpoint_id = v.endpoint_id AND x.account_id = v.account_id AND x.status = 'pending'
-                          AND (x.event_sequence, x.delivery_id) > (v.event_sequence, v.delivery_id)
-                          AND (v.hold OR x.next_attempt_at > v.until
-                               OR (x.leased_until IS NOT NULL AND (v.lease IS NULL OR x.leased_until = v.lease)))
-                        OFFSET 0) AS l
-                    WHERE f.account_id = l.account_id AND f.delivery_id = l.delivery_id
-                    """
+                    "UPDATE webhook_endpoints SET failing_since = NULL WHERE endpoint_id = ANY(\(recovered)::uuid[]) AND failing_since IS NOT NULL"
                 )
             }
-            // Endpoint health, per endpoint: any success in the batch clears the failure clock.
-            var succeeded = Set<UUID>()
-            var failed = Set<UUID>()
-            var gone = Set<UUID>()
-            for result in results {
-                switch result.outcome {
-                case .succeeded: succeeded.insert(result.endpointID)
-                case .retry, .dead: failed.insert(result.endpointID)
-                case .gone: gone.insert(result.endpointID)
-                }
-            }
-            failed.subtract(succeeded)
-            if !succeeded.isEmpty {
-                // Read first, write only what changes: on Citus any write of this reference table,
-                // even one that changes no row, commits in two phases on every node
-                // (docs/CITUS.md, "Scale-out: the plan").
-                let recovered = try await connection.preparedQuery(
-                    "SELECT endpoint_id FROM webhook_endpoints WHERE endpoint_id = ANY(\(Array(succeeded))::uuid[]) AND failing_since IS NOT NULL"
-                ).map { try $0.decode(UUID.self, at: 0) }
-                if !recovered.isEmpty {
-                    try await connection.preparedQuery(
-                        "UPDATE webhook_endpoints SET failing_since = NULL WHERE endpoint_id = ANY(\(recovered)::uuid[]) AND failing_since IS NOT NULL"
-                    )
-                }
-            }
-            if !failed.isEmpty {
-                try await connection.preparedQuery(
-                    """
-                    UPDATE webhook_endpoints SET
-                        failing_since = COALESCE(failing_since, \(now)),
-                        enabled = CASE WHEN failing_since < \(now.addingTimeInterval(-disableAfter)) THEN false ELSE enabled END,
-                        disabled_reason = CASE WHEN failing_since < \(now.addingTimeInterval(-disableAfter))
-                                               THEN 'every delivery failed for too long' ELSE disabled_reason END,
-                        updated_at = now()
-                    WHERE endpoint_id = ANY(\(Array(failed))::uuid[])
-                    """
-                )
-            }
-            if !gone.isEmpty {
-                try await connection.preparedQuery(
-                    """
-                    UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'the endpoint answered 410 Gone', updated_at = now()
-                    WHERE endpoint_id = ANY(\(Array(gone))::uuid[])
-                    """
-                )
-            }
+        }
+        if !failed.isEmpty {
+            try await connection.preparedQuery(
+                """
+                UPDATE webhook_endpoints SET
+                    failing_since = COALESCE(failing_since, \(now)),
+                    enabled = CASE WHEN failing_since < \(now.addingTimeInterval(-disableAfter)) THEN false ELSE enabled END,
+                    disabled_reason = CASE WHEN failing_since < \(now.addingTimeInterval(-disableAfter))
+                                           THEN 'every delivery failed for too long' ELSE disabled_reason END,
+                    updated_at = now()
+                WHERE endpoint_id = ANY(\(Array(failed))::uuid[])
+                """
+            )
+        }
+        if !gone.isEmpty {
+            try await connection.preparedQuery(
+                """
+                UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'the endpoint answered 410 Gone', updated_at = now()
+                WHERE endpoint_id = ANY(\(Array(gone))::uuid[])
+                """
+            )
         }
     }
 
@@ -617,15 +738,29 @@ public struct DeliveryStore: Sendable {
     /// rows that still hold the claim's lease are let go (see `record`).
     public func release(_ claimed: [Claimed]) async throws {
         guard !claimed.isEmpty else { return }
-        try await pool.preparedQuery(
-            """
-            UPDATE deliveries d SET leased_until = NULL
-            FROM unnest(
-                \(claimed.map(\.accountID))::text[], \(claimed.map(\.deliveryID))::bigint[], \(claimed.map(\.leasedUntil))::timestamptz[]
-            ) AS v(account_id, delivery_id, lease)
-            WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id AND d.leased_until = v.lease
-            """
-        )
+        guard let nodes, try await topology.isCitus(pool) else {
+            try await pool.preparedQuery(Self.releaseQuery(claimed, shard: nil))
+            return
+        }
+        // On Citus, each shard's on its node (see `record`).
+        var seen = Set<String>()
+        for shard in nodes.byShard(claimed.map(\.accountID).filter { seen.insert($0).inserted }) {
+            let mine = Set(shard)
+            _ = try await nodes.withConnection(for: shard[0]) {
+                try await $0.preparedQuery(Self.releaseQuery(claimed.filter { mine.contains($0.accountID) }, shard: shard))
+            }
+        }
+    }
+
+    private static func releaseQuery(_ claimed: [Claimed], shard: [String]?) -> PostgresQuery {
+        """
+        UPDATE deliveries d SET leased_until = NULL
+        FROM unnest(
+            \(claimed.map(\.accountID))::text[], \(claimed.map(\.deliveryID))::bigint[], \(claimed.map(\.leasedUntil))::timestamptz[]
+        ) AS v(account_id, delivery_id, lease)
+        WHERE d.account_id = v.account_id AND d.delivery_id = v.delivery_id AND d.leased_until = v.lease
+          \(shard, condition: "AND d.account_id = ANY(?::text[])")
+        """
     }
 
     /// Moves the due deliveries that wait behind a pending delivery not yet due (retrying, or
