@@ -28,11 +28,11 @@ import Testing
                 // a bucket key that holds the account id): distributed by their own key. The
                 // claim queue (sql/0014), the operator audit log (sql/0015) and the notification
                 // backfill's checkpoint (sql/0038) stay on the coordinator. The anchors of the
-                // accounts' advisory locks (sql/0046) are keyed by the bucket they stand for,
-                // which Citus places with that bucket's accounts.
+                // accounts' advisory locks (sql/0046) and the due deliveries (sql/0048) are keyed
+                // by the bucket they stand for, which Citus places with that bucket's accounts.
                 let exempt: Set<String> = [
                     "webhook_endpoints", "schema_migrations", "reconcile_checkpoints", "account_work", "operator_actions", "store_backfill", "token_revocations",
-                    "transaction_owners", "app_account_tokens", "store_notifications", "rate_buckets", "work_anchors",
+                    "transaction_owners", "app_account_tokens", "store_notifications", "rate_buckets", "work_anchors", "delivery_work",
                 ]
                 var checked = 0
                 for row in rows {

@@ -83,19 +83,24 @@ public struct DeliveryWorker: Service {
             batchSize: configuration.batchSize, pollInterval: configuration.pollInterval, logger: logger,
             failureMessage: "webhook delivery round failed; backing off"
         ) {
-            let handled = try await deliverBatch()
+            let round = try await deliverRound()
             // Events that arrive while their stream waits for a retry would be read by every
             // claim until then; from time to time they are set to wait for it too.
             if clock.uptime() - lastHold >= configuration.holdInterval {
                 lastHold = clock.uptime()
                 _ = try await store.holdBlocked(partition: configuration.partition, now: clock.now())
             }
-            return DrainRound(handled: handled)
+            return round
         }
     }
 
     /// Claims, sends and records one batch; returns how many deliveries it attempted.
     func deliverBatch() async throws -> Int {
+        try await deliverRound().handled
+    }
+
+    /// ``deliverBatch()``, and whether its claim knew of more due now (``DeliveryStore/Claim/more``).
+    func deliverRound() async throws -> DrainRound {
         let claimedAt = clock.now()
         let claim = try await store.claim(
             limit: configuration.batchSize, lease: configuration.effectiveLease, partition: configuration.partition, now: claimedAt)
@@ -109,7 +114,7 @@ public struct DeliveryWorker: Service {
             ])
         }
         let claimed = claim.deliveries
-        guard !claimed.isEmpty else { return claim.held.reduce(0) { $0 + $1.deliveries } }
+        guard !claimed.isEmpty else { return DrainRound(handled: claim.held.reduce(0) { $0 + $1.deliveries }, more: claim.more) }
         // One sequence per (account, endpoint), in event order; the sequences run concurrently.
         // Each delivery goes with its signing keys, set up once per secret for the round.
         var groups: [[(delivery: DeliveryStore.Claimed, keys: [WebhookSigner.Key])]] = []
@@ -176,7 +181,7 @@ public struct DeliveryWorker: Service {
         if !unsent.isEmpty {
             try await store.release(unsent)
         }
-        return claimed.count
+        return DrainRound(handled: claimed.count, more: claim.more)
     }
 
     /// Records a round's attempts in one transaction; when that fails for a reason other than

@@ -16,9 +16,13 @@ public enum Outbox {
     /// coordinator after a transaction on a worker node that wrote some.
     @TaskLocal static var deliveriesWritten: DeliveriesWritten?
 
-    /// Whether a transaction wrote a delivery (``deliveriesWritten``).
+    /// Whether a transaction wrote a delivery (``deliveriesWritten``), and whether it notes the
+    /// accounts of what it writes as due in `delivery_work` (on an account's node, once due
+    /// deliveries are kept by bucket: ``AccountRouter/deliveriesOnNodes``).
     final class DeliveriesWritten: Sendable {
+        let notesDue: Bool
         private let written = NIOLockedValueBox(false)
+        init(notesDue: Bool = false) { self.notesDue = notesDue }
         var isSet: Bool { written.withLockedValue { $0 } }
         func set() { written.withLockedValue { $0 = true } }
     }
@@ -80,6 +84,22 @@ public enum Outbox {
             ORDER BY v.a, v.s
             """
         )
+        if deliveries.affectedRows > 0, deliveriesWritten?.notesDue == true {
+            // Each account due from its first new delivery's time, in its bucket, in this
+            // transaction (sql/0048). In account order: a claim or a record that holds some of
+            // these rows takes them in that order too.
+            var due: [String: Date] = [:]
+            for event in events { due[event.accountID] = min(due[event.accountID] ?? event.occurredAt, event.occurredAt) }
+            let accounts = due.keys.sorted()
+            try await connection.preparedQuery(
+                """
+                INSERT INTO delivery_work (bucket, account_id, due_at)
+                SELECT subsync_work_bucket(a), a, d FROM unnest(\(accounts)::text[], \(accounts.compactMap { due[$0] })::timestamptz[]) AS v(a, d)
+                ORDER BY a
+                ON CONFLICT (bucket, account_id) DO UPDATE SET due_at = EXCLUDED.due_at WHERE delivery_work.due_at > EXCLUDED.due_at
+                """
+            )
+        }
         if deliveries.affectedRows > 0 {
             try await connection.notify(channel: deliveriesChannel)
             deliveriesWritten?.set()

@@ -35,6 +35,9 @@ public struct Distribution: Sendable {
         // worker claims and resolves a batch there (sql/0047; its entries are moved to their
         // buckets below, after the bucket function).
         ("account_work", .distributed(column: "bucket", colocatedWith: "account_states")),
+        // Due deliveries by bucket, likewise, for the delivery loops' claims (sql/0048). A row
+        // in a stale bucket is deleted below; the loops' hold writes it again in its bucket.
+        ("delivery_work", .distributed(column: "bucket", colocatedWith: "account_states")),
         ("transaction_owners", .distributed(column: "original_transaction_id", colocatedWith: "none")),
         ("app_account_tokens", .distributed(column: "app_account_token", colocatedWith: "none")),
         ("store_notifications", .distributed(column: "notification_uuid", colocatedWith: "none")),
@@ -123,6 +126,7 @@ public struct Distribution: Sendable {
                 return stale.count
             }
             outcome.requeued = moved
+            try await connection.preparedQuery("DELETE FROM delivery_work WHERE bucket <> subsync_work_bucket(account_id)")
             return outcome
         }
     }

@@ -51,6 +51,7 @@ extension Migration {
         Migration(version: 45, name: "0045_oldest_pending_by_node", sql: PackageResources._045_oldest_pending_by_node_sql),
         Migration(version: 46, name: "0046_account_locks_on_their_node", sql: PackageResources._046_account_locks_on_their_node_sql),
         Migration(version: 47, name: "0047_work_queue_by_bucket", sql: PackageResources._047_work_queue_by_bucket_sql),
+        Migration(version: 48, name: "0048_delivery_work", sql: PackageResources._048_delivery_work_sql),
     ]
 
     init(version: Int, name: String, sql bytes: [UInt8]) {

@@ -22,7 +22,7 @@ struct AccountConnections: Sendable {
         for accountID: String, isolation: IsolationLevel = .readCommitted, _ body: (Connection) async throws -> T
     ) async throws -> T {
         guard let router, router.routesTransactions else { return try await pool.withTransaction(isolation: isolation, body) }
-        let written = Outbox.DeliveriesWritten()
+        let written = Outbox.DeliveriesWritten(notesDue: router.deliveriesOnNodes)
         let result = try await Outbox.$deliveriesWritten.withValue(written) {
             try await router.withConnection(for: accountID) { try await $0.withTransaction(isolation: isolation, body) }
         }

@@ -53,6 +53,9 @@ public final class AccountRouter: Sendable {
         /// Whether the claim queue is distributed by bucket (sql/0047, `subsync distribute`):
         /// a sync then queues its account on the account's node.
         var queue = false
+        /// Whether due deliveries are kept by bucket with the accounts (sql/0048, `subsync
+        /// distribute`): the delivery loops then claim one bucket at a time on its node.
+        var deliveries = false
         /// Whether a refresh has read the map (and the anchors and queue) once.
         var read = false
         var pools: [Node: ConnectionPool] = [:]
@@ -139,6 +142,13 @@ public final class AccountRouter: Sendable {
         state.withLockedValue { $0.queue }
     }
 
+    /// Whether the delivery loops claim one bucket of due deliveries at a time, on its node, and
+    /// the transactions on the accounts' nodes that write deliveries note their accounts as due
+    /// in their buckets (sql/0048, after `subsync distribute`).
+    public var deliveriesOnNodes: Bool {
+        state.withLockedValue { $0.deliveries }
+    }
+
     /// The worker nodes routed to now, for logs and tests.
     var nodes: [String] {
         state.withLockedValue { $0.pools.keys.map(\.description).sorted() }
@@ -195,6 +205,7 @@ public final class AccountRouter: Sendable {
                 guard !state.closed else { return }
                 state.transactions = placement.anchors
                 state.queue = placement.anchors && placement.queue
+                state.deliveries = placement.anchors && placement.queue && placement.deliveries
             }
         }
         state.withLockedValue { $0.read = true }
@@ -204,15 +215,16 @@ public final class AccountRouter: Sendable {
     /// Whether `work_anchors` is distributed and holds a row for each shard of the accounts
     /// (and `''`): `subsync distribute` writes them with the bucket function (sql/0046); and
     /// whether the claim queue is distributed (sql/0047).
-    private func anchorsAndQueue() async throws -> (anchors: Bool, queue: Bool) {
+    private func anchorsAndQueue() async throws -> (anchors: Bool, queue: Bool, deliveries: Bool) {
         let rows = try await coordinator.preparedQuery(
             """
             SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass('work_anchors'))
                    AND (SELECT count(*) FROM work_anchors) > (SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'account_states'::regclass),
-                   EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass('account_work'))
+                   EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass('account_work')),
+                   EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass('delivery_work'))
             """
         )
-        return (try rows[0].decode(Bool.self, at: 0), try rows[0].decode(Bool.self, at: 1))
+        return (try rows[0].decode(Bool.self, at: 0), try rows[0].decode(Bool.self, at: 1), try rows[0].decode(Bool.self, at: 2))
     }
 
     /// Makes `ranges` the map: the pools of its nodes opened, those of other nodes closed.
@@ -252,6 +264,7 @@ public final class AccountRouter: Sendable {
             state.closed = true
             state.ranges = []
             state.transactions = false
+            state.deliveries = false
             defer { state.pools = [:] }
             return Array(state.pools.values)
         }

@@ -12,6 +12,8 @@ public struct DeliveryStore: Sendable {
     /// claims, records and releases go to the nodes that hold their accounts, a transaction per
     /// shard (docs/CITUS.md, "How the pipeline runs on Citus").
     let router: AccountRouter?
+    /// The buckets a claim takes in turn once due deliveries are kept by bucket (sql/0048).
+    private let buckets = WorkBuckets()
 
     public init(pool: ConnectionPool, sealer: SecretSealer = .none, router: AccountRouter? = nil) {
         self.pool = pool
@@ -91,6 +93,9 @@ public struct DeliveryStore: Sendable {
     public struct Claim: Sendable {
         public var deliveries: [Claimed]
         public var held: [SecretHold]
+        /// The claim knows more is due now that it did not take (on Citus, another bucket's
+        /// deliveries, sql/0048): its loop goes on at once, though it took less than a batch.
+        public var more = false
     }
 
     /// Deliveries of one endpoint that a claim held back for about ``secretHold`` seconds instead of
@@ -130,10 +135,17 @@ public struct DeliveryStore: Sendable {
         let leasedUntil = now.addingTimeInterval(lease)
         let rows: QueryResult
         if try await topology.isCitus(pool) {
-            guard try await anyEndpointEnabled() else { return Claim(deliveries: [], held: []) }
             // The map before a loop's first claim, which would otherwise go through the
             // coordinator until the refresher's first read. Without it, the coordinator claims.
             try? await router?.refreshUnlessRead()
+            if let nodes, nodes.deliveriesOnNodes {
+                // Only deliveries of enabled endpoints are noted due (sql/0048): no need to ask.
+                let (rows, more) = try await claimByBucket(nodes, limit: limit, partition: partition, now: now, leasedUntil: leasedUntil)
+                var claim = try await claimed(from: rows, limit: limit, leasedUntil: leasedUntil, now: now)
+                claim.more = more
+                return claim
+            }
+            guard try await anyEndpointEnabled() else { return Claim(deliveries: [], held: []) }
             if let nodes {
                 let rows = try await claimOnNodes(nodes, limit: limit, partition: partition, now: now, leasedUntil: leasedUntil)
                 return try await claimed(from: rows, limit: limit, leasedUntil: leasedUntil, now: now)
@@ -210,6 +222,123 @@ public struct DeliveryStore: Sendable {
         }
         if rows.isEmpty, let unreachable { throw unreachable }
         return rows
+    }
+
+    /// A claim on Citus with due deliveries kept by bucket (sql/0048): `partition` is a share of
+    /// the buckets here (the loops of a process divide them; processes meet in `SKIP LOCKED`).
+    /// Its buckets with accounts due (one read of their shards of `delivery_work` on the
+    /// coordinator: an idle loop's poll costs that read, not a transaction on every bucket),
+    /// taken in turn, each on the node that holds it, until one yields deliveries. In one
+    /// transaction there: the bucket's due accounts locked (`SKIP LOCKED`, in this loop's
+    /// partition), their deliveries claimed by one PostgreSQL's claim statement (``claimQuery``),
+    /// and the accounts' due times set again (``noteDue``: a claimed account is due when its
+    /// lease ends, should its sender die). Every statement names one shard. A bucket whose node
+    /// does not answer is passed over. `more`: other buckets had accounts due, or the claim took
+    /// a whole batch.
+    private func claimByBucket(
+        _ router: AccountRouter, limit: Int, partition: (index: Int, count: Int), now: Date, leasedUntil: Date
+    ) async throws -> (rows: [Row], more: Bool) {
+        guard let all = try await buckets.current(pool: pool, topology: topology, now: now) else { return ([], false) }
+        // A process's loops share the buckets out: whole buckets make whole batches.
+        let mine = all.enumerated().filter { $0.offset % max(1, partition.count) == partition.index }.map(\.element)
+        guard !mine.isEmpty else { return ([], false) }
+        let due = Set(
+            try await pool.preparedQuery(
+                "SELECT DISTINCT bucket FROM delivery_work WHERE bucket = ANY(\(mine)::text[]) AND due_at <= \(now)"
+            ).map { try $0.decode(String.self, at: 0) })
+        guard !due.isEmpty else { return ([], false) }
+        var unreachable: (any Error)?
+        for _ in mine.indices {
+            let bucket = mine[buckets.take(of: mine.count)]
+            guard due.contains(bucket) else { continue }
+            do {
+                let rows = try await router.withConnection(for: bucket) { connection in
+                    try await connection.withTransaction { connection -> [Row] in
+                        let accounts = try await connection.preparedQuery(
+                            """
+                            SELECT account_id FROM delivery_work
+                            WHERE bucket = \(bucket) AND due_at <= \(now)
+                            ORDER BY due_at, account_id
+                            LIMIT \(limit)
+                            FOR UPDATE SKIP LOCKED
+                            """
+                        ).map { try $0.decode(String.self, at: 0) }
+                        guard !accounts.isEmpty else { return [] }
+                        let rows = Array(
+                            try await connection.preparedQuery(
+                                Self.claimQuery(
+                                    heads: limit, followers: limit, partition: (0, 1), now: now, leasedUntil: leasedUntil, shard: accounts)))
+                        try await Self.noteDue(of: accounts, bucket: bucket, on: connection)
+                        return rows
+                    }
+                }
+                if !rows.isEmpty { return (rows, due.count > 1 || rows.count >= limit) }
+            } catch let error as PostgresError where error.isTransient {
+                unreachable = error
+            }
+        }
+        if let unreachable { throw unreachable }
+        return ([], false)
+    }
+
+    /// Sets each of `accounts`' row in `delivery_work` (all in `bucket`) to the account's next
+    /// due time: its earliest pending delivery of an enabled endpoint, or that delivery's lease's
+    /// end if it is leased; and deletes the rows of accounts with none. The caller holds the rows
+    /// (a claim's `FOR UPDATE`, a record's lock), so a transaction that writes a delivery of one
+    /// of them meanwhile writes its row after this one commits (its `ON CONFLICT` takes the
+    /// earlier time). The deliveries of a disabled endpoint wait for the hold to note them again.
+    static func noteDue(of accounts: [String], bucket: String, on connection: Connection) async throws {
+        try await connection.preparedQuery(
+            """
+            DELETE FROM delivery_work x
+            WHERE x.bucket = \(bucket) AND x.account_id = ANY(\(accounts)::text[])
+              AND NOT EXISTS (
+                  SELECT 1 FROM deliveries d JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
+                  WHERE d.account_id = x.account_id AND d.account_id = ANY(\(accounts)::text[]) AND d.status = 'pending')
+            """
+        )
+        try await connection.preparedQuery(
+            """
+            UPDATE delivery_work x SET due_at = n.due
+            FROM (
+                SELECT d.account_id, min(greatest(d.next_attempt_at, coalesce(d.leased_until, d.next_attempt_at))) AS due
+                FROM deliveries d JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
+                WHERE d.account_id = ANY(\(accounts)::text[]) AND d.status = 'pending'
+                GROUP BY d.account_id) AS n
+            WHERE x.bucket = \(bucket) AND x.account_id = n.account_id AND x.account_id = ANY(\(accounts)::text[])
+              AND x.due_at IS DISTINCT FROM n.due
+            """
+        )
+    }
+
+    /// Notes as due, in `delivery_work`, the accounts of this partition with deliveries due now
+    /// and not leased (at most 1,000 a call, found with a read of every shard): those a writer
+    /// other than a transaction on the account's node made due (an operator's retry or replay, an
+    /// endpoint enabled again, a secret hold's end), those of a cluster distributed before
+    /// sql/0048, and any row lost. The hold calls it on Citus, every 10 s a loop.
+    private func noteDueAccounts(_ router: AccountRouter, partition: (index: Int, count: Int), now: Date) async throws {
+        let due = try await pool.preparedQuery(
+            """
+            SELECT DISTINCT d.account_id FROM deliveries d
+            JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
+            WHERE d.status = 'pending' AND d.next_attempt_at <= \(now)
+              AND (d.leased_until IS NULL OR d.leased_until <= \(now))
+              AND mod(hashtext(d.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
+            LIMIT 1000
+            """
+        ).map { try $0.decode(String.self, at: 0) }
+        for shard in router.byShard(due.sorted()) {
+            _ = try await router.withConnection(for: shard[0]) { connection in
+                try await connection.preparedQuery(
+                    """
+                    INSERT INTO delivery_work (bucket, account_id, due_at)
+                    SELECT subsync_work_bucket(a), a, \(now) FROM unnest(\(shard)::text[]) AS v(a)
+                    ORDER BY a
+                    ON CONFLICT (bucket, account_id) DO UPDATE SET due_at = EXCLUDED.due_at WHERE delivery_work.due_at > EXCLUDED.due_at
+                    """
+                )
+            }
+        }
     }
 
     /// One PostgreSQL's claim (see ``claim(limit:lease:partition:now:)``). With `shard`, the
@@ -480,23 +609,40 @@ public struct DeliveryStore: Sendable {
         guard !results.isEmpty else { return }
         let isCitus = try await topology.isCitus(pool)
         if isCitus, let nodes {
-            // Each shard's attempts in a transaction on its node; the endpoints' health after, on
-            // the coordinator (a reference table's write commits on every node). A stream is one
+            // Each shard's attempts in a transaction on its node; the endpoints' health after, in a
+            // transaction of its own (a reference table's write commits on every node). A stream is one
             // account's, so each stream's record is whole; a shard that fails leaves its
             // deliveries leased, to be sent again when the lease runs out.
             var seen = Set<String>()
             let accounts = results.map(\.accountID).filter { seen.insert($0).inserted }
-            for shard in nodes.byShard(accounts) {
+            let notesDue = nodes.deliveriesOnNodes
+            for shard in nodes.byShard(accounts.sorted()) {
                 let mine = Set(shard)
                 try await nodes.withConnection(for: shard[0]) { connection in
                     try await connection.withTransaction { connection in
+                        // The accounts' due rows held first, in account order (as every writer of
+                        // them takes them), then set to what this record leaves (sql/0048).
+                        var bucket: String?
+                        if notesDue {
+                            bucket = try await connection.preparedQuery("SELECT subsync_work_bucket(\(shard[0]))")[0].decode(String.self, at: 0)
+                            try await connection.preparedQuery(
+                                """
+                                SELECT 1 FROM delivery_work WHERE bucket = \(bucket) AND account_id = ANY(\(shard)::text[])
+                                ORDER BY account_id FOR UPDATE
+                                """)
+                        }
                         try await recordAttempts(
                             results.filter { mine.contains($0.accountID) }, shard: shard, lease: lease, now: now, isCitus: true,
                             lettingGoOfStreams: lettingGoOfStreams, onlyNewAttempts: onlyNewAttempts, on: connection)
+                        if let bucket { try await Self.noteDue(of: shard, bucket: bucket, on: connection) }
                     }
                 }
             }
-            try await pool.withTransaction { try await recordHealth(of: results, disableAfter: disableAfter, now: now, on: $0) }
+            // On a node too: the endpoints are a reference table, read where they are; a change
+            // (rare) is written to every node from there as from the coordinator.
+            try await nodes.withConnection(for: accounts[0]) { connection in
+                try await connection.withTransaction { try await recordHealth(of: results, disableAfter: disableAfter, now: now, on: $0) }
+            }
             return
         }
         try await pool.withTransaction { connection in
@@ -789,6 +935,7 @@ public struct DeliveryStore: Sendable {
             let result = try await pool.preparedQuery(
                 "SELECT subsync_hold_blocked_deliveries(\(now), \(partition.index), \(partition.count), \(window))"
             )
+            if let nodes, nodes.deliveriesOnNodes { try await noteDueAccounts(nodes, partition: partition, now: now) }
             return try result[0].decode(Int.self, at: 0)
         }
         let result = try await pool.preparedQuery(
@@ -913,9 +1060,36 @@ public struct DeliveryStore: Sendable {
         )
         let count = try rows[0].decode(Int.self, at: 0)
         if count > 0 {
+            try await Self.noteEveryDueAccount(pool: pool)
             try await Outbox.wakeDeliveryLoops(pool: pool)
         }
         return count
+    }
+
+    /// On Citus with due deliveries kept by bucket (sql/0048), notes every account with
+    /// deliveries due now, and not leased, as due in its bucket: after an operator's `retry`,
+    /// `cancel` (what waited behind) or `replay`, and an endpoint enabled again, which write
+    /// deliveries from the coordinator, so that the loops take them now rather than at their
+    /// hold's next look (``holdBlocked(partition:now:window:)``). A read of every shard and a
+    /// write that Citus spreads to the buckets: an operator's price, not a request's. Nothing
+    /// on one PostgreSQL, whose claim reads `deliveries` itself.
+    public static func noteEveryDueAccount(pool: ConnectionPool, now: Date = Date()) async throws {
+        let kept = try await pool.preparedQuery(
+            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AND to_regclass('delivery_work') IS NOT NULL")
+        guard try kept[0].decode(Bool.self, at: 0) else { return }
+        let distributed = try await pool.preparedQuery(
+            "SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'delivery_work'::regclass)")
+        guard try distributed[0].decode(Bool.self, at: 0) else { return }
+        try await pool.preparedQuery(
+            """
+            INSERT INTO delivery_work (bucket, account_id, due_at)
+            SELECT subsync_work_bucket(d.account_id), d.account_id, \(now) FROM deliveries d
+            JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
+            WHERE d.status = 'pending' AND d.next_attempt_at <= \(now) AND (d.leased_until IS NULL OR d.leased_until <= \(now))
+            GROUP BY d.account_id
+            ON CONFLICT (bucket, account_id) DO UPDATE SET due_at = EXCLUDED.due_at WHERE delivery_work.due_at > EXCLUDED.due_at
+            """
+        )
     }
 
     /// A CTE that makes due now what waits behind the deliveries of CTE `name` in their streams
@@ -968,6 +1142,7 @@ public struct DeliveryStore: Sendable {
                 """
             )
             if try rows[0].decode(Int.self, at: 0) > 0 {
+                try await Self.noteEveryDueAccount(pool: pool)
                 try await Outbox.wakeDeliveryLoops(pool: pool)
                 return .cancelled
             }
@@ -994,6 +1169,7 @@ public struct DeliveryStore: Sendable {
             """
         )
         if result.affectedRows > 0 {
+            try await Self.noteEveryDueAccount(pool: pool)
             try await Outbox.wakeDeliveryLoops(pool: pool)
         }
         return result.affectedRows

@@ -113,7 +113,7 @@ public struct EndpointStore: Sendable {
         }
         let setTypes = eventTypes != nil
         let types: [String]? = eventTypes ?? nil
-        return try await writeAndRead(
+        let updated = try await writeAndRead(
             """
             UPDATE webhook_endpoints SET
                 url = COALESCE(\(url)::text, url),
@@ -129,6 +129,9 @@ public struct EndpointStore: Sendable {
             """,
             id: id, audit: audit, describe: Self.describeUpdate
         )
+        // Deliveries of a disabled endpoint are not noted due on Citus (sql/0048): now they are.
+        if enabled == true, updated != nil { try await DeliveryStore.noteEveryDueAccount(pool: pool) }
+        return updated
     }
 
     /// What an update did, in words, and its action: `endpoint_enable` / `endpoint_disable` when

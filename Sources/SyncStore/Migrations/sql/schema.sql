@@ -731,6 +731,16 @@ CREATE TABLE public.delivery_attempts (
 );
 
 --
+-- Name: delivery_work; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.delivery_work (
+    bucket text NOT NULL,
+    account_id text NOT NULL,
+    due_at timestamp with time zone NOT NULL
+);
+
+--
 -- Name: devices; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1132,6 +1142,13 @@ ALTER TABLE ONLY public.delivery_attempts
     ADD CONSTRAINT delivery_attempts_pkey PRIMARY KEY (account_id, delivery_id, attempt);
 
 --
+-- Name: delivery_work delivery_work_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.delivery_work
+    ADD CONSTRAINT delivery_work_pkey PRIMARY KEY (bucket, account_id);
+
+--
 -- Name: devices devices_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1306,6 +1323,12 @@ CREATE INDEX deliveries_due_by_time ON public.deliveries USING btree (next_attem
 --
 
 CREATE INDEX deliveries_pending_by_stream ON public.deliveries USING btree (endpoint_id, account_id, event_sequence, delivery_id) WHERE (status = 'pending'::text);
+
+--
+-- Name: delivery_work_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX delivery_work_due ON public.delivery_work USING btree (bucket, due_at);
 
 --
 -- Name: events_by_time; Type: INDEX; Schema: public; Owner: -
