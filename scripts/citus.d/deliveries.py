@@ -17,7 +17,9 @@ them and claims their deliveries there; each shard's attempts are recorded there
 Then ten more events are given deliveries without a row in `delivery_work` (as a lost row would
 leave them): the loops' hold notes their accounts due, and they are delivered too. Last, an
 operator's `subsync replay` of every event to the endpoint, which writes from the coordinator and
-notes the accounts due itself: every replayed delivery is delivered.
+notes the accounts due itself: every replayed delivery is delivered. Finally, with `serve`
+stopped, `subsync distribute` run again notes due the accounts of pending deliveries that have no
+row (an upgrade to sql/0048).
 
 usage: deliveries.py SERVE_LOG COORDINATOR_URL NODE_URL... -- SERVE_COMMAND...
 """
@@ -114,6 +116,14 @@ finally:
     serve.wait(timeout=60)
     server.shutdown()
 succeeded = int(psql(coordinator, f"SELECT count(*) FROM deliveries WHERE endpoint_id = '{endpoint}' AND status = 'succeeded'"))
+psql(coordinator, """INSERT INTO events (account_id, sequence, event_id, type, occurred_at, payload)
+    SELECT account_id, sequence + 2000, gen_random_uuid(), type, occurred_at, payload FROM events
+    WHERE account_id LIKE 'commits-%' AND sequence = 1 ORDER BY account_id LIMIT 5""")
+psql(coordinator, f"""INSERT INTO deliveries (account_id, endpoint_id, event_sequence, event_id)
+    SELECT account_id, '{endpoint}', sequence, event_id FROM events WHERE account_id LIKE 'commits-%' AND sequence > 2000""")
+distributed = subprocess.run([command[0], "distribute"], capture_output=True, text=True, env={**os.environ, "DATABASE_URL": coordinator})
+noted = int(psql(coordinator, """SELECT count(*) FROM delivery_work w WHERE w.account_id IN (
+    SELECT account_id FROM events WHERE account_id LIKE 'commits-%' AND sequence > 2000)"""))
 psql(coordinator, f"UPDATE webhook_endpoints SET enabled = false WHERE endpoint_id = '{endpoint}'")
 first, expected = expected, expected + 10
 print(f"deliveries: {succeeded} succeeded, {len(received)} received with a valid signature, {len(bad)} without; "
@@ -132,3 +142,7 @@ if planned[0] >= first // 4:
     sys.exit("deliveries: the claims' and records' statements went through the coordinator, not to the worker nodes")
 if left_due:
     sys.exit("deliveries: an account whose deliveries are done is still noted due")
+if distributed.returncode != 0 or noted != 5:
+    sys.exit(f"deliveries: subsync distribute noted {noted} of 5 accounts with pending deliveries and no row "
+             f"(exit {distributed.returncode}: {distributed.stderr.strip()[-300:]})")
+print("deliveries: subsync distribute noted the 5 accounts with pending deliveries and no row")

@@ -179,7 +179,7 @@ public struct DeliveryWorker: Service {
         }
         try await record(results, lease: claimed[0].leasedUntil)
         if !unsent.isEmpty {
-            try await store.release(unsent)
+            try await store.release(unsent, now: clock.now())
         }
         return DrainRound(handled: claimed.count, more: claim.more)
     }

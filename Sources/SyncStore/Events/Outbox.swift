@@ -16,6 +16,12 @@ public enum Outbox {
     /// coordinator after a transaction on a worker node that wrote some.
     @TaskLocal static var deliveriesWritten: DeliveriesWritten?
 
+    /// Whether this process keeps due deliveries by bucket (sql/0048, on Citus after `subsync
+    /// distribute`): set by its ``AccountRouter`` when it reads the map. Then every transaction
+    /// that writes deliveries notes their accounts due in `delivery_work`, on the coordinator
+    /// too (the sweeper's expiries, rewards, transfers), not only on the accounts' nodes.
+    static let keepsDueByBucket = NIOLockedValueBox(false)
+
     /// Whether a transaction wrote a delivery (``deliveriesWritten``), and whether it notes the
     /// accounts of what it writes as due in `delivery_work` (on an account's node, once due
     /// deliveries are kept by bucket: ``AccountRouter/deliveriesOnNodes``).
@@ -84,7 +90,7 @@ public enum Outbox {
             ORDER BY v.a, v.s
             """
         )
-        if deliveries.affectedRows > 0, deliveriesWritten?.notesDue == true {
+        if deliveries.affectedRows > 0, deliveriesWritten?.notesDue == true || keepsDueByBucket.withLockedValue({ $0 }) {
             // Each account due from its first new delivery's time, in its bucket, in this
             // transaction (sql/0048). In account order: a claim or a record that holds some of
             // these rows takes them in that order too.

@@ -110,24 +110,40 @@ public struct Distribution: Sendable {
             outcome.buckets = Int(try buckets[0].decode(Int64.self, at: 0))
             // `bucket` is the queue's distribution column, which no `UPDATE` may change: an entry
             // in another bucket than its account's is deleted and inserted again, in one
-            // transaction, so that none is lost (a claim that holds one makes the move wait).
-            let moved = try await connection.withTransaction { connection in
-                let stale = try await connection.preparedQuery(
-                    "DELETE FROM account_work WHERE bucket <> subsync_work_bucket(account_id) RETURNING account_id, queued_at"
-                ).map { (try $0.decode(String.self, at: 0), try $0.decode(Date.self, at: 1)) }
-                if !stale.isEmpty {
-                    // With their time queued: a moved entry keeps its age (its id is new).
-                    try await connection.preparedQuery(
-                        """
-                        INSERT INTO account_work (bucket, account_id, queued_at)
-                        SELECT subsync_work_bucket(a), a, q FROM unnest(\(stale.map(\.0))::text[], \(stale.map(\.1))::timestamptz[]) AS m(a, q)
-                        """)
-                }
-                return stale.count
-            }
-            outcome.requeued = moved
-            try await connection.preparedQuery("DELETE FROM delivery_work WHERE bucket <> subsync_work_bucket(account_id)")
+            // transaction, so that none is lost (a claim that holds one makes the move wait),
+            // with its time queued: a moved entry keeps its age (its id is new).
+            outcome.requeued = try await Self.moveToTheirBuckets(table: "account_work", time: "queued_at", on: connection)
+            // Due deliveries' rows likewise, and one for every account with pending deliveries
+            // (an upgrade to sql/0048, or rows lost), so that the loops find them at once.
+            _ = try await Self.moveToTheirBuckets(table: "delivery_work", time: "due_at", on: connection)
+            try await connection.preparedQuery(
+                """
+                INSERT INTO delivery_work (bucket, account_id, due_at)
+                SELECT subsync_work_bucket(account_id), account_id, min(next_attempt_at) FROM deliveries
+                WHERE status = 'pending' GROUP BY account_id
+                ON CONFLICT DO NOTHING
+                """)
             return outcome
+        }
+    }
+
+    /// Moves the rows of `table` (`account_work` or `delivery_work`, keyed by `bucket` and
+    /// holding `account_id` and the timestamp `time`) whose bucket is not their account's to
+    /// their account's, keeping `time`, in one transaction. Returns how many moved.
+    private static func moveToTheirBuckets(table: String, time: String, on connection: Connection) async throws -> Int {
+        try await connection.withTransaction { connection in
+            let stale = try await connection.preparedQuery(
+                "DELETE FROM \(unescaped: table) WHERE bucket <> subsync_work_bucket(account_id) RETURNING account_id, \(unescaped: time)"
+            ).map { (try $0.decode(String.self, at: 0), try $0.decode(Date.self, at: 1)) }
+            if !stale.isEmpty {
+                try await connection.preparedQuery(
+                    """
+                    INSERT INTO \(unescaped: table) (bucket, account_id, \(unescaped: time))
+                    SELECT subsync_work_bucket(a), a, t FROM unnest(\(stale.map(\.0))::text[], \(stale.map(\.1))::timestamptz[]) AS m(a, t)
+                    \(unescaped: table == "delivery_work" ? "ON CONFLICT DO NOTHING" : "")
+                    """)
+            }
+            return stale.count
         }
     }
 

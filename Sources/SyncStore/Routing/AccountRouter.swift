@@ -206,6 +206,7 @@ public final class AccountRouter: Sendable {
                 state.transactions = placement.anchors
                 state.queue = placement.anchors && placement.queue
                 state.deliveries = placement.anchors && placement.queue && placement.deliveries
+                Outbox.keepsDueByBucket.withLockedValue { [deliveries = state.deliveries] in $0 = deliveries }
             }
         }
         state.withLockedValue { $0.read = true }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import Postgres
 
 /// The webhook outbox as the delivery workers and operators see it.
@@ -14,6 +15,8 @@ public struct DeliveryStore: Sendable {
     let router: AccountRouter?
     /// The buckets a claim takes in turn once due deliveries are kept by bucket (sql/0048).
     private let buckets = WorkBuckets()
+    /// Where the hold's look for due accounts without a row goes on from (``noteDueAccounts``).
+    private let sweptTo = NIOLockedValueBox("")
 
     public init(pool: ConnectionPool, sealer: SecretSealer = .none, router: AccountRouter? = nil) {
         self.pool = pool
@@ -228,13 +231,12 @@ public struct DeliveryStore: Sendable {
     /// the buckets here (the loops of a process divide them; processes meet in `SKIP LOCKED`).
     /// Its buckets with accounts due (one read of their shards of `delivery_work` on the
     /// coordinator: an idle loop's poll costs that read, not a transaction on every bucket),
-    /// taken in turn, each on the node that holds it, until one yields deliveries. In one
-    /// transaction there: the bucket's due accounts locked (`SKIP LOCKED`, in this loop's
+    /// taken in turn, each on the node that holds it, until one yields deliveries (a bucket that
+    /// fails is passed over). In one transaction there: the bucket's due accounts locked (`SKIP LOCKED`, in this loop's
     /// partition), their deliveries claimed by one PostgreSQL's claim statement (``claimQuery``),
     /// and the accounts' due times set again (``noteDue``: a claimed account is due when its
-    /// lease ends, should its sender die). Every statement names one shard. A bucket whose node
-    /// does not answer is passed over. `more`: other buckets had accounts due, or the claim took
-    /// a whole batch.
+    /// lease ends, should its sender die). Every statement names one shard. `more`: other buckets
+    /// had accounts due, or the claim took a whole batch.
     private func claimByBucket(
         _ router: AccountRouter, limit: Int, partition: (index: Int, count: Int), now: Date, leasedUntil: Date
     ) async throws -> (rows: [Row], more: Bool) {
@@ -242,12 +244,18 @@ public struct DeliveryStore: Sendable {
         // A process's loops share the buckets out: whole buckets make whole batches.
         let mine = all.enumerated().filter { $0.offset % max(1, partition.count) == partition.index }.map(\.element)
         guard !mine.isEmpty else { return ([], false) }
-        let due = Set(
-            try await pool.preparedQuery(
-                "SELECT DISTINCT bucket FROM delivery_work WHERE bucket = ANY(\(mine)::text[]) AND due_at <= \(now)"
-            ).map { try $0.decode(String.self, at: 0) })
+        // Which are due: one read; when it fails (a node down), every bucket is tried.
+        let due: Set<String>
+        do {
+            due = Set(
+                try await pool.preparedQuery(
+                    "SELECT DISTINCT bucket FROM delivery_work WHERE bucket = ANY(\(mine)::text[]) AND due_at <= \(now)"
+                ).map { try $0.decode(String.self, at: 0) })
+        } catch let error as PostgresError where error.isTransient {
+            due = Set(mine)
+        }
         guard !due.isEmpty else { return ([], false) }
-        var unreachable: (any Error)?
+        var failure: (any Error)?
         for _ in mine.indices {
             let bucket = mine[buckets.take(of: mine.count)]
             guard due.contains(bucket) else { continue }
@@ -273,17 +281,23 @@ public struct DeliveryStore: Sendable {
                     }
                 }
                 if !rows.isEmpty { return (rows, due.count > 1 || rows.count >= limit) }
-            } catch let error as PostgresError where error.isTransient {
-                unreachable = error
+            } catch {
+                // A node down, or a bucket that no longer matches its accounts' shard (a shard
+                // split before `distribute` ran again: Citus refuses its statements). The other
+                // buckets go on; the error is the loop's when nothing was claimed.
+                failure = error
             }
         }
-        if let unreachable { throw unreachable }
+        if let failure { throw failure }
         return ([], false)
     }
 
     /// Sets each of `accounts`' row in `delivery_work` (all in `bucket`) to the account's next
-    /// due time: its earliest pending delivery of an enabled endpoint, or that delivery's lease's
-    /// end if it is leased; and deletes the rows of accounts with none. The caller holds the rows
+    /// due time: the earliest at which one of its streams (its pending deliveries to an enabled
+    /// endpoint) can be claimed, its first delivery's due time or, when a delivery of the stream
+    /// is leased, that lease's end; and deletes the rows of accounts with none. A stream's
+    /// followers due behind a head that waits for its retry do not make it due (they would make
+    /// every claim of the bucket read the account again until the hold moves them). The caller holds the rows
     /// (a claim's `FOR UPDATE`, a record's lock), so a transaction that writes a delivery of one
     /// of them meanwhile writes its row after this one commits (its `ON CONFLICT` takes the
     /// earlier time). The deliveries of a disabled endpoint wait for the hold to note them again.
@@ -301,22 +315,27 @@ public struct DeliveryStore: Sendable {
             """
             UPDATE delivery_work x SET due_at = n.due
             FROM (
-                SELECT d.account_id, min(greatest(d.next_attempt_at, coalesce(d.leased_until, d.next_attempt_at))) AS due
-                FROM deliveries d JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
-                WHERE d.account_id = ANY(\(accounts)::text[]) AND d.status = 'pending'
-                GROUP BY d.account_id) AS n
+                SELECT s.account_id, min(s.due) AS due FROM (
+                    SELECT d.account_id,
+                           greatest((array_agg(d.next_attempt_at ORDER BY d.event_sequence, d.delivery_id))[1], max(d.leased_until)) AS due
+                    FROM deliveries d JOIN webhook_endpoints w ON w.endpoint_id = d.endpoint_id AND w.enabled
+                    WHERE d.account_id = ANY(\(accounts)::text[]) AND d.status = 'pending'
+                    GROUP BY d.account_id, d.endpoint_id) AS s
+                GROUP BY s.account_id) AS n
             WHERE x.bucket = \(bucket) AND x.account_id = n.account_id AND x.account_id = ANY(\(accounts)::text[])
               AND x.due_at IS DISTINCT FROM n.due
             """
         )
     }
 
-    /// Notes as due, in `delivery_work`, the accounts of this partition with deliveries due now
-    /// and not leased (at most 1,000 a call, found with a read of every shard): those a writer
-    /// other than a transaction on the account's node made due (an operator's retry or replay, an
-    /// endpoint enabled again, a secret hold's end), those of a cluster distributed before
-    /// sql/0048, and any row lost. The hold calls it on Citus, every 10 s a loop.
+    /// Notes as due, in `delivery_work`, accounts of this partition (by account hash) with
+    /// deliveries due now and not leased: 1,000 a call, in account order from where the last call
+    /// stopped, round and round (a read of every shard), so that every such account is reached
+    /// however many are due. The safety net for what a process without the map wrote (an
+    /// operator command, an older release) and for any row lost. The hold calls it on Citus,
+    /// every 10 s a loop.
     private func noteDueAccounts(_ router: AccountRouter, partition: (index: Int, count: Int), now: Date) async throws {
+        let after = sweptTo.withLockedValue { $0 }
         let due = try await pool.preparedQuery(
             """
             SELECT DISTINCT d.account_id FROM deliveries d
@@ -324,21 +343,27 @@ public struct DeliveryStore: Sendable {
             WHERE d.status = 'pending' AND d.next_attempt_at <= \(now)
               AND (d.leased_until IS NULL OR d.leased_until <= \(now))
               AND mod(hashtext(d.account_id)::bigint + 2147483648, \(partition.count)) = \(partition.index)
+              AND d.account_id > \(after)
+            ORDER BY d.account_id
             LIMIT 1000
             """
         ).map { try $0.decode(String.self, at: 0) }
-        for shard in router.byShard(due.sorted()) {
-            _ = try await router.withConnection(for: shard[0]) { connection in
-                try await connection.preparedQuery(
-                    """
-                    INSERT INTO delivery_work (bucket, account_id, due_at)
-                    SELECT subsync_work_bucket(a), a, \(now) FROM unnest(\(shard)::text[]) AS v(a)
-                    ORDER BY a
-                    ON CONFLICT (bucket, account_id) DO UPDATE SET due_at = EXCLUDED.due_at WHERE delivery_work.due_at > EXCLUDED.due_at
-                    """
-                )
-            }
+        sweptTo.withLockedValue { $0 = due.count < 1000 ? "" : due.last ?? "" }
+        for shard in router.byShard(due) {
+            try await router.withConnection(for: shard[0]) { try await Self.markDue(shard, at: now, on: $0) }
         }
+    }
+
+    /// Notes `accounts` (sorted, of one shard) due at `now` in their buckets, unless due sooner.
+    static func markDue(_ accounts: [String], at now: Date, on connection: Connection) async throws {
+        try await connection.preparedQuery(
+            """
+            INSERT INTO delivery_work (bucket, account_id, due_at)
+            SELECT subsync_work_bucket(a), a, \(now) FROM unnest(\(accounts)::text[]) AS v(a)
+            ORDER BY a
+            ON CONFLICT (bucket, account_id) DO UPDATE SET due_at = EXCLUDED.due_at WHERE delivery_work.due_at > EXCLUDED.due_at
+            """
+        )
     }
 
     /// One PostgreSQL's claim (see ``claim(limit:lease:partition:now:)``). With `shard`, the
@@ -882,18 +907,22 @@ public struct DeliveryStore: Sendable {
     /// them before its lease would have run out), so their streams can be claimed again now
     /// rather than when the lease ends. Nothing else changes: they are due as they were. Only
     /// rows that still hold the claim's lease are let go (see `record`).
-    public func release(_ claimed: [Claimed]) async throws {
+    public func release(_ claimed: [Claimed], now: Date = Date()) async throws {
         guard !claimed.isEmpty else { return }
         guard let nodes, try await topology.isCitus(pool) else {
             try await pool.preparedQuery(Self.releaseQuery(claimed, shard: nil))
             return
         }
-        // On Citus, each shard's on its node (see `record`).
+        // On Citus, each shard's on its node (see `record`), and the accounts due again now.
         var seen = Set<String>()
-        for shard in nodes.byShard(claimed.map(\.accountID).filter { seen.insert($0).inserted }) {
+        let notesDue = nodes.deliveriesOnNodes
+        for shard in nodes.byShard(claimed.map(\.accountID).filter { seen.insert($0).inserted }.sorted()) {
             let mine = Set(shard)
-            _ = try await nodes.withConnection(for: shard[0]) {
-                try await $0.preparedQuery(Self.releaseQuery(claimed.filter { mine.contains($0.accountID) }, shard: shard))
+            try await nodes.withConnection(for: shard[0]) { connection in
+                try await connection.withTransaction { connection in
+                    try await connection.preparedQuery(Self.releaseQuery(claimed.filter { mine.contains($0.accountID) }, shard: shard))
+                    if notesDue { try await Self.markDue(shard, at: now, on: connection) }
+                }
             }
         }
     }
