@@ -232,8 +232,9 @@ public struct DeliveryStore: Sendable {
     /// Its buckets with accounts due (one read of their shards of `delivery_work` on the
     /// coordinator: an idle loop's poll costs that read, not a transaction on every bucket),
     /// taken in turn, each on the node that holds it, until one yields deliveries (a bucket that
-    /// fails is passed over). In one transaction there: the bucket's due accounts locked (`SKIP LOCKED`, in this loop's
-    /// partition), their deliveries claimed by one PostgreSQL's claim statement (``claimQuery``),
+    /// fails is passed over). In one transaction there: the bucket's due accounts locked
+    /// (`SKIP LOCKED`, a batch at most), their deliveries claimed by one PostgreSQL's claim
+    /// statement (``claimQuery``),
     /// and the accounts' due times set again (``noteDue``: a claimed account is due when its
     /// lease ends, should its sender die). Every statement names one shard. `more`: other buckets
     /// had accounts due, or the claim took a whole batch.
@@ -297,10 +298,11 @@ public struct DeliveryStore: Sendable {
     /// endpoint) can be claimed, its first delivery's due time or, when a delivery of the stream
     /// is leased, that lease's end; and deletes the rows of accounts with none. A stream's
     /// followers due behind a head that waits for its retry do not make it due (they would make
-    /// every claim of the bucket read the account again until the hold moves them). The caller holds the rows
-    /// (a claim's `FOR UPDATE`, a record's lock), so a transaction that writes a delivery of one
-    /// of them meanwhile writes its row after this one commits (its `ON CONFLICT` takes the
-    /// earlier time). The deliveries of a disabled endpoint wait for the hold to note them again.
+    /// every claim of the bucket read the account again until the hold moves them). The caller
+    /// holds the rows (a claim's `FOR UPDATE`, a record's lock), so a transaction that writes a
+    /// delivery of one of them meanwhile writes its row after this one commits (its `ON
+    /// CONFLICT` takes the earlier time). The deliveries of a disabled endpoint wait for the hold
+    /// to note them again.
     static func noteDue(of accounts: [String], bucket: String, on connection: Connection) async throws {
         try await connection.preparedQuery(
             """
