@@ -92,19 +92,11 @@ public enum Outbox {
         )
         if deliveries.affectedRows > 0, deliveriesWritten?.notesDue == true || keepsDueByBucket.withLockedValue({ $0 }) {
             // Each account due from its first new delivery's time, in its bucket, in this
-            // transaction (sql/0048). In account order: a claim or a record that holds some of
-            // these rows takes them in that order too.
+            // transaction (sql/0048).
             var due: [String: Date] = [:]
             for event in events { due[event.accountID] = min(due[event.accountID] ?? event.occurredAt, event.occurredAt) }
             let accounts = due.keys.sorted()
-            try await connection.preparedQuery(
-                """
-                INSERT INTO delivery_work (bucket, account_id, due_at)
-                SELECT subsync_work_bucket(a), a, d FROM unnest(\(accounts)::text[], \(accounts.compactMap { due[$0] })::timestamptz[]) AS v(a, d)
-                ORDER BY a
-                ON CONFLICT (bucket, account_id) DO UPDATE SET due_at = EXCLUDED.due_at WHERE delivery_work.due_at > EXCLUDED.due_at
-                """
-            )
+            try await DeliveryStore.markDue(accounts, at: accounts.compactMap { due[$0] }, on: connection)
         }
         if deliveries.affectedRows > 0 {
             try await connection.notify(channel: deliveriesChannel)

@@ -352,16 +352,19 @@ public struct DeliveryStore: Sendable {
         ).map { try $0.decode(String.self, at: 0) }
         sweptTo.withLockedValue { $0 = due.count < 1000 ? "" : due.last ?? "" }
         for shard in router.byShard(due) {
-            try await router.withConnection(for: shard[0]) { try await Self.markDue(shard, at: now, on: $0) }
+            try await router.withConnection(for: shard[0]) { try await Self.markDue(shard, at: [Date](repeating: now, count: shard.count), on: $0) }
         }
     }
 
-    /// Notes `accounts` (sorted, of one shard) due at `now` in their buckets, unless due sooner.
-    static func markDue(_ accounts: [String], at now: Date, on connection: Connection) async throws {
+    /// Notes `accounts` (sorted) due in their buckets, each at its time in `times`, unless due
+    /// sooner. In account order: a claim or a record that holds some of these rows takes them in
+    /// that order too. The one writer of rows for accounts named by the caller (`Outbox`, the
+    /// hold, releases).
+    static func markDue(_ accounts: [String], at times: [Date], on connection: Connection) async throws {
         try await connection.preparedQuery(
             """
             INSERT INTO delivery_work (bucket, account_id, due_at)
-            SELECT subsync_work_bucket(a), a, \(now) FROM unnest(\(accounts)::text[]) AS v(a)
+            SELECT subsync_work_bucket(a), a, d FROM unnest(\(accounts)::text[], \(times)::timestamptz[]) AS v(a, d)
             ORDER BY a
             ON CONFLICT (bucket, account_id) DO UPDATE SET due_at = EXCLUDED.due_at WHERE delivery_work.due_at > EXCLUDED.due_at
             """
@@ -923,7 +926,7 @@ public struct DeliveryStore: Sendable {
             try await nodes.withConnection(for: shard[0]) { connection in
                 try await connection.withTransaction { connection in
                     try await connection.preparedQuery(Self.releaseQuery(claimed.filter { mine.contains($0.accountID) }, shard: shard))
-                    if notesDue { try await Self.markDue(shard, at: now, on: connection) }
+                    if notesDue { try await Self.markDue(shard, at: [Date](repeating: now, count: shard.count), on: connection) }
                 }
             }
         }
